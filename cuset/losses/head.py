@@ -309,6 +309,9 @@ class _WeightedTermsFn(torch.autograd.Function):
         need_w, need_b = ctx.needs_input_grad[1], bias is not None and ctx.needs_input_grad[2]
         if need_w or need_b:
             if ctx.fused_w:
+                if ctx.acc is None:
+                    raise RuntimeError("weighted_terms_fn's weight gradient was summed during forward and is handed "
+                                       "out once: backward through it a second time (retain_graph) is not supported")
                 grad_w, grad_b = ctx.acc.combine(g)
                 ctx.acc = None
             else:

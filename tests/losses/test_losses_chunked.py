@@ -232,3 +232,16 @@ def test_no_grad_evaluation_gives_the_same_loss():
     for got in (generic, fused_loss):
         assert not got.requires_grad
         assert_close(got, want)
+
+
+def test_int32_labels_and_second_backward():
+    inputs = make_inputs(seed=9)
+    hidden, weight, bias, labels, segment, cuda, _ = inputs
+    cfg = LossConfig(name="sft", chunk_size=4)
+    want, _ = reference("sft", cfg, inputs)
+    tg = select_targets(labels.int(), vocab_size=V)
+    loss, _, _ = head_loss_sum(cfg, hidden[tg.mask], weight, bias, tg)
+    assert_close(loss, want)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="second time"):
+        loss.backward()
