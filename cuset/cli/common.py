@@ -51,3 +51,18 @@ def stage_config(ctx: typer.Context, cls: type, config: Path | None = None, over
         for err in e.errors:
             console.print(f"  - {err}")
         raise typer.Exit(2)
+
+
+def print_config_help(title: str, *sections: tuple[type, str]) -> None:
+    """A table of every config key, its default and help: `(cls, key prefix)` per section."""
+    from rich.table import Table
+
+    from cuset.config import describe
+
+    table = Table(title=title)
+    for col in ("key", "default", "help"):
+        table.add_column(col, overflow="fold")
+    for cls, prefix in sections:
+        for key, default, text in describe(cls, prefix):
+            table.add_row(key, default, text)
+    out.print(table)

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, console, fail, out, stage_config
+from cuset.cli.common import OVERRIDES, console, fail, out, print_config_help, stage_config
 
 app = typer.Typer(help="Curate datasets: build (validated SFT data), synth (task factory), stats.", no_args_is_help=True)
 
@@ -29,7 +29,9 @@ def build(
     from cuset.data.config import DataBuildConfig
 
     if help_config:
-        _print_config_help(DataBuildConfig)
+        from cuset.data.config import SourceConfig
+
+        print_config_help("DataBuildConfig keys (set in YAML or as key=value)", (DataBuildConfig, ""), (SourceConfig, "sources[]."))
         return
     if config is None and not ctx.args:
         fail("give a config file: cuset data build CONFIG.yaml [key=value ...] (--help-config lists the keys)")
@@ -138,15 +140,3 @@ def _print_funnel(manifest: dict) -> None:
             why = {**s.get("rejected", {}), **s.get("removed", {}), **{f"{k} (deferred)": v for k, v in s.get("deferred", {}).items()}}
         table.add_row(title, str(n_in), str(n_out), ", ".join(f"{k}={v}" for k, v in why.items()) or "-")
     console.print(table)
-
-
-def _print_config_help(cls) -> None:
-    from rich.table import Table
-
-    from cuset.config import describe
-    from cuset.data.config import SourceConfig
-
-    table = Table("key", "default", "help")
-    for key, default, text in describe(cls) + describe(SourceConfig, "sources[]."):
-        table.add_row(key, default, text)
-    out.print(table)

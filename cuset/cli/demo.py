@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, console, out, stage_config
+from cuset.cli.common import OVERRIDES, console, out, print_config_help, stage_config
 
 
 def register(root: typer.Typer) -> None:
@@ -18,6 +18,7 @@ def register(root: typer.Typer) -> None:
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/demo-<timestamp>); "
                                                "an existing one is resumed."),
         config: Optional[Path] = typer.Option(None, "--config", help="YAML DemoConfig; key=value overrides follow."),
+        help_config: bool = typer.Option(False, "--help-config", help="List every config key with its default and help, then exit."),
     ):
         """Synthesise tasks, build and pretrain a small base model, fine-tune it with SFT and CuSeT,
         generate, evaluate (nvcc + CPU backend) and write runs/demo-*/report.md."""
@@ -26,6 +27,9 @@ def register(root: typer.Typer) -> None:
         from cuset.demo.config import FAST, DemoConfig
         from cuset.demo.run import run_demo
 
+        if help_config:
+            print_config_help("DemoConfig keys (key=value; --fast changes " + ", ".join(FAST) + ")", (DemoConfig, ""))
+            return
         cfg = stage_config(ctx, DemoConfig, config, base=FAST if fast else None)
         if out_dir is not None:
             cfg = replace(cfg, out=str(out_dir))

@@ -8,21 +8,7 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from cuset.cli.common import OVERRIDES, console, fail, out, stage_config
-
-
-def _print_config_help() -> None:
-    from rich.table import Table
-
-    from cuset.config import describe
-    from cuset.train.config import TrainConfig
-
-    table = Table(title="TrainConfig keys (set in YAML or as key=value)")
-    for col in ("key", "default", "help"):
-        table.add_column(col, overflow="fold")
-    for key, default, text in describe(TrainConfig):
-        table.add_row(key, default, text)
-    out.print(table)
+from cuset.cli.common import OVERRIDES, console, fail, out, print_config_help, stage_config
 
 
 def register(root: typer.Typer) -> None:
@@ -38,7 +24,9 @@ def register(root: typer.Typer) -> None:
         Multi-GPU / multi-node: `accelerate launch --config_file configs/accelerate/<setup>.yaml -m cuset.cli.main train CONFIG`.
         """
         if help_config:
-            _print_config_help()
+            from cuset.train.config import TrainConfig
+
+            print_config_help("TrainConfig keys (set in YAML or as key=value)", (TrainConfig, ""))
             raise typer.Exit()
         extra = list(ctx.args)
         if config is not None and "=" in config.name and not config.exists():  # only overrides were given

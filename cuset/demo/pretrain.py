@@ -1,9 +1,9 @@
-"""Brief causal-LM pretraining of the demo's "vanilla" base model on raw programs.
+"""Brief causal-LM pretraining of the demo's "vanilla" base model.
 
 The model and tokenizer come from `cuset.train.tiny` (built here, no hub); this
-module only gives them some knowledge of CUDA before instruction tuning, so that
-token confidences mean something and fine-tuning starts from a code model, as in
-the paper.
+module only gives them some knowledge of CUDA and of the chat reply format before
+instruction tuning, so that token confidences mean something and fine-tuning starts
+from an instruct code model, as in the paper.
 """
 
 from __future__ import annotations
@@ -25,6 +25,16 @@ def pack_stream(tokenizer, texts: Iterable[str], seq_len: int):
     if n == 0:
         raise ValueError(f"corpus of {len(ids)} tokens is shorter than one sequence of {seq_len}")
     return torch.tensor(ids[: n * seq_len]).view(n, seq_len)
+
+
+def instruction_document(tokenizer, task, level: int = 1) -> str:
+    """One chat-formatted prompt/program pair, rendered as the fine-tuning data renders it."""
+    from cuset.tasks import render_prompt
+    from cuset.train.data.records import wrap_response
+
+    response, _ = wrap_response(task.bench_cu, "fenced", "cuda")
+    messages = render_prompt(task, level).messages() + [{"role": "assistant", "content": response}]
+    return tokenizer.apply_chat_template(messages, tokenize=False)
 
 
 def pretrain(model, tokenizer, texts: list[str], *, steps: int, seq_len: int = 512, batch_size: int = 8,

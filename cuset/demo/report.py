@@ -52,15 +52,18 @@ def write_report(run) -> Path:
 def _markdown(run, doc: dict) -> str:
     out: Path = run.out
     cfg = doc["config"]
+    instruct = (f" and on {cfg['n_instruct']} chat-formatted prompt/program pairs from other families "
+                f"({cfg['instruct_families']})" if cfg.get("n_instruct") else "")
     lines = [
         "# cuset demo: CuSeT vs SFT in miniature",
         "",
         f"A {cfg['layers']}-layer, hidden-{cfg['hidden']} Qwen2-architecture model with a {cfg['vocab_size']}-token "
-        f"byte-level BPE was built here, pretrained for {cfg['pretrain_steps']} steps on the training programs "
-        f"(\"vanilla\"), then fine-tuned ({cfg['finetune']}) for {cfg['finetune_steps']} steps each with SFT and with "
-        f"CuSeT (tau={cfg['tau']}, lambda={cfg['lam']}, window={cfg['window']}) on {cfg['n_train']} synthesised tasks. "
-        f"Each model generated {cfg['samples']} samples for each of {cfg['n_eval']} held-out tasks "
-        f"(holdout: {cfg['holdout']}), which were compiled with nvcc and run on the CPU execution backend.",
+        f"byte-level BPE was built here and pretrained for {cfg['pretrain_steps']} steps on the training programs"
+        f"{instruct} (\"vanilla\"), then fine-tuned ({cfg['finetune']}) for {cfg['finetune_steps']} steps each with "
+        f"SFT and with CuSeT (tau={cfg['tau']}, lambda={cfg['lam']}, window={cfg['window']}) on {cfg['n_train']} "
+        f"synthesised tasks (families: {cfg['families']}). Each model generated {cfg['samples']} samples for each "
+        f"of {cfg['n_eval']} held-out tasks (holdout: {cfg['holdout']}), which were compiled with nvcc and run on "
+        f"the CPU execution backend.",
         "",
         "## Results (Table 2/3 shape)",
         "",

@@ -40,6 +40,10 @@ class DemoRun:
         return self.out / "data" / "eval.jsonl"
 
     @property
+    def instruct_tasks(self) -> Path:
+        return self.out / "data" / "instruct.jsonl"
+
+    @property
     def vanilla(self) -> Path:
         return self.out / "models" / "vanilla"
 
@@ -84,35 +88,46 @@ class DemoRun:
 
     # -- steps ---------------------------------------------------------------
     def make_data(self) -> None:
-        from cuset.data.synth import synthesize_split
+        from cuset.data.synth import synthesize, synthesize_split
         from cuset.tasks import save_tasks
 
-        train, evaluation = synthesize_split(self.cfg.n_train, self.cfg.n_eval, self.cfg.seed, holdout=self.cfg.holdout)
+        c = self.cfg
+        train, evaluation = synthesize_split(c.n_train, c.n_eval, c.seed, holdout=c.holdout, families=c.family_list())
+        instruct = synthesize(c.n_instruct, c.seed, families=c.instruct_family_list()) if c.n_instruct else []
         save_tasks(train, self.train_tasks)
         save_tasks(evaluation, self.eval_tasks)
+        save_tasks(instruct, self.instruct_tasks)
 
     def make_base_model(self) -> None:
-        """Tokenizer + randomly initialised model, then brief pretraining on raw programs."""
+        """Tokenizer + randomly initialised model, then brief pretraining on the training
+        programs (raw) and on instruction pairs from other families (chat-formatted)."""
+        import random
+
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from cuset.demo.pretrain import pretrain
+        from cuset.demo.pretrain import instruction_document, pretrain
         from cuset.tasks import load_tasks, render_prompt
         from cuset.train.tiny import build_tiny_model
 
+        c = self.cfg
         tasks, _ = load_tasks(self.train_tasks)
+        instruct, _ = load_tasks(self.instruct_tasks)
         programs = [t.bench_cu for t in tasks]
-        prompts = [m["content"] for t in tasks for m in render_prompt(t, 1).messages()]
+        prompts = [m["content"] for t in tasks + instruct for m in render_prompt(t, 1).messages()]
         staging = self.vanilla.with_name("vanilla.partial")
-        build_tiny_model(staging, programs + prompts, vocab_size=self.cfg.vocab_size, hidden_size=self.cfg.hidden,
-                         num_layers=self.cfg.layers, num_heads=4, num_kv_heads=2, intermediate_size=3 * self.cfg.hidden,
-                         seed=self.cfg.seed)
-        torch.manual_seed(self.cfg.seed)
+        build_tiny_model(staging, programs + [t.bench_cu for t in instruct] + prompts, vocab_size=c.vocab_size,
+                         hidden_size=c.hidden, num_layers=c.layers, num_heads=4, num_kv_heads=2,
+                         intermediate_size=3 * c.hidden, seed=c.seed)
+        torch.manual_seed(c.seed)
         tokenizer = AutoTokenizer.from_pretrained(staging)
         model = AutoModelForCausalLM.from_pretrained(staging, dtype=torch.float32)
-        with _bar(self.cfg.pretrain_steps, "pretrain vanilla", self.cfg.progress) as advance:
-            losses = pretrain(model, tokenizer, programs, steps=self.cfg.pretrain_steps, seq_len=self.cfg.seq_len,
-                              lr=self.cfg.pretrain_lr, seed=self.cfg.seed, progress=lambda s, loss: advance(loss))
+        corpus = programs + [instruction_document(tokenizer, t) for t in instruct]
+        random.Random(c.seed).shuffle(corpus)
+        with _bar(c.pretrain_steps, "pretrain vanilla", c.progress) as advance:
+            losses = pretrain(model, tokenizer, corpus, steps=c.pretrain_steps, seq_len=c.seq_len,
+                              batch_size=max(1, 4096 // c.seq_len), lr=c.pretrain_lr, seed=c.seed,
+                              progress=lambda s, loss: advance(loss))
         model.save_pretrained(staging)
         (staging / "pretrain_log.json").write_text(json.dumps({"loss": losses}))
         staging.rename(self.vanilla)

@@ -75,3 +75,18 @@ def test_rerun_resumes_without_redoing_steps(demo_run):
     after = (demo_run / "report.md").read_text()
     strip = lambda t: t.split("## Time per step")[0]
     assert strip(before) == strip(after)
+
+
+def test_data_splits_are_disjoint_and_from_the_configured_families(demo_run):
+    from cuset.tasks import load_tasks
+
+    cfg = json.loads((demo_run / "demo_config.json").read_text())
+    split = {name: load_tasks(demo_run / "data" / f"{name}.jsonl")[0] for name in ("train", "eval", "instruct")}
+    assert [len(split[k]) for k in ("train", "eval", "instruct")] == [cfg["n_train"], cfg["n_eval"], cfg["n_instruct"]]
+    families = {k: {t.family for t in v} for k, v in split.items()}
+    assert families["train"] | families["eval"] <= set(cfg["families"].split(","))
+    assert families["instruct"] <= set(cfg["instruct_families"].split(","))
+    assert families["instruct"].isdisjoint(families["train"] | families["eval"])
+    programs = {k: {t.bench_cu for t in v} for k, v in split.items()}
+    assert programs["train"].isdisjoint(programs["eval"])  # held-out (variant, size) points
+    assert f"{cfg['n_instruct']} chat-formatted prompt/program pairs" in (demo_run / "report.md").read_text()

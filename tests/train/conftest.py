@@ -154,7 +154,7 @@ def warm_model_dir(tiny_model_dir, train_data, tmp_path_factory) -> Path:
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
-    for _ in range(30):
+    for _ in range(60):
         opt.zero_grad()
         model(**batch).loss.backward()
         opt.step()

@@ -1,0 +1,80 @@
+"""The demo's configuration and base-model corpus, without running the pipeline."""
+
+import pytest
+
+from cuset.config import load_config
+from cuset.demo.config import DEMO_FAMILIES, INSTRUCT_FAMILIES, DemoConfig
+
+
+def test_defaults_name_real_disjoint_families():
+    cfg = DemoConfig()
+    demo, instruct = cfg.family_list(), cfg.instruct_family_list()
+    assert demo == DEMO_FAMILIES.split(",") and instruct == INSTRUCT_FAMILIES.split(",")
+    assert not set(demo) & set(instruct)
+
+
+def test_all_families_means_no_filter():
+    assert DemoConfig(families="all", n_instruct=0).family_list() is None
+    assert DemoConfig(families=" relu , saxpy ").family_list() == ["relu", "saxpy"]
+
+
+def test_unknown_family_is_named_with_a_suggestion():
+    with pytest.raises(ValueError, match=r"families: .*relux.*relu"):
+        DemoConfig(families="relux,saxpy")
+    with pytest.raises(ValueError, match=r"instruct_families: .*gemmm"):
+        DemoConfig(instruct_families="gemmm")
+
+
+def test_instruct_families_must_be_disjoint_from_the_demo_families():
+    with pytest.raises(ValueError, match="disjoint from families; both name relu"):
+        DemoConfig(instruct_families="relu,transpose")
+    # 'all' demo families overlap any instruction family, unless there is no instruction data
+    with pytest.raises(ValueError, match="disjoint"):
+        DemoConfig(families="all")
+    DemoConfig(families="all", n_instruct=0)
+
+
+@pytest.mark.parametrize("key, value", [("n_instruct", -1), ("seq_len", 0), ("seq_len", 8192), ("n_train", 0)])
+def test_out_of_range_numbers_are_rejected(key, value):
+    with pytest.raises(ValueError, match=key):
+        DemoConfig(**{key: value})
+
+
+def test_overrides_reach_the_config():
+    cfg = load_config(DemoConfig, overrides=["families=relu,where", "n_instruct=0", "seq_len=512"])
+    assert cfg.family_list() == ["relu", "where"] and cfg.n_instruct == 0 and cfg.seq_len == 512
+
+
+def test_instruction_document_is_the_fine_tuning_rendering(tmp_path):
+    """A base-model instruction pair renders exactly like the fine-tuning data: the
+    ChatML prompt, then the fenced program as the assistant turn."""
+    from transformers import AutoTokenizer
+
+    from cuset.data.synth import synthesize
+    from cuset.demo.pretrain import instruction_document
+    from cuset.tasks import render_prompt
+    from cuset.train.tiny import build_tiny_model
+
+    (task,) = synthesize(1, 0, families=["transpose"])
+    build_tiny_model(tmp_path, [task.bench_cu], vocab_size=300)
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    doc = instruction_document(tok, task)
+    user = render_prompt(task, 1).messages()[-1]["content"]
+    assert doc.startswith("<|im_start|>system\n")
+    assert f"<|im_start|>user\n{user}<|im_end|>\n" in doc
+    assert doc.endswith(f"<|im_start|>assistant\n```cuda\n{task.bench_cu.strip()}\n```<|im_end|>\n")
+
+
+def test_cli_lists_the_keys_and_rejects_bad_overrides(tmp_path):
+    from typer.testing import CliRunner
+
+    from cuset.cli.main import app
+
+    runner = CliRunner()
+    res = runner.invoke(app, ["demo", "--help-config"], terminal_width=200)
+    assert res.exit_code == 0
+    for key in ("n_instruct", "instruct_families", "finetune_steps", "max_new_tokens"):
+        assert key in res.output
+    res = runner.invoke(app, ["demo", "--out", str(tmp_path / "run"), "families=relux"])
+    assert res.exit_code != 0 and "relu" in res.output
+    assert not (tmp_path / "run").exists()  # nothing started
