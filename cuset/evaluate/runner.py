@@ -79,7 +79,8 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[Task], generations_path: s
     done = {r.key for r in load_results(results_path)}
     todo = [g for g in gens if g.key not in done]
     backend = backend or cfg.make_backend()
-    cache_root = Path(cfg.cache_dir) if cfg.cache_dir else DEFAULT_ROOT.parent
+    # Absolute: the sandbox hides it by path, and programs run in their own directories.
+    cache_root = Path(cfg.cache_dir).resolve() if cfg.cache_dir else DEFAULT_ROOT.parent
     sandbox_mode = resolve_mode(cfg.sandbox.mode)  # fail before any work if there is no sandbox
     t0 = time.perf_counter()
     ws = Workspace(parent=cfg.workdir or None,

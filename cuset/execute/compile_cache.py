@@ -44,7 +44,8 @@ class CompileCache:
     def __init__(self, backend: Backend, root: str | Path | None = None, workers: int | None = None,
                  timeout: float = 120.0):
         self.backend = backend
-        self.root = Path(root or DEFAULT_ROOT)
+        # Absolute: compilers and programs run with their own working directories.
+        self.root = Path(root or DEFAULT_ROOT).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)  # untrusted programs must not browse other binaries' sources
         self.timeout = timeout

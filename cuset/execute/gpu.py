@@ -55,7 +55,7 @@ class GpuBackend:
     def compile(self, source: str, workdir: Path, timeout: float) -> CompileOutcome:
         if self.compat:
             timeout = COMPAT_COMPILE_TIMEOUT
-        workdir = Path(workdir)
+        workdir = Path(workdir).resolve()  # the executable path must hold outside workdir too
         (workdir / "kernel.cu").write_text(source, encoding="utf-8")
         argv = [self.nvcc, *self.flags, "kernel.cu", "-o", "kernel"]
         step = run_step("compile", argv, cwd=workdir, timeout=timeout, env=clean_env())

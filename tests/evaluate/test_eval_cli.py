@@ -78,3 +78,23 @@ def test_eval_command_on_the_cpu_backend(tmp_path):
     assert summary["meta"]["backend"] == "cpu"
     assert summary["overall"]["statuses"] == {"passed": 1, "wrong": 1}
     assert summary["overall"]["function@1"] == 0.5 and summary["overall"]["avg_tokens"] == 200
+
+
+def test_eval_with_relative_paths_on_the_cpu_backend(tmp_path, monkeypatch):
+    """Regression: with a relative cache_dir the CPU backend ran its compiler in the build
+    directory on a path relative to the caller's, and every sample became 'unsupported'."""
+    pytest.importorskip("cuset.execute.cpu", reason="CPU backend not available")
+    from pathlib import Path
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "adversarial"
+    task = json.loads((fixtures / "task.json").read_text())
+    (tmp_path / "tasks.jsonl").write_text(json.dumps(task) + "\n")
+    ref = (fixtures / "reference.cu").read_text()
+    save_generations(tmp_path / "gens.jsonl", [
+        GenerationRecord(900, "Adversarial_Axpb", 0, "m", 1, f"```cuda\n{ref}```", ref, 300, "stop", 1.0)])
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, ["eval", "tasks.jsonl", "gens.jsonl", "--out", "out", "--backend", "cpu",
+                              "cache_dir=rel/cache", "progress=false"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["overall"]["statuses"] == {"passed": 1}

@@ -63,7 +63,7 @@ class CpuBackend:
 
     # ------------------------------------------------------------ compile
     def compile(self, source: str, workdir: Path, timeout: float) -> CompileOutcome:
-        workdir = Path(workdir)
+        workdir = Path(workdir).resolve()  # the compiler runs with cwd=workdir
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / SOURCE_NAME).write_text(source)
         rewritten = rewrite(source)
