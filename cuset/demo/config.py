@@ -37,7 +37,7 @@ class DemoConfig:
     vocab_size: int = option(2048, help="Byte-level BPE vocabulary trained on the training programs.")
     hidden: int = option(128, help="Hidden size of the base model (a Qwen2 architecture).")
     layers: int = option(4, help="Transformer layers of the base model.")
-    pretrain_steps: int = option(800, help="Causal-LM steps on raw programs that make the vanilla base model.")
+    pretrain_steps: int = option(700, help="Causal-LM steps on raw programs that make the vanilla base model.")
     pretrain_lr: float = option(3e-3, help="Peak learning rate of pretraining.")
     seq_len: int = option(1024, help="Tokens per pretraining row (4096 tokens per step: 4096 // seq_len rows).")
     finetune: str = option("full", help="full or lora (the paper's setting). Full by default: on a ~1M-parameter model "
