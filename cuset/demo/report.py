@@ -19,6 +19,23 @@ def model_metrics(results_path: Path) -> dict:
     return {**summary.overall, "n_skipped_tasks": len(summary.skipped_tasks)}
 
 
+def base_model_facts(model_dir: Path) -> dict:
+    """Vocabulary and parameter count of the saved base model, read from its files (the
+    BPE may stop short of the requested vocab_size when it runs out of merges)."""
+    from safetensors import safe_open
+
+    config = json.loads((model_dir / "config.json").read_text())
+    n = 0
+    for shard in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(shard), framework="pt") as f:
+            for key in f.keys():
+                numel = 1
+                for dim in f.get_slice(key).get_shape():
+                    numel *= dim
+                n += numel
+    return {"vocab_size": config["vocab_size"], "parameters": n}
+
+
 def _pct(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}"
 
@@ -43,7 +60,7 @@ def write_report(run) -> Path:
            "confidence": {k: confidence[k] for k in ("ks", "groups", "windows", "threshold")},
            "training": {m: {"steps": t["steps"], "final_metrics": t["final_metrics"],
                             "trainable_parameters": t["trainable_parameters"]} for m, t in trains.items()},
-           "timings_s": run.timings}
+           "base_model": base_model_facts(run.vanilla), "timings_s": run.timings}
     (out / "report.json").write_text(json.dumps(doc, indent=1, default=str))
     (out / "report.md").write_text(_markdown(run, doc))
     return out / "report.md"
@@ -52,12 +69,14 @@ def write_report(run) -> Path:
 def _markdown(run, doc: dict) -> str:
     out: Path = run.out
     cfg = doc["config"]
+    base = doc["base_model"]
     instruct = (f" and on {cfg['n_instruct']} chat-formatted prompt/program pairs from other families "
                 f"({cfg['instruct_families']})" if cfg.get("n_instruct") else "")
     lines = [
         "# cuset demo: CuSeT vs SFT in miniature",
         "",
-        f"A {cfg['layers']}-layer, hidden-{cfg['hidden']} Qwen2-architecture model with a {cfg['vocab_size']}-token "
+        f"A {cfg['layers']}-layer, hidden-{cfg['hidden']} Qwen2-architecture model ({base['parameters']:,} parameters) "
+        f"with a {base['vocab_size']:,}-token "
         f"byte-level BPE was built here and pretrained for {cfg['pretrain_steps']} steps on the training programs"
         f"{instruct} (\"vanilla\"), then fine-tuned ({cfg['finetune']}) for {cfg['finetune_steps']} steps each with "
         f"SFT and with CuSeT (tau={cfg['tau']}, lambda={cfg['lam']}, window={cfg['window']}) on {cfg['n_train']} "
@@ -90,7 +109,7 @@ def _markdown(run, doc: dict) -> str:
         "",
         "## Token confidence of the vanilla model (paper section 3)",
         "",
-        f"Teacher-forced probability of each reference token: CUDA-sensitive tokens (kernel bodies and launch "
+        f"Teacher-forced probability of each token of the held-out reference programs: CUDA-sensitive tokens (kernel bodies and launch "
         f"configurations) have mean confidence {groups['cuda_sensitive']['mean']:.3f} "
         f"({ks['n_sensitive']:,} tokens), neutral tokens {groups['cuda_neutral']['mean']:.3f} ({ks['n_neutral']:,}); "
         f"two-sample KS D = {ks['statistic']:.3f}, p {_p_value(ks['pvalue'])}. "

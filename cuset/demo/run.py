@@ -188,21 +188,23 @@ class DemoRun:
         evaluate_file(self.eval_tasks, self.generations(model), out / "results.jsonl", cfg, backend=backend)
 
     def confidence(self) -> None:
-        """Section 3 of the paper on the vanilla model: confidence of CUDA-sensitive vs neutral tokens."""
+        """Section 3 of the paper on the vanilla model: confidence of CUDA-sensitive vs neutral
+        tokens of the held-out reference programs (the base model pretrained on the training
+        programs, so those would measure memorisation)."""
         from cuset.analysis.confidence_report import analyze_confidence, save_scores
         from cuset.analysis.scoring import encode_examples, load_model, score_batches
         from cuset.spans import ALL_KINDS, CUSET_KINDS
         from cuset.train.data import RecordOptions, read_examples
 
         model, tokenizer = load_model(str(self.vanilla), device="cpu", dtype="float32")
-        items = read_examples(self.train_tasks, RecordOptions(format="cudabench", prompt_level=1))
+        items = read_examples(self.eval_tasks, RecordOptions(format="cudabench", prompt_level=1))
         encoded, skipped, messages = encode_examples(tokenizer, items, max_length=2048, limit=64)
         samples = score_batches(model, tokenizer, encoded, batch_size=8, progress=self.cfg.progress)
         out = self.out / "confidence"
         save_scores(out / "scores.jsonl", samples)
         analyze_confidence(samples, out, window=self.cfg.confidence_window, sensitive_kinds=CUSET_KINDS,
                            categories=ALL_KINDS, model_label="vanilla demo base model",
-                           data_label=str(self.train_tasks), skipped=dict(skipped), skipped_messages=messages)
+                           data_label=str(self.eval_tasks), skipped=dict(skipped), skipped_messages=messages)
 
 
 class _bar:

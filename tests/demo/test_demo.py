@@ -71,6 +71,12 @@ def test_figures_and_artifacts(demo_run):
     for method in ("sft", "cuset"):
         summary = json.loads((demo_run / "train" / method / "run_summary.json").read_text())
         assert summary["objective"] == method and summary["steps"] == doc["config"]["finetune_steps"]
+        if doc["config"]["finetune"] == "full":  # every weight trains: the report's count is the model's
+            assert summary["trainable_parameters"] == doc["base_model"]["parameters"]
+    from transformers import AutoTokenizer
+
+    vocab = len(AutoTokenizer.from_pretrained(demo_run / "models" / "vanilla"))
+    assert doc["base_model"]["vocab_size"] == vocab and f"with a {vocab:,}-token" in (demo_run / "report.md").read_text()
 
 
 def test_rerun_resumes_without_redoing_steps(demo_run):
