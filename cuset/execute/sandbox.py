@@ -49,6 +49,7 @@ import dataclasses
 import functools
 import itertools
 import os
+import sys
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -150,6 +151,15 @@ def _drop_root(uid: int) -> list[str]:
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
 
 
+def _masked_interpreter_dirs() -> list[Path]:
+    """The Python installation (a venv, its base) when it lives under a directory the
+    sandbox replaces with an empty tmpfs (e.g. a checkout in /tmp): bound back read-only
+    so sandboxed scripts (gen.py, compare.py) still find their interpreter and packages."""
+    masked = (Path("/tmp"), Path("/var/tmp"))
+    dirs = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    return sorted(d for d in dirs if any(d.is_relative_to(m) for m in masked))
+
+
 def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...]) -> list[str]:
     argv = ["bwrap", "--ro-bind", "/", "/"]
     argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm"] if policy.gpu_devices else ["--dev", "/dev"]
@@ -157,6 +167,14 @@ def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ..
     for hidden in policy.hide:
         if Path(hidden).is_dir():
             argv += ["--tmpfs", str(hidden)]
+    for path in _masked_interpreter_dirs():
+        # bwrap would create the missing parents on the tmpfs 0700, untraversable by the
+        # sandbox uid; make them 0755 (empty: nothing else of the checkout shows).
+        for parent in reversed(path.parents):
+            if parent.is_relative_to("/tmp") or parent.is_relative_to("/var/tmp"):
+                if parent not in (Path("/tmp"), Path("/var/tmp")):
+                    argv += ["--perms", "0755", "--dir", str(parent)]
+        argv += ["--ro-bind", str(path), str(path)]
     for path in readonly:
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--bind", str(run_dir), str(run_dir), "--chdir", str(run_dir)]

@@ -178,3 +178,25 @@ def test_bad_mode_and_missing_tools_are_clear_errors(monkeypatch):
             resolve_mode("auto")
     finally:
         sb._probe.cache_clear()
+
+
+@needs_bwrap
+def test_an_interpreter_under_tmp_stays_usable_but_its_neighbours_stay_hidden(tmp_path, monkeypatch):
+    """A checkout (and its .venv) under /tmp: /tmp is an empty tmpfs in the sandbox, so the
+    Python installation is bound back, with traversable parents, and nothing beside it."""
+    import sys
+
+    env = tmp_path / "checkout" / ".venv"
+    env.mkdir(parents=True)
+    (env / "marker.txt").write_text("interpreter files\n")
+    os.chmod(tmp_path, 0o755)  # as a clone's parents would be
+    (tmp_path / "checkout" / "secret.txt").write_text("reference outputs\n")
+    monkeypatch.setattr(sys, "prefix", str(env))
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    policy = SandboxPolicy(mode="bwrap")
+    seen = run_sandboxed("cat", ["/bin/cat", str(env / "marker.txt")], run_dir=run_dir, timeout=20, policy=policy)
+    assert seen.returncode == 0 and seen.stdout == "interpreter files\n", seen.stderr
+    hidden = run_sandboxed("cat", ["/bin/cat", str(tmp_path / "checkout" / "secret.txt")], run_dir=run_dir,
+                           timeout=20, policy=policy)
+    assert hidden.returncode != 0 and "No such file" in hidden.stderr
