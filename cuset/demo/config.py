@@ -34,10 +34,12 @@ class DemoConfig:
                                     "disjoint from families.")
     holdout: str = option("params", help="What the evaluation set holds out: params (same families, unseen "
                           "constants and sizes) or families (unseen families).", choices=("params", "families"))
-    vocab_size: int = option(2048, help="Byte-level BPE vocabulary trained on the training programs.")
+    vocab_size: int = option(2048, help="Byte-level BPE vocabulary (at most: BPE stops when it runs out of merges), "
+                            "trained on the programs and prompts of the pretraining corpus.")
     hidden: int = option(128, help="Hidden size of the base model (a Qwen2 architecture).")
     layers: int = option(4, help="Transformer layers of the base model.")
-    pretrain_steps: int = option(700, help="Causal-LM steps on raw programs that make the vanilla base model.")
+    pretrain_steps: int = option(700, help="Causal-LM steps (4096 tokens each) on the training programs and "
+                                "the instruction pairs that make the vanilla base model.")
     pretrain_lr: float = option(3e-3, help="Peak learning rate of pretraining.")
     seq_len: int = option(1024, help="Tokens per pretraining row (4096 tokens per step: 4096 // seq_len rows).")
     finetune: str = option("full", help="full or lora (the paper's setting). Full by default: on a ~1M-parameter model "

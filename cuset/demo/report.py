@@ -4,6 +4,7 @@ confidence figure, every number recomputed from the per-sample result files."""
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -26,13 +27,9 @@ def base_model_facts(model_dir: Path) -> dict:
 
     config = json.loads((model_dir / "config.json").read_text())
     n = 0
-    for shard in sorted(model_dir.glob("*.safetensors")):
+    for shard in model_dir.glob("*.safetensors"):
         with safe_open(str(shard), framework="pt") as f:
-            for key in f.keys():
-                numel = 1
-                for dim in f.get_slice(key).get_shape():
-                    numel *= dim
-                n += numel
+            n += sum(math.prod(f.get_slice(key).get_shape()) for key in f.keys())
     return {"vocab_size": config["vocab_size"], "parameters": n}
 
 

@@ -15,11 +15,12 @@ What it covers
   and address space (RLIMIT_AS; CPU backend only: CUDA maps huge ranges). No core dumps.
 - Environment: rebuilt from scratch (clean_env): PATH, LANG, one BLAS thread,
   HOME/TMPDIR pointing into the run dir; no tokens, proxies or CUDA_* unless given.
-- Filesystem (bwrap mode): the root filesystem is mounted read-only; /tmp, /dev/shm
+- Filesystem (bwrap mode): the root filesystem is mounted read-only; /tmp, /var/tmp, /dev/shm
   and every `hide` path (the evaluation workspace that holds gen.py's reference
   outputs, other samples' run dirs) are replaced by empty root-owned tmpfs; only
   the run dir is writable (and is owned by the sandbox uid); `readonly` paths (the
-  executable's cache entry) are bound back read-only. /dev is a minimal devtmpfs
+  executable's cache entry) and a Python installation living under /tmp are bound
+  back read-only. /dev is a minimal devtmpfs
   (null, zero, urandom, ...) unless `gpu_devices` binds the host's /dev for the driver.
 
 Modes: "bwrap" (bubblewrap, the full list above), "unshare" (fallback when bwrap is
@@ -49,9 +50,9 @@ import dataclasses
 import functools
 import itertools
 import os
-import sys
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -151,30 +152,38 @@ def _drop_root(uid: int) -> list[str]:
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs", "--"]
 
 
-def _masked_interpreter_dirs() -> list[Path]:
-    """The Python installation (a venv, its base) when it lives under a directory the
-    sandbox replaces with an empty tmpfs (e.g. a checkout in /tmp): bound back read-only
-    so sandboxed scripts (gen.py, compare.py) still find their interpreter and packages."""
-    masked = (Path("/tmp"), Path("/var/tmp"))
-    dirs = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    return sorted(d for d in dirs if any(d.is_relative_to(m) for m in masked))
+# Shared scratch directories: each is an empty tmpfs in the sandbox (bwrap mode).
+SCRATCH_DIRS = (Path("/tmp"), Path("/var/tmp"))
+
+
+def _masked_interpreter_binds() -> list[str]:
+    """bwrap arguments binding the Python installation (a venv, its base) back read-only
+    when it lives under a scratch dir (e.g. a checkout in /tmp), so sandboxed scripts
+    (gen.py, compare.py) still find their interpreter and packages. The parents bwrap
+    creates on the tmpfs get 0755 (it would make them 0700, untraversable by the sandbox
+    uid); they stay empty, so nothing else of the checkout shows."""
+    argv: list[str] = []
+    for path in sorted({Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}):
+        scratch = next((s for s in SCRATCH_DIRS if path.is_relative_to(s)), None)
+        if scratch is None:
+            continue
+        for parent in reversed(path.parents):
+            if parent.is_relative_to(scratch) and parent != scratch:
+                argv += ["--perms", "0755", "--dir", str(parent)]
+        argv += ["--ro-bind", str(path), str(path)]
+    return argv
 
 
 def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...]) -> list[str]:
     argv = ["bwrap", "--ro-bind", "/", "/"]
     argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm"] if policy.gpu_devices else ["--dev", "/dev"]
-    argv += ["--proc", "/proc", "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    argv += ["--proc", "/proc"]
+    for scratch in SCRATCH_DIRS:
+        argv += ["--tmpfs", str(scratch)]
     for hidden in policy.hide:
         if Path(hidden).is_dir():
             argv += ["--tmpfs", str(hidden)]
-    for path in _masked_interpreter_dirs():
-        # bwrap would create the missing parents on the tmpfs 0700, untraversable by the
-        # sandbox uid; make them 0755 (empty: nothing else of the checkout shows).
-        for parent in reversed(path.parents):
-            if parent.is_relative_to("/tmp") or parent.is_relative_to("/var/tmp"):
-                if parent not in (Path("/tmp"), Path("/var/tmp")):
-                    argv += ["--perms", "0755", "--dir", str(parent)]
-        argv += ["--ro-bind", str(path), str(path)]
+    argv += _masked_interpreter_binds()
     for path in readonly:
         argv += ["--ro-bind", str(path), str(path)]
     argv += ["--bind", str(run_dir), str(run_dir), "--chdir", str(run_dir)]
