@@ -46,6 +46,7 @@ What it does not cover
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
@@ -53,6 +54,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,6 +85,9 @@ class SandboxPolicy:
     open_files: int | None = 256
     gpu_devices: bool = False            # bind the host /dev (NVIDIA driver nodes)
     hide: tuple[str, ...] = ()           # masked by an empty tmpfs (bwrap mode)
+    # Memory of the whole process tree (a cgroup; see cuset.execute.cgroup). None: no
+    # such limit; where cgroups are unavailable only RLIMIT_AS (per process) applies.
+    program_memory_bytes: int | None = None
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -154,43 +159,92 @@ def _drop_root(uid: int) -> list[str]:
 
 # Shared scratch directories: each is an empty tmpfs in the sandbox (bwrap mode).
 SCRATCH_DIRS = (Path("/tmp"), Path("/var/tmp"))
+# Where host services keep their Unix sockets (D-Bus, databases, Docker): masked too.
+SOCKET_DIRS = (Path("/run"), Path("/var/run"))
+# Paths hidden from every sandbox of this process (evaluation workspaces and their
+# data caches register here, wherever they live): see `protect`.
+_protected: dict[str, None] = {}
 
 
-def _masked_interpreter_binds() -> list[str]:
-    """bwrap arguments binding the Python installation (a venv, its base) back read-only
-    when it lives under a scratch dir (e.g. a checkout in /tmp), so sandboxed scripts
-    (gen.py, compare.py) still find their interpreter and packages. The parents bwrap
-    creates on the tmpfs get 0755 (it would make them 0700, untraversable by the sandbox
-    uid); they stay empty, so nothing else of the checkout shows."""
-    argv: list[str] = []
-    for path in sorted({Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}):
-        scratch = next((s for s in SCRATCH_DIRS if path.is_relative_to(s)), None)
-        if scratch is None:
+def protect(*paths: str | Path) -> None:
+    """Hide `paths` from every sandboxed step of this process from now on (the data
+    cache with gen.py's references, workspaces): compile and run steps alike."""
+    for p in paths:
+        _protected[str(Path(p).resolve())] = None
+
+
+def _home() -> Path | None:
+    home = Path(os.path.expanduser("~")).resolve()
+    return home if home != Path("/") and home.is_dir() else None
+
+
+def masked_dirs(policy: "SandboxPolicy") -> list[Path]:
+    """Every directory replaced by an empty tmpfs, parents before children."""
+    found: dict[Path, None] = {}
+    for p in (*SCRATCH_DIRS, *SOCKET_DIRS, _home(), *_protected, *policy.hide):
+        if p is None:
             continue
-        for parent in reversed(path.parents):
-            if parent.is_relative_to(scratch) and parent != scratch:
-                argv += ["--perms", "0755", "--dir", str(parent)]
-        argv += ["--ro-bind", str(path), str(path)]
+        path = Path(p).resolve()
+        if path.is_dir() and path != Path("/"):
+            found[path] = None
+    return sorted(found, key=lambda q: len(q.parts))
+
+
+def _traversable_parents(path: Path, masks: list[Path]) -> list[str]:
+    """bwrap arguments creating the parents of a bind target that lie on a masking
+    tmpfs with mode 0755 (bwrap would make them 0700, untraversable by the sandbox
+    uid); they stay empty, so nothing else of what is masked shows."""
+    argv: list[str] = []
+    mask = next((m for m in reversed(masks) if path.is_relative_to(m) and path != m), None)
+    if mask is None:
+        return argv
+    for parent in reversed(path.parents):
+        if parent.is_relative_to(mask) and parent != mask:
+            argv += ["--perms", "0755", "--dir", str(parent)]
     return argv
 
 
-def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...]) -> list[str]:
+def _masked_interpreter_binds(masks: list[Path]) -> list[str]:
+    """bwrap arguments binding the Python installation (a venv, its base) back read-only
+    when it lives under a masked dir (e.g. a checkout in /tmp or the home dir), so
+    sandboxed scripts (gen.py) still find their interpreter and packages."""
+    argv: list[str] = []
+    for path in sorted({Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}):
+        if any(path.is_relative_to(m) for m in masks):
+            argv += _traversable_parents(path, masks) + ["--ro-bind", str(path), str(path)]
+    return argv
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap_has(option: str) -> bool:
+    try:
+        out = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return option in out.stdout + out.stderr
+
+
+def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...],
+                  seccomp_fd: int | None = None) -> list[str]:
+    masks = masked_dirs(policy)
     argv = ["bwrap", "--ro-bind", "/", "/"]
     argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm"] if policy.gpu_devices else ["--dev", "/dev"]
     argv += ["--proc", "/proc"]
-    for scratch in SCRATCH_DIRS:
-        argv += ["--tmpfs", str(scratch)]
-    for hidden in policy.hide:
-        if Path(hidden).is_dir():
-            argv += ["--tmpfs", str(hidden)]
-    argv += _masked_interpreter_binds()
+    for masked in masks:
+        argv += ["--tmpfs", str(masked)]
+    argv += _masked_interpreter_binds(masks)
     for path in readonly:
-        argv += ["--ro-bind", str(path), str(path)]
+        argv += _traversable_parents(path, masks) + ["--ro-bind", str(path), str(path)]
+    argv += _traversable_parents(run_dir, masks)
     argv += ["--bind", str(run_dir), str(run_dir), "--chdir", str(run_dir)]
     argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
              "--die-with-parent", "--new-session"]
     if os.geteuid() != 0:
         argv.append("--unshare-user")
+        if _bwrap_has("--disable-userns"):
+            argv.append("--disable-userns")
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     return argv + ["--"]
 
 
@@ -204,6 +258,7 @@ def run_sandboxed(
     env: dict[str, str] | None = None,
     readonly: tuple[str | Path, ...] = (),
     output_limit: int = 1 << 20,
+    pass_fds: tuple[int, ...] = (),
 ) -> StepResult:
     """Run `argv` with cwd `run_dir` inside the sandbox; the only writable place is `run_dir`.
 
@@ -217,28 +272,57 @@ def run_sandboxed(
     if uid is not None:
         _give_to(run_dir, uid)
     full_env = clean_env({"HOME": str(run_dir), "TMPDIR": str(run_dir), **(env or {})})
-    prefix: list[str] = []
-    if mode == "bwrap":
-        prefix = _bwrap_prefix(run_dir, policy, tuple(Path(p).resolve() for p in readonly))
-    elif mode == "unshare":
-        prefix = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
-        if not is_root:
-            prefix.insert(1, "--map-root-user")
-        prefix.append("--")
-    if uid is not None:
-        prefix += _drop_root(uid)
-    if mode == "unshare":
-        # The first process of a PID namespace ignores signals it has no handler
-        # for (SIGXFSZ, SIGXCPU, kill from inside): keep the program off PID 1.
-        prefix += ["/bin/sh", "-c", '"$@"; exit $?', "sandbox-init"]
-    limits = Limits(
-        cpu_seconds=policy.cpu_seconds, address_space_bytes=policy.memory_bytes,
-        file_size_bytes=policy.file_size_bytes, processes=_process_limit(policy.processes, uid),
-        open_files=policy.open_files,
-    )
-    step = run_step(name, prefix + list(argv), cwd=run_dir, timeout=timeout, env=full_env,
-                    limits=limits, output_limit=output_limit)
+    with contextlib.ExitStack() as stack:
+        fds = tuple(pass_fds)
+        prefix: list[str] = []
+        if mode == "bwrap":
+            seccomp_fd = _seccomp_fd(stack)
+            fds += (seccomp_fd,) if seccomp_fd is not None else ()
+            prefix = _bwrap_prefix(run_dir, policy, tuple(Path(p).resolve() for p in readonly), seccomp_fd)
+        elif mode == "unshare":
+            prefix = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+            if not is_root:
+                prefix.insert(1, "--map-root-user")
+            prefix.append("--")
+        if uid is not None:
+            prefix += _drop_root(uid)
+        if mode == "unshare":
+            # The first process of a PID namespace ignores signals it has no handler
+            # for (SIGXFSZ, SIGXCPU, kill from inside): keep the program off PID 1.
+            prefix += ["/bin/sh", "-c", '"$@"; exit $?', "sandbox-init"]
+        limits = Limits(
+            cpu_seconds=policy.cpu_seconds, address_space_bytes=policy.memory_bytes,
+            file_size_bytes=policy.file_size_bytes, processes=_process_limit(policy.processes, uid),
+            open_files=policy.open_files,
+        )
+        group = None
+        if policy.program_memory_bytes is not None:
+            from cuset.execute.cgroup import ProgramCgroup
+
+            group = ProgramCgroup.create(policy.program_memory_bytes, policy.processes)
+            if group is not None:
+                stack.callback(group.close)
+        step = run_step(name, prefix + list(argv), cwd=run_dir, timeout=timeout, env=full_env,
+                        limits=limits, output_limit=output_limit, pass_fds=fds,
+                        join=group.procs_files if group is not None else ())
+        if group is not None and group.oom_kills() > 0:
+            step = dataclasses.replace(step, limit="memory_limit")
     return _signal_from_wrapper(step) if mode in ("bwrap", "unshare") else step
+
+
+def _seccomp_fd(stack: contextlib.ExitStack) -> int | None:
+    """An fd holding the compiled seccomp filter for bwrap (None where none exists
+    for this machine); closed when `stack` closes."""
+    from cuset.execute import seccomp
+
+    prog = seccomp.program()
+    if prog is None:
+        return None
+    fh = stack.enter_context(tempfile.TemporaryFile())
+    fh.write(prog)
+    fh.flush()
+    fh.seek(0)
+    return fh.fileno()
 
 
 def _signal_from_wrapper(step: StepResult) -> StepResult:
