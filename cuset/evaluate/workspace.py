@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cuset.execute.result import StepResult
+from cuset.execute.sandbox import protect
 from cuset.tasks import Task
 
 
@@ -71,6 +72,8 @@ class Workspace:
         os.chmod(self.data_root, 0o700)
         os.chmod(self.root / "compare", 0o700)
         os.chmod(self.root / "runs", 0o711)
+        # No sandboxed step of this process (compile or run, any sample) may name these.
+        protect(self.root, self.data_root)
         self._locks: dict[str, threading.Lock] = {}
         self._prepared: dict[str, PreparedData] = {}
         # compare.py verdicts by (data dir, compare.py hash, outputs digest, compat): see pipeline._judge.

@@ -350,3 +350,31 @@ def _process_limit(limit: int | None, uid: int | None) -> int | None:
             except OSError:
                 pass
     return count + limit
+
+
+# Limits of a compile step. The compilers are trusted, their input is not:
+# `#include "/dev/zero"` or `.incbin` of a huge file must stop at these.
+COMPILE_MEMORY_BYTES = 4 << 30        # g++/cc1plus/as together (cgroup) and each (RLIMIT_AS)
+NVCC_MEMORY_BYTES = 16 << 30          # nvcc reserves more address space (cicc, ptxas)
+COMPILE_FILE_BYTES = 512 << 20        # largest object or executable
+
+
+def compile_policy(timeout: float, mode: str = "auto", memory_bytes: int = COMPILE_MEMORY_BYTES) -> SandboxPolicy:
+    """The sandbox of a compile step: the run step's isolation (read-only root, only
+    the build dir writable, home, temp dirs, sockets and every protected path hidden,
+    no network) with CPU-time, memory, file-size and process limits."""
+    return SandboxPolicy(mode=mode, cpu_seconds=int(timeout) + 5, file_size_bytes=COMPILE_FILE_BYTES,
+                         processes=64, memory_bytes=memory_bytes, open_files=1024,
+                         program_memory_bytes=memory_bytes)
+
+
+def run_compiler(argv: list[str], *, build_dir: Path, timeout: float, policy: SandboxPolicy,
+                 readonly: tuple[Path, ...] = ()) -> StepResult:
+    """One compiler command over untrusted source inside the compile sandbox;
+    `readonly` (prebuilt headers, runtime library) stays visible even under masked dirs.
+    Its log is cleaned of text quoted from files outside the build dir."""
+    from cuset.execute.compile_log import clean_compile_log
+
+    step = run_sandboxed("compile", argv, run_dir=build_dir, timeout=timeout, policy=policy, readonly=readonly)
+    return dataclasses.replace(step, stdout=clean_compile_log(step.stdout, build_dir, readonly),
+                               stderr=clean_compile_log(step.stderr, build_dir, readonly))

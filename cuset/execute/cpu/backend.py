@@ -19,9 +19,9 @@ from cuset.execute.backends import CompileOutcome, Invocation
 from cuset.execute.cpu.diagnostics import classify_run, summarize_compile_errors
 from cuset.execute.cpu.features import find_unsupported
 from cuset.execute.cpu.rewriter import REWRITER_VERSION, rewrite
-from cuset.execute.cpu.toolchain import Toolchain, ToolchainError
-from cuset.execute.process import clean_env, run_step
+from cuset.execute.cpu.toolchain import INCLUDE_DIR, Toolchain, ToolchainError
 from cuset.execute.result import Status, StepResult
+from cuset.execute.sandbox import compile_policy, run_compiler
 
 DEFAULT_MAX_DATA_BYTES = 256 << 20
 SOURCE_NAME = "kernel.cu"
@@ -40,6 +40,7 @@ class CpuBackendOptions:
     check_host_access: bool = True       # host code touching device memory faults (forward order)
     stack_kb: int = 256                  # stack per CUDA thread
     race_check: bool = False             # instrument programs: report data races between threads
+    sandbox_mode: str = "auto"           # sandbox of the compile step (see cuset.execute.sandbox)
 
 
 class CpuBackend:
@@ -49,11 +50,11 @@ class CpuBackend:
 
     def __init__(self, seed: int = 1, max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES, cxx: str = "g++",
                  cache_dir: str | Path | None = None, asan: bool = False, check_host_access: bool = True,
-                 stack_kb: int = 256, race_check: bool = False):
+                 stack_kb: int = 256, race_check: bool = False, sandbox_mode: str = "auto"):
         if stack_kb < 16:
             raise ValueError(f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack")
         self.options = CpuBackendOptions(seed, max_data_bytes, cxx, Path(cache_dir) if cache_dir else None, asan,
-                                         check_host_access, stack_kb, race_check)
+                                         check_host_access, stack_kb, race_check, sandbox_mode)
         self.toolchain = Toolchain(cxx=cxx, asan=asan, race_check=race_check, cache_dir=self.options.cache_dir)
         self.run_orders: tuple[str, ...] = ("forward", f"random:{seed}")
         self.max_data_bytes = max_data_bytes
@@ -81,12 +82,22 @@ class CpuBackend:
         (workdir / REWRITTEN_NAME).write_text(f'#line 1 "{SOURCE_NAME}"\n' + rewritten.source)
         exe = workdir / EXECUTABLE_NAME
         step = None
+        # The source is untrusted: g++ (and as, ld) run in the compile sandbox, seeing
+        # the prebuilt runtime read-only and nothing of the data caches.
+        policy = compile_policy(timeout, self.options.sandbox_mode)
         for argv in self.toolchain.compile_commands(runtime, workdir / REWRITTEN_NAME, exe):
-            step = _merge(step, run_step("compile", argv, cwd=workdir, timeout=timeout, env=clean_env()))
+            step = _merge(step, run_compiler(argv, build_dir=workdir, timeout=timeout, policy=policy,
+                                             readonly=(runtime, INCLUDE_DIR)))
             if step.returncode != 0 or step.timed_out:
                 break
         if step.timed_out:
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR, f"g++ timed out after {timeout:.0f} s")
+        if step.limit == "memory_limit" or step.returncode in (-9, -24, -25):
+            why = {"memory_limit": f"more than {policy.memory_bytes >> 20} MiB of memory", -9: "killed",
+                   -24: f"more than {policy.cpu_seconds} s of CPU time",
+                   -25: f"a file larger than {policy.file_size_bytes >> 20} MiB"}
+            return CompileOutcome(False, None, step, Status.COMPILE_ERROR,
+                                  f"the compiler exceeded its limits: {why[step.limit or step.returncode]}")
         if step.returncode != 0 or not exe.is_file():
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR,
                                   summarize_compile_errors(step.stderr, SOURCE_NAME))
@@ -115,7 +126,7 @@ def _merge(first: StepResult | None, second: StepResult) -> StepResult:
     if first is None:
         return second
     return StepResult("compile", second.returncode, first.seconds + second.seconds, second.timed_out,
-                      first.stdout + second.stdout, first.stderr + second.stderr)
+                      first.stdout + second.stdout, first.stderr + second.stderr, second.limit)
 
 
 def _asan_summary(stderr: str) -> str:
