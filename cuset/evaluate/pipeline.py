@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,10 +37,11 @@ from cuset.evaluate.checks import compare_verdict, file_digest, output_problem, 
 from cuset.evaluate.workspace import PreparedData, Workspace
 from cuset.execute.backends import Backend, CompileOutcome
 from cuset.execute.compile_cache import CompileCache
-from cuset.execute.result import ExecResult, Status, StepResult
+from cuset.execute.result import ExecResult, Status, StepResult, truncate_log
 from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
 from cuset.tasks import Task
 
+DIAGNOSTICS_LIMIT = 64 << 10   # bytes read back from the runtime's diagnostics channel
 NO_OUTPUTS_DETAIL = ("task declares no outputs, so nothing can be checked "
                      "(CUDABench task 82 has this defect); fix its `outputs` field")
 
@@ -164,6 +166,21 @@ def _policy_for(task: Task, backend: Backend, ws: Workspace, opts: EvalOptions) 
     )
 
 
+def _run_program(name: str, inv, run_dir: Path, policy: SandboxPolicy, opts: EvalOptions,
+                 env: dict[str, str]) -> StepResult:
+    """One sandboxed run; with the backend's diagnostics channel (an anonymous file
+    whose fd only the runtime is told about) read back into the step."""
+    if inv.diagnostics_env is None:
+        return run_sandboxed(name, list(inv.argv), run_dir=run_dir, timeout=opts.timeouts.run, policy=policy, env=env)
+    with tempfile.TemporaryFile() as channel:
+        fd = channel.fileno()
+        step = run_sandboxed(name, list(inv.argv), run_dir=run_dir, timeout=opts.timeouts.run, policy=policy,
+                             env={**env, inv.diagnostics_env: str(fd)}, pass_fds=(fd,))
+        channel.seek(0)
+        said = channel.read(DIAGNOSTICS_LIMIT)
+    return dataclasses.replace(step, diagnostics=truncate_log(said))
+
+
 def _disk_quota(task: Task, executable: Path, opts: EvalOptions) -> int:
     """Bytes a run may write into its dir (besides the inputs): the executable's copy,
     the declared outputs twice over (rewrites, temporaries) and 64 MiB of slack."""
@@ -186,9 +203,8 @@ def _run_case(task: Task, case: int, prepared: PreparedData, executable: Path, b
             inv = backend.invocation(local_exe, order)
             started = time.time_ns()
             tr = time.perf_counter()
-            step = run_sandboxed(f"run[case={case},order={order}]", list(inv.argv), run_dir=run_dir,
-                                 timeout=opts.timeouts.run, policy=policy,
-                                 env={"CUSET_CASE": str(case), **opts.extra_env, **inv.env})
+            step = _run_program(f"run[case={case},order={order}]", inv, run_dir, policy, opts,
+                                {"CUSET_CASE": str(case), **opts.extra_env, **inv.env})
             timings["run"] = timings.get("run", 0.0) + time.perf_counter() - tr
             steps.append(step)
             failure = _limit_failure(step, run_dir, quota, opts) or _run_failure(step, backend, opts.timeouts.run)

@@ -28,6 +28,7 @@ SOURCE_NAME = "kernel.cu"
 REWRITTEN_NAME = "cuset_kernel.cpp"
 EXECUTABLE_NAME = "kernel"
 ASAN_EXIT_CODE = 93
+DIAG_FD_ENV = "CUSET_CPU_DIAG_FD"        # runtime/src/diag.cpp
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class CpuBackend:
             env["CUSET_CPU_CHECK_HOST_ACCESS"] = "1"
         if self.options.asan:
             env["ASAN_OPTIONS"] = f"detect_leaks=0:abort_on_error=0:exitcode={ASAN_EXIT_CODE}"
-        return Invocation(argv=[str(executable)], env=env)
+        return Invocation(argv=[str(executable)], env=env, diagnostics_env=DIAG_FD_ENV)
 
     def classify_failure(self, step: StepResult) -> tuple[Status, str] | None:
         if self.options.asan and not step.timed_out and "ERROR: AddressSanitizer" in (step.stderr or ""):
