@@ -43,7 +43,9 @@ def clean_compile_log(text: str, build_dir: Path, trusted: tuple[Path, ...] = ()
             # happens to look like a diagnostic (nvcc quotes lines bare) does not pass.
             keep = full.startswith(allowed) and os.path.exists(full)
             if not keep:
-                out.append(f"{path}:{m.group('line')}: [diagnostic about a file outside the build dir omitted]")
+                # The name only if it is one (a quoted line can look like a diagnostic).
+                where = f"{path}:{m.group('line')}" if os.path.exists(full) else "<another file>"
+                out.append(f"{where}: [diagnostic about a file outside the build dir omitted]")
                 continue
         if keep:
             out.append(line)

@@ -21,7 +21,7 @@ from cuset.execute.cpu.features import find_unsupported
 from cuset.execute.cpu.rewriter import REWRITER_VERSION, rewrite
 from cuset.execute.cpu.toolchain import INCLUDE_DIR, Toolchain, ToolchainError
 from cuset.execute.result import Status, StepResult
-from cuset.execute.sandbox import compile_policy, run_compiler
+from cuset.execute.sandbox import COMPILE_MEMORY_BYTES, compile_policy, run_compiler
 
 DEFAULT_MAX_DATA_BYTES = 256 << 20
 SOURCE_NAME = "kernel.cu"
@@ -42,6 +42,7 @@ class CpuBackendOptions:
     stack_kb: int = 256                  # stack per CUDA thread
     race_check: bool = False             # instrument programs: report data races between threads
     sandbox_mode: str = "auto"           # sandbox of the compile step (see cuset.execute.sandbox)
+    compile_memory_bytes: int = COMPILE_MEMORY_BYTES  # g++ and its children together
 
 
 class CpuBackend:
@@ -51,11 +52,13 @@ class CpuBackend:
 
     def __init__(self, seed: int = 1, max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES, cxx: str = "g++",
                  cache_dir: str | Path | None = None, asan: bool = False, check_host_access: bool = True,
-                 stack_kb: int = 256, race_check: bool = False, sandbox_mode: str = "auto"):
+                 stack_kb: int = 256, race_check: bool = False, sandbox_mode: str = "auto",
+                 compile_memory_bytes: int = COMPILE_MEMORY_BYTES):
         if stack_kb < 16:
             raise ValueError(f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack")
         self.options = CpuBackendOptions(seed, max_data_bytes, cxx, Path(cache_dir) if cache_dir else None, asan,
-                                         check_host_access, stack_kb, race_check, sandbox_mode)
+                                         check_host_access, stack_kb, race_check, sandbox_mode,
+                                         compile_memory_bytes)
         self.toolchain = Toolchain(cxx=cxx, asan=asan, race_check=race_check, cache_dir=self.options.cache_dir)
         self.run_orders: tuple[str, ...] = ("forward", f"random:{seed}")
         self.max_data_bytes = max_data_bytes
@@ -85,7 +88,7 @@ class CpuBackend:
         step = None
         # The source is untrusted: g++ (and as, ld) run in the compile sandbox, seeing
         # the prebuilt runtime read-only and nothing of the data caches.
-        policy = compile_policy(timeout, self.options.sandbox_mode)
+        policy = compile_policy(timeout, self.options.sandbox_mode, self.options.compile_memory_bytes)
         for argv in self.toolchain.compile_commands(runtime, workdir / REWRITTEN_NAME, exe):
             step = _merge(step, run_compiler(argv, build_dir=workdir, timeout=timeout, policy=policy,
                                              readonly=(runtime, INCLUDE_DIR)))
