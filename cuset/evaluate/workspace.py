@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import uuid
@@ -289,10 +290,14 @@ def _gen_problem(task: Task, gen_dir: Path, step: StepResult, timeout: float) ->
         return f"gen.py failed (exit {step.returncode}): {tail[0][:300]}"
     for spec in task.inputs:
         path = gen_dir / "data" / f"{spec.name}.bin"
-        if not path.exists():
+        try:  # lstat: an (untrusted) gen.py's link to /dev/zero must not be copied later
+            st = os.lstat(path)
+        except FileNotFoundError:
             return f"gen.py did not write declared input data/{spec.name}.bin"
-        if path.stat().st_size != spec.nbytes:
-            return (f"gen.py wrote {path.stat().st_size} bytes to data/{spec.name}.bin, declared "
+        if not stat.S_ISREG(st.st_mode) or os.path.islink(gen_dir / "data"):
+            return f"gen.py's data/{spec.name}.bin is not a regular file"
+        if st.st_size != spec.nbytes:
+            return (f"gen.py wrote {st.st_size} bytes to data/{spec.name}.bin, declared "
                     f"{spec.dtype} {spec.shape} = {spec.nbytes} bytes")
     return None
 

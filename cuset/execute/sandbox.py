@@ -3,7 +3,10 @@
 What it covers
 --------------
 - Network: none. A fresh network namespace (only a down loopback), so connect()
-  fails with "network unreachable".
+  fails with "network unreachable". Filesystem sockets: /run and /var/run are masked
+  and (bwrap mode, x86-64/aarch64) a seccomp filter refuses socket(AF_UNIX) anywhere
+  (cuset.execute.seccomp); it also refuses new user namespaces, and unprivileged
+  bwrap gets --disable-userns.
 - Processes: its own session/process group (run_step) AND its own PID namespace:
   when the step ends or times out, every process it started dies with it, even
   ones that called setsid() or double-forked. It cannot see or signal other
@@ -15,13 +18,22 @@ What it covers
   and address space (RLIMIT_AS; CPU backend only: CUDA maps huge ranges). No core dumps.
 - Environment: rebuilt from scratch (clean_env): PATH, LANG, one BLAS thread,
   HOME/TMPDIR pointing into the run dir; no tokens, proxies or CUDA_* unless given.
-- Filesystem (bwrap mode): the root filesystem is mounted read-only; /tmp, /var/tmp, /dev/shm
-  and every `hide` path (the evaluation workspace that holds gen.py's reference
-  outputs, other samples' run dirs) are replaced by empty root-owned tmpfs; only
+- Memory of the whole process tree (`program_memory_bytes`): a cgroup with a memory
+  and a pids limit (v2, else the v1 controllers; cuset.execute.cgroup); a kill by
+  that limit marks the step `limit="memory_limit"`. Without usable cgroups only the
+  per-process RLIMIT_AS applies (cgroup.unavailable() says why).
+- Filesystem (bwrap mode): the root filesystem is mounted read-only; /tmp, /var/tmp, /dev/shm,
+  /run, the home dir, every path registered with `protect` (workspaces and data caches,
+  wherever they live) and every `hide` path are replaced by empty root-owned tmpfs; only
   the run dir is writable (and is owned by the sandbox uid); `readonly` paths (the
   executable's cache entry) and a Python installation living under /tmp are bound
   back read-only. /dev is a minimal devtmpfs
   (null, zero, urandom, ...) unless `gpu_devices` binds the host's /dev for the driver.
+
+Compile steps (`run_compiler`, `compile_policy`) run in the same sandbox with the build
+dir as their only writable place, CPU-time, memory (RLIMIT_AS and cgroup), file-size
+and process limits; their logs lose whatever the compiler quoted from files outside the
+build dir (cuset.execute.compile_log).
 
 Modes: "bwrap" (bubblewrap, the full list above), "unshare" (fallback when bwrap is
 missing or cannot mount: util-linux `unshare --net --pid --fork` + `setpriv`:
@@ -38,8 +50,8 @@ What it does not cover
   JSONL if it lies elsewhere): the program can read but never change them.
 - Kernel exploits, side channels, GPU memory left over by other processes, and
   wall-clock abuse inside the timeout (that is what the timeout is for).
-- Disk usage inside the run dir beyond RLIMIT_FSIZE per file (many files are
-  possible; the run dir is deleted after the step).
+- Disk usage: RLIMIT_FSIZE per file here; the evaluation workspace mounts a
+  size-limited tmpfs on each run dir (cuset.evaluate.disk_quota) where it may mount.
 - Memory on the GPU backend (no RLIMIT_AS with CUDA); the GPU driver is reachable
   by design there.
 """
