@@ -170,19 +170,19 @@ def test_forged_runtime_report_is_not_believed(evaluated):
 
 
 @needs_bwrap
-def test_ten_gigabytes_hit_the_disk_quota(evaluated):
-    if disk_quota.unavailable():
-        pytest.skip(f"no per-run disk quota here: {disk_quota.unavailable()}")
-    r = evaluated["writes_10gb"][0]
-    assert r.status is Status.DISK_LIMIT, (r.status, r.detail)
+@pytest.mark.parametrize("name,status,mechanism", [("writes_10gb", Status.DISK_LIMIT, disk_quota),
+                                                   ("three_children", Status.MEMORY_LIMIT, cgroup)])
+def test_resource_limits_of_the_whole_program(evaluated, name, status, mechanism):
+    if mechanism.unavailable():
+        pytest.skip(f"{mechanism.__name__} unavailable here: {mechanism.unavailable()}")
+    r = evaluated[name][0]
+    assert r.status is status, (r.status, r.detail)
 
 
-@needs_bwrap
-def test_children_together_hit_the_program_memory_limit(evaluated):
-    if cgroup.unavailable():
-        pytest.skip(f"no per-program cgroup here: {cgroup.unavailable()}")
-    r = evaluated["three_children"][0]
-    assert r.status is Status.MEMORY_LIMIT, (r.status, r.detail)
+def test_without_cgroups_the_run_goes_on_under_rlimits_and_says_why(monkeypatch):
+    monkeypatch.setattr(cgroup, "_layout", lambda: "no cgroup v2 hierarchy with the memory and pids controllers")
+    assert cgroup.ProgramCgroup.create(1 << 30, 64) is None
+    assert "no cgroup v2" in cgroup.unavailable()
 
 
 # ------------------------------------------------------------------ compile step
