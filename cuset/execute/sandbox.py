@@ -100,6 +100,10 @@ class SandboxPolicy:
     # Memory of the whole process tree (a cgroup; see cuset.execute.cgroup). None: no
     # such limit; where cgroups are unavailable only RLIMIT_AS (per process) applies.
     program_memory_bytes: int | None = None
+    # Without bubblewrap (unshare/none modes) run as a throw-away uid when root. Compile
+    # steps turn this off there: that uid could not read the prebuilt runtime in the
+    # evaluating user's cache, and nothing is masked in those modes anyway.
+    drop_root_without_bwrap: bool = True
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -280,7 +284,7 @@ def run_sandboxed(
     run_dir = Path(run_dir).resolve()
     mode = resolve_mode(policy.mode)
     is_root = os.geteuid() == 0
-    uid = _next_uid() if is_root else None
+    uid = _next_uid() if is_root and (mode == "bwrap" or policy.drop_root_without_bwrap) else None
     if uid is not None:
         _give_to(run_dir, uid)
     full_env = clean_env({"HOME": str(run_dir), "TMPDIR": str(run_dir), **(env or {})})
@@ -377,7 +381,7 @@ def compile_policy(timeout: float, mode: str = "auto", memory_bytes: int = COMPI
     no network) with CPU-time, memory, file-size and process limits."""
     return SandboxPolicy(mode=mode, cpu_seconds=int(timeout) + 5, file_size_bytes=COMPILE_FILE_BYTES,
                          processes=64, memory_bytes=memory_bytes, open_files=1024,
-                         program_memory_bytes=memory_bytes)
+                         program_memory_bytes=memory_bytes, drop_root_without_bwrap=False)
 
 
 def run_compiler(argv: list[str], *, build_dir: Path, timeout: float, policy: SandboxPolicy,

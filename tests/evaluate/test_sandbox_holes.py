@@ -196,6 +196,12 @@ def test_include_dev_zero_stops_at_the_compile_memory_limit(tmp_path):
     assert "memory" in outcome.detail, outcome.detail
 
 
+@pytest.mark.parametrize("mode", [m for m in ("bwrap", "unshare") if _probe(m) is None])
+def test_honest_program_compiles_in_every_sandbox_mode(tmp_path, mode):
+    outcome = CpuBackend(sandbox_mode=mode).compile(REFERENCE, tmp_path / "build", 120.0)
+    assert outcome.ok, outcome.detail
+
+
 def test_assembler_directives_are_found_in_joined_and_split_literals():
     def found(src):
         return [u.feature.split()[2] for u in find_assembler_directives(tokenize(src))]
