@@ -46,7 +46,8 @@ def _layout() -> tuple[str, dict[str, Path]] | str:
         ctl = base / "cgroup.controllers"
         if "" in own and ctl.is_file():
             group = base / own[""].lstrip("/")
-            available = set((group / "cgroup.controllers").read_text().split()) if (group / "cgroup.controllers").is_file() else set()
+            own_ctl = group / "cgroup.controllers"
+            available = set(own_ctl.read_text().split()) if own_ctl.is_file() else set()
             if {"memory", "pids"} <= available:
                 try:
                     (group / "cgroup.subtree_control").write_text("+memory +pids")
@@ -102,7 +103,8 @@ class ProgramCgroup:
                 d = dirs[""]
                 if memory_bytes is not None:
                     (d / "memory.max").write_text(str(memory_bytes))
-                    (d / "memory.swap.max").write_text("0") if (d / "memory.swap.max").exists() else None
+                    if (d / "memory.swap.max").exists():  # no escape into swap
+                        (d / "memory.swap.max").write_text("0")
                 if pids is not None:
                     (d / "pids.max").write_text(str(pids))
             else:

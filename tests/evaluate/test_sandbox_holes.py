@@ -30,7 +30,7 @@ from cuset.execute.cpu import CpuBackend
 from cuset.execute.cpu.features import find_assembler_directives
 from cuset.execute.cpu.lexer import tokenize
 from cuset.execute.result import Status
-from cuset.execute.sandbox import SandboxPolicy, _probe
+from cuset.execute.sandbox import _probe
 from cuset.tasks import Task
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "adversarial"
@@ -154,8 +154,8 @@ def test_deep_tree_is_removed_and_the_evaluation_goes_on(evaluated):
 
 
 @needs_bwrap
-@pytest.mark.parametrize("name,why", [("symlink_pagemap", "symbolic link"), ("symlink_data_dir", "data/ is a symbolic link"),
-                                      ("fifo_output", "fifo")])
+@pytest.mark.parametrize("name,why", [("symlink_pagemap", "symbolic link"),
+                                      ("symlink_data_dir", "data/ is a symbolic link"), ("fifo_output", "fifo")])
 def test_outputs_that_are_not_regular_files_are_rejected(evaluated, name, why):
     r, _ = evaluated[name]
     assert r.status is Status.WRONG and why in r.detail, r.detail
