@@ -27,7 +27,7 @@ from pathlib import Path
 from cuset.evaluate import disk_quota
 from cuset.evaluate.untrusted_files import copy_output, remove_tree
 from cuset.execute.result import StepResult
-from cuset.execute.sandbox import protect
+from cuset.execute.sandbox import protect, warn_once
 from cuset.tasks import Task
 
 
@@ -170,8 +170,11 @@ class Workspace:
         cuset.evaluate.disk_quota) on top of the inputs' size."""
         run = self.root / "runs" / uuid.uuid4().hex
         run.mkdir()
-        if quota_bytes is not None and disk_quota.unavailable() is None:
-            disk_quota.mount_tmpfs(run, quota_bytes + sum(s.nbytes for s in task.inputs))
+        if quota_bytes is not None:
+            if disk_quota.unavailable() is None:
+                disk_quota.mount_tmpfs(run, quota_bytes + sum(s.nbytes for s in task.inputs))
+            else:
+                warn_once(f"no disk quota for run dirs ({disk_quota.unavailable()}): only RLIMIT_FSIZE per file")
         (run / "data").mkdir()
         for spec in task.inputs:
             shutil.copyfile(prepared.input_path(spec.name), run / "data" / f"{spec.name}.bin")

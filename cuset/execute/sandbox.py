@@ -52,8 +52,9 @@ What it does not cover
   wall-clock abuse inside the timeout (that is what the timeout is for).
 - Disk usage: RLIMIT_FSIZE per file here; the evaluation workspace mounts a
   size-limited tmpfs on each run dir (cuset.evaluate.disk_quota) where it may mount.
-- Memory on the GPU backend (no RLIMIT_AS with CUDA); the GPU driver is reachable
-  by design there.
+- GPU memory; host memory on the GPU backend only through the cgroup (no RLIMIT_AS
+  with CUDA); the GPU driver (host /dev) is reachable by design there.
+- Compilers reading world-readable system files (their logs are cleaned, see above).
 """
 
 from __future__ import annotations
@@ -62,7 +63,9 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import logging
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -73,6 +76,7 @@ from pathlib import Path
 from cuset.execute.process import Limits, clean_env, run_step
 from cuset.execute.result import StepResult
 
+log = logging.getLogger(__name__)
 MODES = ("auto", "bwrap", "unshare", "none")
 # Throw-away uids for sandboxed programs: far above any real account. Each call
 # takes the next one so RLIMIT_NPROC (per uid) is a per-sandbox limit.
@@ -318,12 +322,22 @@ def run_sandboxed(
             group = ProgramCgroup.create(policy.program_memory_bytes, policy.processes)
             if group is not None:
                 stack.callback(group.close)
+            else:
+                from cuset.execute.cgroup import unavailable
+
+                warn_once(f"no per-program memory limit ({unavailable()}): only RLIMIT_AS per process applies")
         step = run_step(name, prefix + list(argv), cwd=run_dir, timeout=timeout, env=full_env,
                         limits=limits, output_limit=output_limit, pass_fds=fds,
                         join=group.procs_files if group is not None else ())
         if group is not None and group.oom_kills() > 0:
             step = dataclasses.replace(step, limit="memory_limit")
     return _signal_from_wrapper(step) if mode in ("bwrap", "unshare") else step
+
+
+@functools.lru_cache(maxsize=None)
+def warn_once(message: str) -> None:
+    """A limit asked for but not available here: said once per process, on the log."""
+    log.warning("sandbox: %s", message)
 
 
 def _seccomp_fd(stack: contextlib.ExitStack) -> int | None:
@@ -333,6 +347,8 @@ def _seccomp_fd(stack: contextlib.ExitStack) -> int | None:
 
     prog = seccomp.program()
     if prog is None:
+        warn_once(f"no seccomp filter for {platform.machine()}: AF_UNIX sockets outside the masked dirs "
+                  "and nested user namespaces stay possible")
         return None
     fh = stack.enter_context(tempfile.TemporaryFile())
     fh.write(prog)

@@ -179,10 +179,18 @@ def test_resource_limits_of_the_whole_program(evaluated, name, status, mechanism
     assert r.status is status, (r.status, r.detail)
 
 
-def test_without_cgroups_the_run_goes_on_under_rlimits_and_says_why(monkeypatch):
+def test_without_cgroups_the_run_goes_on_under_rlimits_and_says_why(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(cgroup, "_layout", lambda: "no cgroup v2 hierarchy with the memory and pids controllers")
     assert cgroup.ProgramCgroup.create(1 << 30, 64) is None
     assert "no cgroup v2" in cgroup.unavailable()
+    if _probe("bwrap") is None:
+        from cuset.execute.sandbox import SandboxPolicy, run_sandboxed, warn_once
+
+        warn_once.cache_clear()
+        step = run_sandboxed("run", ["true"], run_dir=tmp_path, timeout=20,
+                             policy=SandboxPolicy(mode="bwrap", program_memory_bytes=1 << 30))
+        assert step.returncode == 0 and step.limit == ""
+        assert "no per-program memory limit (no cgroup v2" in caplog.text
 
 
 # ------------------------------------------------------------------ compile step
@@ -301,3 +309,15 @@ def test_stale_workspace_is_removed_live_one_kept(tmp_path):
         with Workspace(parent=parent) as other:
             assert not dead_root.exists()          # the killed evaluation's workspace is gone
             assert live.root.exists() and other.root.exists()
+
+
+def test_without_mount_rights_run_dirs_have_no_quota_and_the_log_says_so(tmp_path, monkeypatch, caplog):
+    from cuset.execute import sandbox
+
+    sandbox.warn_once.cache_clear()
+    monkeypatch.setattr(disk_quota, "unavailable", lambda: "not root: mounting a tmpfs per run needs CAP_SYS_ADMIN")
+    with Workspace(parent=tmp_path) as ws:
+        run = ws.new_run_dir(ws.prepare(TASK, 0), TASK, quota_bytes=1 << 20)
+        assert not disk_quota.is_mounted(run) and (run / "data" / "x.bin").stat().st_size == 4096
+        ws.discard(run)
+    assert "no disk quota for run dirs (not root" in caplog.text
