@@ -207,7 +207,11 @@ def masked_dirs(policy: "SandboxPolicy") -> list[Path]:
         path = Path(p).resolve()
         if path.is_dir() and path != Path("/"):
             found[path] = None
-    return sorted(found, key=lambda q: len(q.parts))
+    masks: list[Path] = []
+    for path in sorted(found, key=lambda q: len(q.parts)):
+        if not any(path.is_relative_to(m) for m in masks):  # already hidden by an empty parent
+            masks.append(path)
+    return masks
 
 
 def _traversable_parents(path: Path, masks: list[Path]) -> list[str]:
