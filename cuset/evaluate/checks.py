@@ -7,6 +7,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from cuset.evaluate.untrusted_files import UnsafeOutput, open_output, read_digest
 from cuset.tasks import Task
 
 
@@ -15,31 +16,43 @@ def output_problem(task: Task, run_dir: Path, started_ns: int, input_digests: di
     written after the run started and not a copy of an input; else what is wrong."""
     for spec in task.outputs:
         rel = f"data/{spec.name}.bin"
-        path = run_dir / rel
-        try:
-            st = os.lstat(path)
-        except FileNotFoundError:
-            return f"output {spec.name} was not written ({rel} missing)"
-        if not os.path.isfile(path) or os.path.islink(path):
-            return f"{rel} is not a regular file"
-        if st.st_size != spec.nbytes:
-            return (f"{rel} has {st.st_size} bytes; declared {spec.dtype} {spec.shape} = {spec.nbytes} bytes")
+        checked = inspect_output(run_dir, spec)
+        if isinstance(checked, str):
+            return checked
+        st, digest = checked
         if st.st_mtime_ns < started_ns:
             return f"{rel} predates this run (stale output)"
-        digest = file_digest(path)
         for name, d in input_digests.items():
             if d == digest and spec.nbytes > 0:
                 return f"{rel} is a byte-for-byte copy of input {name}"
     return None
 
 
+def inspect_output(run_dir: Path, spec) -> tuple[os.stat_result, str] | str:
+    """(stat, sha256) of a declared output, read through the careful path (no links,
+    regular files only, the size checked before reading); else what is wrong."""
+    rel = f"data/{spec.name}.bin"
+    try:
+        fd, st = open_output(run_dir, rel, None)
+    except FileNotFoundError:
+        return f"output {spec.name} was not written ({rel} missing)"
+    except (UnsafeOutput, OSError) as e:
+        return str(e) if isinstance(e, UnsafeOutput) else f"{rel} cannot be opened safely ({e.strerror})"
+    try:
+        if st.st_size != spec.nbytes:
+            return f"{rel} has {st.st_size} bytes; declared {spec.dtype} {spec.shape} = {spec.nbytes} bytes"
+        return st, read_digest(fd, spec.nbytes)
+    finally:
+        os.close(fd)
+
+
 def outputs_digest(task: Task, run_dir: Path) -> str:
     """One hash over all declared outputs (missing ones included as such)."""
     h = hashlib.sha256()
     for spec in task.outputs:
-        path = run_dir / "data" / f"{spec.name}.bin"
+        checked = inspect_output(run_dir, spec)
         h.update(spec.name.encode() + b"\0")
-        h.update(file_digest(path).encode() if path.is_file() else b"<missing>")
+        h.update(checked[1].encode() if not isinstance(checked, str) else b"<unusable>")
     return h.hexdigest()
 
 

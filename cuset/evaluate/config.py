@@ -19,6 +19,10 @@ class SandboxConfig:
     cpu_seconds: int | None = option(None, help="RLIMIT_CPU per run; default: the run timeout + 5 s")
     cpu_memory_gb: float = option(8.0, help="address-space limit for programs on the CPU backend (GiB)")
     hide: list[str] = option(default_factory=list, help="extra paths masked by an empty tmpfs inside the sandbox")
+    program_memory_gb: float | None = option(8.0, help="memory of a program's whole process tree (cgroup where "
+                                                       "available, else only the per-process limit); none = no limit")
+    run_disk_mb: float | None = option(None, help="disk quota of a run dir beyond its inputs (own tmpfs where it "
+                                                  "can be mounted); default: 64 MiB + twice the declared outputs")
 
 
 @dataclass
@@ -76,8 +80,11 @@ class EvalConfig:
         policy = SandboxPolicy(mode=self.sandbox.mode, cpu_seconds=self.sandbox.cpu_seconds,
                                processes=self.sandbox.processes, hide=tuple(self.sandbox.hide) + tuple(hide))
         budget = int(self.max_data_mb * 1e6) if self.max_data_mb is not None else None
+        sb = self.sandbox
+        memory = int(sb.program_memory_gb * (1 << 30)) if sb.program_memory_gb is not None else None
+        disk = int(sb.run_disk_mb * (1 << 20)) if sb.run_disk_mb is not None else None
         return EvalOptions(tuple(self.cases), self.timeouts(), self.compat, budget, policy,
-                           int(self.sandbox.cpu_memory_gb * (1 << 30)))
+                           int(sb.cpu_memory_gb * (1 << 30)), program_memory_bytes=memory, run_disk_bytes=disk)
 
     def backend_name(self) -> str:
         """gpu or cpu (auto asks the NVIDIA driver)."""
@@ -92,6 +99,7 @@ class EvalConfig:
 
         name = self.backend_name()
         kwargs = dict(self.backend_options)
+        kwargs.setdefault("sandbox_mode", self.sandbox.mode)   # the compile step's sandbox
         if name == "gpu":
             kwargs.setdefault("flags", list(self.nvcc_flags))
             kwargs.setdefault("compat", self.compat)

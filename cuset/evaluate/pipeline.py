@@ -27,18 +27,21 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuset.evaluate import disk_quota
 from cuset.evaluate.checks import compare_verdict, file_digest, output_problem, outputs_digest
 from cuset.evaluate.workspace import PreparedData, Workspace
 from cuset.execute.backends import Backend, CompileOutcome
 from cuset.execute.compile_cache import CompileCache
-from cuset.execute.result import ExecResult, Status, StepResult
+from cuset.execute.result import ExecResult, Status, StepResult, truncate_log
 from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
 from cuset.tasks import Task
 
+DIAGNOSTICS_LIMIT = 64 << 10   # bytes read back from the runtime's diagnostics channel
 NO_OUTPUTS_DETAIL = ("task declares no outputs, so nothing can be checked "
                      "(CUDABench task 82 has this defect); fix its `outputs` field")
 
@@ -63,6 +66,10 @@ class EvalOptions:
     max_data_bytes: int | None = None          # overrides backend.max_data_bytes when set
     sandbox: SandboxPolicy = SandboxPolicy()
     cpu_memory_bytes: int | None = 8 << 30     # RLIMIT_AS for programs on the CPU backend
+    # Memory of a program's whole process tree (cgroup, where available) and the disk
+    # quota of its run dir beyond the inputs (tmpfs, where mounting works); None: no limit.
+    program_memory_bytes: int | None = 8 << 30
+    run_disk_bytes: int | None = None          # None: 64 MiB + 2x the declared outputs
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -155,7 +162,31 @@ def _policy_for(task: Task, backend: Backend, ws: Workspace, opts: EvalOptions) 
         memory_bytes=opts.cpu_memory_bytes if backend.name == "cpu" else None,
         open_files=base.open_files, gpu_devices=backend.name == "gpu",
         hide=tuple(dict.fromkeys((*base.hide, *ws.hidden_paths))),
+        program_memory_bytes=opts.program_memory_bytes,
     )
+
+
+def _run_program(name: str, inv, run_dir: Path, policy: SandboxPolicy, opts: EvalOptions,
+                 env: dict[str, str]) -> StepResult:
+    """One sandboxed run; with the backend's diagnostics channel (an anonymous file
+    whose fd only the runtime is told about) read back into the step."""
+    if inv.diagnostics_env is None:
+        return run_sandboxed(name, list(inv.argv), run_dir=run_dir, timeout=opts.timeouts.run, policy=policy, env=env)
+    with tempfile.TemporaryFile() as channel:
+        fd = channel.fileno()
+        step = run_sandboxed(name, list(inv.argv), run_dir=run_dir, timeout=opts.timeouts.run, policy=policy,
+                             env={**env, inv.diagnostics_env: str(fd)}, pass_fds=(fd,))
+        channel.seek(0)
+        said = channel.read(DIAGNOSTICS_LIMIT)
+    return dataclasses.replace(step, diagnostics=truncate_log(said))
+
+
+def _disk_quota(task: Task, executable: Path, opts: EvalOptions) -> int:
+    """Bytes a run may write into its dir (besides the inputs): the executable's copy,
+    the declared outputs twice over (rewrites, temporaries) and 64 MiB of slack."""
+    if opts.run_disk_bytes is not None:
+        return opts.run_disk_bytes + executable.stat().st_size
+    return executable.stat().st_size + 2 * sum(s.nbytes for s in task.outputs) + (64 << 20)
 
 
 def _run_case(task: Task, case: int, prepared: PreparedData, executable: Path, backend: Backend, ws: Workspace,
@@ -165,18 +196,18 @@ def _run_case(task: Task, case: int, prepared: PreparedData, executable: Path, b
     input_digests = {s.name: file_digest(prepared.input_path(s.name)) for s in task.inputs}
     runs: list[tuple[str, str, str | None, Path]] = []   # (order, digest, problem, run_dir)
     try:
+        quota = _disk_quota(task, executable, opts)
         for order in backend.run_orders:
-            run_dir = ws.new_run_dir(prepared, task)
+            run_dir = ws.new_run_dir(prepared, task, quota)
             local_exe = _place_executable(executable, run_dir)
             inv = backend.invocation(local_exe, order)
             started = time.time_ns()
             tr = time.perf_counter()
-            step = run_sandboxed(f"run[case={case},order={order}]", list(inv.argv), run_dir=run_dir,
-                                 timeout=opts.timeouts.run, policy=policy,
-                                 env={"CUSET_CASE": str(case), **opts.extra_env, **inv.env})
+            step = _run_program(f"run[case={case},order={order}]", inv, run_dir, policy, opts,
+                                {"CUSET_CASE": str(case), **opts.extra_env, **inv.env})
             timings["run"] = timings.get("run", 0.0) + time.perf_counter() - tr
             steps.append(step)
-            failure = _run_failure(step, backend, opts.timeouts.run)
+            failure = _limit_failure(step, run_dir, quota, opts) or _run_failure(step, backend, opts.timeouts.run)
             if failure is not None:
                 ws.discard(run_dir)
                 return failure[0], f"case {case}, order {order}: {failure[1]}"
@@ -209,6 +240,17 @@ def _place_executable(executable: Path, run_dir: Path) -> Path:
     target = run_dir / executable.name
     shutil.copy2(executable, target)
     return target
+
+
+def _limit_failure(step: StepResult, run_dir: Path, quota: int, opts: EvalOptions) -> tuple[Status, str] | None:
+    """The program's tree went over its memory budget (the kernel killed it), or it
+    filled its run dir's quota (whatever it did after ENOSPC)."""
+    if step.limit == "memory_limit":
+        return Status.MEMORY_LIMIT, (f"the program's processes together used more than "
+                                     f"{opts.program_memory_bytes / (1 << 20):.0f} MiB of memory; killed")
+    if disk_quota.is_mounted(run_dir) and disk_quota.is_full(run_dir):
+        return Status.DISK_LIMIT, f"the program filled its {quota / (1 << 20):.0f} MiB disk quota"
+    return None
 
 
 def _run_failure(step: StepResult, backend: Backend, timeout: float) -> tuple[Status, str] | None:

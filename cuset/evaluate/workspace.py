@@ -17,13 +17,17 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import threading
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cuset.evaluate import disk_quota
+from cuset.evaluate.untrusted_files import copy_output, remove_tree
 from cuset.execute.result import StepResult
+from cuset.execute.sandbox import protect, warn_once
 from cuset.tasks import Task
 
 
@@ -58,9 +62,16 @@ class Workspace:
         gen_sandbox: a `SandboxPolicy` for gen.py when it is untrusted (written by a
         model, as in data curation); None runs it like a benchmark's own script."""
         self._owned = root is None
-        if root is None and parent is not None:
-            Path(parent).mkdir(parents=True, exist_ok=True)
-        self.root = Path(tempfile.mkdtemp(prefix="cuset-eval-", dir=parent) if root is None else root).resolve()
+        self._lock_fd: int | None = None
+        self.cleanup_errors: list[str] = []   # what discard()/close() could not remove
+        if root is None:
+            if parent is not None:
+                Path(parent).mkdir(parents=True, exist_ok=True)
+            # Workspaces of killed evaluations (SIGKILL, power loss) go now; live ones stay.
+            self.cleanup_errors.extend(remove_stale_workspaces(Path(parent or tempfile.gettempdir())))
+            root = tempfile.mkdtemp(prefix=WORKSPACE_PREFIX, dir=parent)
+            self._lock_fd = _take_owner_lock(Path(root))
+        self.root = Path(root).resolve()
         self.keep = keep
         self.gen_timeout = gen_timeout
         for sub in ("runs", "compare"):
@@ -71,6 +82,8 @@ class Workspace:
         os.chmod(self.data_root, 0o700)
         os.chmod(self.root / "compare", 0o700)
         os.chmod(self.root / "runs", 0o711)
+        # No sandboxed step of this process (compile or run, any sample) may name these.
+        protect(self.root, self.data_root)
         self._locks: dict[str, threading.Lock] = {}
         self._prepared: dict[str, PreparedData] = {}
         # compare.py verdicts by (data dir, compare.py hash, outputs digest, compat): see pipeline._judge.
@@ -128,7 +141,7 @@ class Workspace:
             step = self._run_gen(f"gen[case={case}]", tmp, case)
             problem = _gen_problem(task, tmp, step, self.gen_timeout)
             if problem is not None:  # keep failures out of the persistent cache
-                shutil.rmtree(tmp, ignore_errors=True)
+                self.cleanup_errors.extend(remove_tree(tmp))
                 return PreparedData(final, step, problem)
             (tmp / "gen.json").write_text(json.dumps(asdict(step)))
             os.rename(tmp, final)
@@ -151,10 +164,18 @@ class Workspace:
 
     # -- run and compare dirs ----------------------------------------------
 
-    def new_run_dir(self, prepared: PreparedData, task: Task) -> Path:
-        """A fresh dir whose data/ holds copies of the declared inputs and nothing else."""
+    def new_run_dir(self, prepared: PreparedData, task: Task, quota_bytes: int | None = None) -> Path:
+        """A fresh dir whose data/ holds copies of the declared inputs and nothing else;
+        with `quota_bytes`, its own tmpfs of that size (where mounting works, see
+        cuset.evaluate.disk_quota) on top of the inputs' size."""
         run = self.root / "runs" / uuid.uuid4().hex
-        (run / "data").mkdir(parents=True)
+        run.mkdir()
+        if quota_bytes is not None:
+            if disk_quota.unavailable() is None:
+                disk_quota.mount_tmpfs(run, quota_bytes + sum(s.nbytes for s in task.inputs))
+            else:
+                warn_once(f"no disk quota for run dirs ({disk_quota.unavailable()}): only RLIMIT_FSIZE per file")
+        (run / "data").mkdir()
         for spec in task.inputs:
             shutil.copyfile(prepared.input_path(spec.name), run / "data" / f"{spec.name}.bin")
         return run
@@ -169,26 +190,91 @@ class Workspace:
             target = cmp / "data" / f"{name}.bin"
             if target.exists():
                 target.unlink()
-            shutil.copyfile(path, target)
+            # The careful path: no link is followed, no more than the checked size read.
+            copy_output(path.parent.parent, f"{path.parent.name}/{path.name}", None, target)
         (cmp / "compare.py").write_text(compare_py, encoding="utf-8")
         return cmp
 
     def discard(self, path: Path) -> None:
-        if not self.keep:
-            shutil.rmtree(path, ignore_errors=True)
+        """Remove a run or compare dir; never raises (what could not be removed is
+        recorded in `cleanup_errors`, and the evaluation goes on)."""
+        if self.keep:
+            return
+        if disk_quota.is_mounted(path):
+            disk_quota.unmount(path)
+        errors = remove_tree(path)
+        if errors:
+            with self._guard:
+                self.cleanup_errors.extend(errors)
 
     def close(self) -> None:
         if self._server is not None:
             self._server.close()
             self._server = None
         if self._owned and not self.keep:
-            shutil.rmtree(self.root, ignore_errors=True)
+            for run in _listdir(self.root / "runs"):   # quotas left mounted by an interrupted run
+                if disk_quota.is_mounted(run):
+                    disk_quota.unmount(run)
+            self.cleanup_errors.extend(remove_tree(self.root))
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc):
         self.close()
+
+
+WORKSPACE_PREFIX = "cuset-eval-"
+OWNER_LOCK = ".owner.lock"
+
+
+def _take_owner_lock(root: Path) -> int:
+    """Hold an exclusive flock on root/.owner.lock for the workspace's life. The file is
+    locked under another name first and then renamed, so no other evaluation can ever
+    find it unlocked while we live."""
+    tmp = root / f"{OWNER_LOCK}.{os.getpid()}"
+    fd = os.open(tmp, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.rename(tmp, root / OWNER_LOCK)
+    return fd
+
+
+def remove_stale_workspaces(parent: Path) -> list[str]:
+    """Remove every workspace under `parent` whose owner lock nobody holds (its
+    evaluation died without cleaning up). A workspace without the lock file (older
+    versions, or one being created this instant) is left alone. Returns what could not
+    be removed."""
+    errors: list[str] = []
+    for ws in _listdir(parent):
+        if not ws.name.startswith(WORKSPACE_PREFIX):
+            continue
+        try:
+            fd = os.open(ws / OWNER_LOCK, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue          # its owner lives
+        try:
+            for run in _listdir(ws / "runs"):
+                if disk_quota.is_mounted(run):
+                    disk_quota.unmount(run)
+            errors.extend(remove_tree(ws))
+        finally:
+            os.close(fd)
+    return errors
+
+
+def _listdir(path: Path) -> list[Path]:
+    try:
+        return sorted(path.iterdir())
+    except OSError:
+        return []
 
 
 def _read_prepared(final: Path) -> PreparedData | None:
@@ -207,10 +293,14 @@ def _gen_problem(task: Task, gen_dir: Path, step: StepResult, timeout: float) ->
         return f"gen.py failed (exit {step.returncode}): {tail[0][:300]}"
     for spec in task.inputs:
         path = gen_dir / "data" / f"{spec.name}.bin"
-        if not path.exists():
+        try:  # lstat: an (untrusted) gen.py's link to /dev/zero must not be copied later
+            st = os.lstat(path)
+        except FileNotFoundError:
             return f"gen.py did not write declared input data/{spec.name}.bin"
-        if path.stat().st_size != spec.nbytes:
-            return (f"gen.py wrote {path.stat().st_size} bytes to data/{spec.name}.bin, declared "
+        if not stat.S_ISREG(st.st_mode) or os.path.islink(gen_dir / "data"):
+            return f"gen.py's data/{spec.name}.bin is not a regular file"
+        if st.st_size != spec.nbytes:
+            return (f"gen.py wrote {st.st_size} bytes to data/{spec.name}.bin, declared "
                     f"{spec.dtype} {spec.shape} = {spec.nbytes} bytes")
     return None
 

@@ -31,6 +31,9 @@ class Invocation:
 
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
+    # The variable through which the program's runtime takes a diagnostics fd that the
+    # program cannot forge (the pipeline opens it and fills StepResult.diagnostics).
+    diagnostics_env: str | None = None
 
 
 @runtime_checkable

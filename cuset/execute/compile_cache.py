@@ -28,6 +28,7 @@ from pathlib import Path
 
 from cuset.execute.backends import Backend, CompileOutcome
 from cuset.execute.result import Status, StepResult
+from cuset.execute.sandbox import protect
 
 DEFAULT_ROOT = Path(os.environ.get("CUSET_CACHE", Path.home() / ".cache" / "cuset")) / "compile"
 
@@ -48,6 +49,9 @@ class CompileCache:
         self.root = Path(root or DEFAULT_ROOT).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)  # untrusted programs must not browse other binaries' sources
+        # Hidden from every sandbox (a compile sees its own build dir only, bound back
+        # with traversable parents; a run sees its private copy of the executable).
+        protect(self.root)
         self.timeout = timeout
         self.fingerprint = backend.fingerprint()
         self._pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="compile")

@@ -13,8 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from cuset.execute.backends import CompileOutcome, Invocation
-from cuset.execute.process import clean_env, run_step
 from cuset.execute.result import Status, StepResult
+from cuset.execute.sandbox import NVCC_MEMORY_BYTES, compile_policy, run_compiler
 
 DEFAULT_FLAGS = ("-O2",)
 COMPAT_COMPILE_TIMEOUT = 60.0
@@ -42,12 +42,14 @@ class GpuBackend:
     run_orders = ("default",)
 
     def __init__(self, flags: tuple[str, ...] | list[str] | None = None, *, compat: bool = False,
-                 device: int | str = 0, nvcc: str = "nvcc", max_data_bytes: int | None = None):
+                 device: int | str = 0, nvcc: str = "nvcc", max_data_bytes: int | None = None,
+                 sandbox_mode: str = "auto"):
         self.compat = compat
         self.flags = () if compat else tuple(DEFAULT_FLAGS if flags is None else flags)
         self.device = str(device)
         self.nvcc = nvcc
         self.max_data_bytes = max_data_bytes
+        self.sandbox_mode = sandbox_mode   # of the compile step (the source is untrusted)
 
     def fingerprint(self) -> str:
         return f"gpu|{nvcc_version(self.nvcc)}|{' '.join(self.flags)}"
@@ -58,12 +60,16 @@ class GpuBackend:
         workdir = Path(workdir).resolve()  # the executable path must hold outside workdir too
         (workdir / "kernel.cu").write_text(source, encoding="utf-8")
         argv = [self.nvcc, *self.flags, "kernel.cu", "-o", "kernel"]
-        step = run_step("compile", argv, cwd=workdir, timeout=timeout, env=clean_env())
+        policy = compile_policy(timeout, self.sandbox_mode, NVCC_MEMORY_BYTES)
+        step = run_compiler(argv, build_dir=workdir, timeout=timeout, policy=policy)
         exe = workdir / "kernel"
         if step.returncode == 0 and not step.timed_out and exe.exists():
             return CompileOutcome(True, exe, step)
         if step.timed_out:
             return CompileOutcome(False, None, step, Status.TIMEOUT, f"nvcc took longer than {timeout:g} s")
+        if step.limit == "memory_limit":
+            return CompileOutcome(False, None, step, Status.COMPILE_ERROR,
+                                  f"nvcc used more than {policy.memory_bytes >> 20} MiB of memory")
         return CompileOutcome(False, None, step, Status.COMPILE_ERROR, _first_error(step.stderr or step.stdout))
 
     def invocation(self, executable: Path, order: str) -> Invocation:

@@ -74,16 +74,24 @@ def run_step(
     limits: Limits | None = None,
     stdin_bytes: bytes | None = None,
     output_limit: int = 1 << 20,
+    pass_fds: tuple[int, ...] = (),
+    join: tuple[Path, ...] = (),
 ) -> StepResult:
     """Run argv to completion or until `timeout` seconds, then kill its process group.
 
     stdout/stderr are read in full up to `output_limit` bytes each (a program that
     floods stdout is cut off, not buffered without bound) and truncated for the log.
+    `pass_fds` stay open in the child (e.g. a seccomp program for bwrap, the CPU
+    runtime's diagnostics file); the child writes its pid to each `join` file
+    (a cgroup's `cgroup.procs`) before exec, so everything it starts is counted there.
     """
     limits = limits or Limits()
 
     def preexec():  # runs in the child: new session = new process group
         os.setsid()
+        for procs in join:
+            with open(procs, "w") as fh:
+                fh.write(str(os.getpid()))
         limits.apply()
 
     start = time.perf_counter()
@@ -91,7 +99,7 @@ def run_step(
         proc = subprocess.Popen(
             argv, cwd=str(cwd), env=env if env is not None else clean_env(),
             stdin=subprocess.PIPE if stdin_bytes is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec, close_fds=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec, close_fds=True, pass_fds=pass_fds,
         )
     except OSError as e:
         return StepResult(name, None, 0.0, False, "", f"could not start {argv[0]}: {e}")

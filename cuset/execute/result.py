@@ -21,6 +21,8 @@ class Status(str, Enum):
     RACE = "race"                    # CPU backend: outputs differ between thread orders
     WARP_SYNC = "warp_sync"          # CPU backend: relies on implicit warp-synchronous execution
     UNSUPPORTED = "unsupported"      # uses a feature the backend cannot run (named in `detail`)
+    MEMORY_LIMIT = "memory_limit"    # the program's process tree exceeded its memory budget (cgroup)
+    DISK_LIMIT = "disk_limit"        # the program filled its run dir's disk quota
     SKIPPED = "skipped"              # data exceed the backend's budget; left out of denominators
     PASSED = "passed"
 
@@ -52,6 +54,8 @@ class StepResult:
     timed_out: bool = False
     stdout: str = ""
     stderr: str = ""
+    limit: str = ""                  # a resource limit the step hit: "memory_limit" or "disk_limit"
+    diagnostics: str | None = None   # the CPU runtime's own channel (None: not used, read stderr)
 
 
 @dataclass(frozen=True)

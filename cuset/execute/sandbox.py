@@ -3,7 +3,10 @@
 What it covers
 --------------
 - Network: none. A fresh network namespace (only a down loopback), so connect()
-  fails with "network unreachable".
+  fails with "network unreachable". Filesystem sockets: /run and /var/run are masked
+  and (bwrap mode, x86-64/aarch64) a seccomp filter refuses socket(AF_UNIX) anywhere
+  (cuset.execute.seccomp); it also refuses new user namespaces, and unprivileged
+  bwrap gets --disable-userns.
 - Processes: its own session/process group (run_step) AND its own PID namespace:
   when the step ends or times out, every process it started dies with it, even
   ones that called setsid() or double-forked. It cannot see or signal other
@@ -15,13 +18,22 @@ What it covers
   and address space (RLIMIT_AS; CPU backend only: CUDA maps huge ranges). No core dumps.
 - Environment: rebuilt from scratch (clean_env): PATH, LANG, one BLAS thread,
   HOME/TMPDIR pointing into the run dir; no tokens, proxies or CUDA_* unless given.
-- Filesystem (bwrap mode): the root filesystem is mounted read-only; /tmp, /var/tmp, /dev/shm
-  and every `hide` path (the evaluation workspace that holds gen.py's reference
-  outputs, other samples' run dirs) are replaced by empty root-owned tmpfs; only
+- Memory of the whole process tree (`program_memory_bytes`): a cgroup with a memory
+  and a pids limit (v2, else the v1 controllers; cuset.execute.cgroup); a kill by
+  that limit marks the step `limit="memory_limit"`. Without usable cgroups only the
+  per-process RLIMIT_AS applies (cgroup.unavailable() says why).
+- Filesystem (bwrap mode): the root filesystem is mounted read-only; /tmp, /var/tmp, /dev/shm,
+  /run, the home dir, every path registered with `protect` (workspaces and data caches,
+  wherever they live) and every `hide` path are replaced by empty root-owned tmpfs; only
   the run dir is writable (and is owned by the sandbox uid); `readonly` paths (the
   executable's cache entry) and a Python installation living under /tmp are bound
   back read-only. /dev is a minimal devtmpfs
   (null, zero, urandom, ...) unless `gpu_devices` binds the host's /dev for the driver.
+
+Compile steps (`run_compiler`, `compile_policy`) run in the same sandbox with the build
+dir as their only writable place, CPU-time, memory (RLIMIT_AS and cgroup), file-size
+and process limits; their logs lose whatever the compiler quoted from files outside the
+build dir (cuset.execute.compile_log).
 
 Modes: "bwrap" (bubblewrap, the full list above), "unshare" (fallback when bwrap is
 missing or cannot mount: util-linux `unshare --net --pid --fork` + `setpriv`:
@@ -38,27 +50,33 @@ What it does not cover
   JSONL if it lies elsewhere): the program can read but never change them.
 - Kernel exploits, side channels, GPU memory left over by other processes, and
   wall-clock abuse inside the timeout (that is what the timeout is for).
-- Disk usage inside the run dir beyond RLIMIT_FSIZE per file (many files are
-  possible; the run dir is deleted after the step).
-- Memory on the GPU backend (no RLIMIT_AS with CUDA); the GPU driver is reachable
-  by design there.
+- Disk usage: RLIMIT_FSIZE per file here; the evaluation workspace mounts a
+  size-limited tmpfs on each run dir (cuset.evaluate.disk_quota) where it may mount.
+- GPU memory; host memory on the GPU backend only through the cgroup (no RLIMIT_AS
+  with CUDA); the GPU driver (host /dev) is reachable by design there.
+- Compilers reading world-readable system files (their logs are cleaned, see above).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import itertools
+import logging
 import os
+import platform
 import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from cuset.execute.process import Limits, clean_env, run_step
 from cuset.execute.result import StepResult
 
+log = logging.getLogger(__name__)
 MODES = ("auto", "bwrap", "unshare", "none")
 # Throw-away uids for sandboxed programs: far above any real account. Each call
 # takes the next one so RLIMIT_NPROC (per uid) is a per-sandbox limit.
@@ -83,6 +101,13 @@ class SandboxPolicy:
     open_files: int | None = 256
     gpu_devices: bool = False            # bind the host /dev (NVIDIA driver nodes)
     hide: tuple[str, ...] = ()           # masked by an empty tmpfs (bwrap mode)
+    # Memory of the whole process tree (a cgroup; see cuset.execute.cgroup). None: no
+    # such limit; where cgroups are unavailable only RLIMIT_AS (per process) applies.
+    program_memory_bytes: int | None = None
+    # Without bubblewrap (unshare/none modes) run as a throw-away uid when root. Compile
+    # steps turn this off there: that uid could not read the prebuilt runtime in the
+    # evaluating user's cache, and nothing is masked in those modes anyway.
+    drop_root_without_bwrap: bool = True
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -154,43 +179,96 @@ def _drop_root(uid: int) -> list[str]:
 
 # Shared scratch directories: each is an empty tmpfs in the sandbox (bwrap mode).
 SCRATCH_DIRS = (Path("/tmp"), Path("/var/tmp"))
+# Where host services keep their Unix sockets (D-Bus, databases, Docker): masked too.
+SOCKET_DIRS = (Path("/run"), Path("/var/run"))
+# Paths hidden from every sandbox of this process (evaluation workspaces and their
+# data caches register here, wherever they live): see `protect`.
+_protected: dict[str, None] = {}
 
 
-def _masked_interpreter_binds() -> list[str]:
-    """bwrap arguments binding the Python installation (a venv, its base) back read-only
-    when it lives under a scratch dir (e.g. a checkout in /tmp), so sandboxed scripts
-    (gen.py, compare.py) still find their interpreter and packages. The parents bwrap
-    creates on the tmpfs get 0755 (it would make them 0700, untraversable by the sandbox
-    uid); they stay empty, so nothing else of the checkout shows."""
-    argv: list[str] = []
-    for path in sorted({Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}):
-        scratch = next((s for s in SCRATCH_DIRS if path.is_relative_to(s)), None)
-        if scratch is None:
+def protect(*paths: str | Path) -> None:
+    """Hide `paths` from every sandboxed step of this process from now on (the data
+    cache with gen.py's references, workspaces): compile and run steps alike."""
+    for p in paths:
+        _protected[str(Path(p).resolve())] = None
+
+
+def _home() -> Path | None:
+    home = Path(os.path.expanduser("~")).resolve()
+    return home if home != Path("/") and home.is_dir() else None
+
+
+def masked_dirs(policy: "SandboxPolicy") -> list[Path]:
+    """Every directory replaced by an empty tmpfs, parents before children."""
+    found: dict[Path, None] = {}
+    for p in (*SCRATCH_DIRS, *SOCKET_DIRS, _home(), *_protected, *policy.hide):
+        if p is None:
             continue
-        for parent in reversed(path.parents):
-            if parent.is_relative_to(scratch) and parent != scratch:
-                argv += ["--perms", "0755", "--dir", str(parent)]
-        argv += ["--ro-bind", str(path), str(path)]
+        path = Path(p).resolve()
+        if path.is_dir() and path != Path("/"):
+            found[path] = None
+    masks: list[Path] = []
+    for path in sorted(found, key=lambda q: len(q.parts)):
+        if not any(path.is_relative_to(m) for m in masks):  # already hidden by an empty parent
+            masks.append(path)
+    return masks
+
+
+def _traversable_parents(path: Path, masks: list[Path]) -> list[str]:
+    """bwrap arguments creating the parents of a bind target that lie on a masking
+    tmpfs with mode 0755 (bwrap would make them 0700, untraversable by the sandbox
+    uid); they stay empty, so nothing else of what is masked shows."""
+    argv: list[str] = []
+    mask = next((m for m in reversed(masks) if path.is_relative_to(m) and path != m), None)
+    if mask is None:
+        return argv
+    for parent in reversed(path.parents):
+        if parent.is_relative_to(mask) and parent != mask:
+            argv += ["--perms", "0755", "--dir", str(parent)]
     return argv
 
 
-def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...]) -> list[str]:
+def _masked_interpreter_binds(masks: list[Path]) -> list[str]:
+    """bwrap arguments binding the Python installation (a venv, its base) back read-only
+    when it lives under a masked dir (e.g. a checkout in /tmp or the home dir), so
+    sandboxed scripts (gen.py) still find their interpreter and packages."""
+    argv: list[str] = []
+    for path in sorted({Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}):
+        if any(path.is_relative_to(m) for m in masks):
+            argv += _traversable_parents(path, masks) + ["--ro-bind", str(path), str(path)]
+    return argv
+
+
+@functools.lru_cache(maxsize=1)
+def _bwrap_has(option: str) -> bool:
+    try:
+        out = subprocess.run(["bwrap", "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return option in out.stdout + out.stderr
+
+
+def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...],
+                  seccomp_fd: int | None = None) -> list[str]:
+    masks = masked_dirs(policy)
     argv = ["bwrap", "--ro-bind", "/", "/"]
     argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm"] if policy.gpu_devices else ["--dev", "/dev"]
     argv += ["--proc", "/proc"]
-    for scratch in SCRATCH_DIRS:
-        argv += ["--tmpfs", str(scratch)]
-    for hidden in policy.hide:
-        if Path(hidden).is_dir():
-            argv += ["--tmpfs", str(hidden)]
-    argv += _masked_interpreter_binds()
+    for masked in masks:
+        argv += ["--tmpfs", str(masked)]
+    argv += _masked_interpreter_binds(masks)
     for path in readonly:
-        argv += ["--ro-bind", str(path), str(path)]
+        argv += _traversable_parents(path, masks) + ["--ro-bind", str(path), str(path)]
+    argv += _traversable_parents(run_dir, masks)
     argv += ["--bind", str(run_dir), str(run_dir), "--chdir", str(run_dir)]
     argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
              "--die-with-parent", "--new-session"]
     if os.geteuid() != 0:
         argv.append("--unshare-user")
+        if _bwrap_has("--disable-userns"):
+            argv.append("--disable-userns")
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     return argv + ["--"]
 
 
@@ -204,6 +282,7 @@ def run_sandboxed(
     env: dict[str, str] | None = None,
     readonly: tuple[str | Path, ...] = (),
     output_limit: int = 1 << 20,
+    pass_fds: tuple[int, ...] = (),
 ) -> StepResult:
     """Run `argv` with cwd `run_dir` inside the sandbox; the only writable place is `run_dir`.
 
@@ -213,32 +292,73 @@ def run_sandboxed(
     run_dir = Path(run_dir).resolve()
     mode = resolve_mode(policy.mode)
     is_root = os.geteuid() == 0
-    uid = _next_uid() if is_root else None
+    uid = _next_uid() if is_root and (mode == "bwrap" or policy.drop_root_without_bwrap) else None
     if uid is not None:
         _give_to(run_dir, uid)
     full_env = clean_env({"HOME": str(run_dir), "TMPDIR": str(run_dir), **(env or {})})
-    prefix: list[str] = []
-    if mode == "bwrap":
-        prefix = _bwrap_prefix(run_dir, policy, tuple(Path(p).resolve() for p in readonly))
-    elif mode == "unshare":
-        prefix = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
-        if not is_root:
-            prefix.insert(1, "--map-root-user")
-        prefix.append("--")
-    if uid is not None:
-        prefix += _drop_root(uid)
-    if mode == "unshare":
-        # The first process of a PID namespace ignores signals it has no handler
-        # for (SIGXFSZ, SIGXCPU, kill from inside): keep the program off PID 1.
-        prefix += ["/bin/sh", "-c", '"$@"; exit $?', "sandbox-init"]
-    limits = Limits(
-        cpu_seconds=policy.cpu_seconds, address_space_bytes=policy.memory_bytes,
-        file_size_bytes=policy.file_size_bytes, processes=_process_limit(policy.processes, uid),
-        open_files=policy.open_files,
-    )
-    step = run_step(name, prefix + list(argv), cwd=run_dir, timeout=timeout, env=full_env,
-                    limits=limits, output_limit=output_limit)
+    with contextlib.ExitStack() as stack:
+        fds = tuple(pass_fds)
+        prefix: list[str] = []
+        if mode == "bwrap":
+            seccomp_fd = _seccomp_fd(stack)
+            fds += (seccomp_fd,) if seccomp_fd is not None else ()
+            prefix = _bwrap_prefix(run_dir, policy, tuple(Path(p).resolve() for p in readonly), seccomp_fd)
+        elif mode == "unshare":
+            prefix = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
+            if not is_root:
+                prefix.insert(1, "--map-root-user")
+            prefix.append("--")
+        if uid is not None:
+            prefix += _drop_root(uid)
+        if mode == "unshare":
+            # The first process of a PID namespace ignores signals it has no handler
+            # for (SIGXFSZ, SIGXCPU, kill from inside): keep the program off PID 1.
+            prefix += ["/bin/sh", "-c", '"$@"; exit $?', "sandbox-init"]
+        limits = Limits(
+            cpu_seconds=policy.cpu_seconds, address_space_bytes=policy.memory_bytes,
+            file_size_bytes=policy.file_size_bytes, processes=_process_limit(policy.processes, uid),
+            open_files=policy.open_files,
+        )
+        group = None
+        if policy.program_memory_bytes is not None:
+            from cuset.execute.cgroup import ProgramCgroup
+
+            group = ProgramCgroup.create(policy.program_memory_bytes, policy.processes)
+            if group is not None:
+                stack.callback(group.close)
+            else:
+                from cuset.execute.cgroup import unavailable
+
+                warn_once(f"no per-program memory limit ({unavailable()}): only RLIMIT_AS per process applies")
+        step = run_step(name, prefix + list(argv), cwd=run_dir, timeout=timeout, env=full_env,
+                        limits=limits, output_limit=output_limit, pass_fds=fds,
+                        join=group.procs_files if group is not None else ())
+        if group is not None and group.oom_kills() > 0:
+            step = dataclasses.replace(step, limit="memory_limit")
     return _signal_from_wrapper(step) if mode in ("bwrap", "unshare") else step
+
+
+@functools.lru_cache(maxsize=None)
+def warn_once(message: str) -> None:
+    """A limit asked for but not available here: said once per process, on the log."""
+    log.warning("sandbox: %s", message)
+
+
+def _seccomp_fd(stack: contextlib.ExitStack) -> int | None:
+    """An fd holding the compiled seccomp filter for bwrap (None where none exists
+    for this machine); closed when `stack` closes."""
+    from cuset.execute import seccomp
+
+    prog = seccomp.program()
+    if prog is None:
+        warn_once(f"no seccomp filter for {platform.machine()}: AF_UNIX sockets outside the masked dirs "
+                  "and nested user namespaces stay possible")
+        return None
+    fh = stack.enter_context(tempfile.TemporaryFile())
+    fh.write(prog)
+    fh.flush()
+    fh.seek(0)
+    return fh.fileno()
 
 
 def _signal_from_wrapper(step: StepResult) -> StepResult:
@@ -266,3 +386,31 @@ def _process_limit(limit: int | None, uid: int | None) -> int | None:
             except OSError:
                 pass
     return count + limit
+
+
+# Limits of a compile step. The compilers are trusted, their input is not:
+# `#include "/dev/zero"` or `.incbin` of a huge file must stop at these.
+COMPILE_MEMORY_BYTES = 4 << 30        # g++/cc1plus/as together (cgroup) and each (RLIMIT_AS)
+NVCC_MEMORY_BYTES = 16 << 30          # nvcc reserves more address space (cicc, ptxas)
+COMPILE_FILE_BYTES = 512 << 20        # largest object or executable
+
+
+def compile_policy(timeout: float, mode: str = "auto", memory_bytes: int = COMPILE_MEMORY_BYTES) -> SandboxPolicy:
+    """The sandbox of a compile step: the run step's isolation (read-only root, only
+    the build dir writable, home, temp dirs, sockets and every protected path hidden,
+    no network) with CPU-time, memory, file-size and process limits."""
+    return SandboxPolicy(mode=mode, cpu_seconds=int(timeout) + 5, file_size_bytes=COMPILE_FILE_BYTES,
+                         processes=64, memory_bytes=memory_bytes, open_files=1024,
+                         program_memory_bytes=memory_bytes, drop_root_without_bwrap=False)
+
+
+def run_compiler(argv: list[str], *, build_dir: Path, timeout: float, policy: SandboxPolicy,
+                 readonly: tuple[Path, ...] = ()) -> StepResult:
+    """One compiler command over untrusted source inside the compile sandbox;
+    `readonly` (prebuilt headers, runtime library) stays visible even under masked dirs.
+    Its log is cleaned of text quoted from files outside the build dir."""
+    from cuset.execute.compile_log import clean_compile_log
+
+    step = run_sandboxed("compile", argv, run_dir=build_dir, timeout=timeout, policy=policy, readonly=readonly)
+    return dataclasses.replace(step, stdout=clean_compile_log(step.stdout, build_dir, readonly),
+                               stderr=clean_compile_log(step.stderr, build_dir, readonly))

@@ -200,3 +200,146 @@ def test_an_interpreter_under_tmp_stays_usable_but_its_neighbours_stay_hidden(tm
     hidden = run_sandboxed("cat", ["/bin/cat", str(tmp_path / "checkout" / "secret.txt")], run_dir=run_dir,
                            timeout=20, policy=policy)
     assert hidden.returncode != 0 and "No such file" in hidden.stderr
+
+
+# ---------------------------------------------------------------- issue 24: sockets, userns, cgroup
+
+SOCKET_CLIENT = r'''
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+int main(int argc, char** argv) {
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un a = {0};
+    a.sun_family = AF_UNIX;
+    strncpy(a.sun_path, argv[1], sizeof a.sun_path - 1);
+    int rc = s < 0 ? -1 : connect(s, (struct sockaddr*)&a, sizeof a);
+    if (rc == 0) write(s, "LEAK", 4);
+    printf("socket=%d connect=%d\n", s >= 0, rc);
+    return rc == 0 ? 0 : 7;
+}'''
+
+
+def _listen(path):
+    import socket
+
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    srv.bind(str(path))
+    srv.listen(1)
+    srv.settimeout(0.2)
+    return srv
+
+
+def _received(srv) -> bytes:
+    import socket
+
+    try:
+        conn, _ = srv.accept()
+    except socket.timeout:
+        return b""
+    with conn:
+        conn.settimeout(0.5)
+        return conn.recv(100)
+
+
+@needs_bwrap
+def test_host_socket_under_run_receives_nothing(tmp_path):
+    import tempfile
+
+    if not os.access("/run", os.W_OK):
+        pytest.skip("/run is not writable here: cannot plant a host socket")
+    d = build(tmp_path, SOCKET_CLIENT)
+    sock_dir = tempfile.mkdtemp(prefix="cuset-test-", dir="/run")
+    try:
+        srv = _listen(os.path.join(sock_dir, "s"))
+        os.chmod(sock_dir, 0o755)
+        os.chmod(os.path.join(sock_dir, "s"), 0o777)
+        r = run_sandboxed("run", ["./prog", os.path.join(sock_dir, "s")], run_dir=d, timeout=20,
+                          policy=SandboxPolicy(mode="bwrap"))
+        assert r.returncode == 7, r
+        assert _received(srv) == b""
+        srv.close()
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)
+
+
+@needs_bwrap
+def test_unix_sockets_denied_even_where_the_socket_is_visible(tmp_path):
+    """A socket in a dir bound into the sandbox (as any unmasked dir would be): the
+    seccomp filter refuses AF_UNIX sockets altogether."""
+    from cuset.execute import seccomp
+
+    if seccomp.program() is None:
+        pytest.skip("no seccomp filter for this architecture")
+    d = build(tmp_path, SOCKET_CLIENT)
+    sock_dir = tmp_path / "sockets"
+    sock_dir.mkdir()
+    srv = _listen(sock_dir / "s")
+    os.chmod(sock_dir, 0o755)
+    os.chmod(sock_dir / "s", 0o777)
+    r = run_sandboxed("run", ["./prog", str(sock_dir / "s")], run_dir=d, timeout=20,
+                      policy=SandboxPolicy(mode="bwrap"), readonly=(sock_dir,))
+    assert r.returncode == 7 and "socket=0" in r.stdout, r
+    assert _received(srv) == b""
+    srv.close()
+
+
+@needs_bwrap
+def test_no_nested_user_namespaces(tmp_path):
+    d = build(tmp_path, r'''
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdio.h>
+int main() {
+    int rc = unshare(CLONE_NEWUSER);
+    printf("unshare=%d\n", rc);
+    return rc == 0 ? 0 : 7;
+}''')
+    r = run(d, "bwrap")
+    assert r.returncode == 7 and "unshare=-1" in r.stdout, r
+
+
+THREE_CHILDREN = r'''
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+    size_t mib = (size_t)atoi(argv[1]);
+    for (int i = 0; i < 3; i++) {
+        if (fork() == 0) {
+            volatile char* p = malloc(mib << 20);
+            if (!p) return 3;
+            for (size_t j = 0; j < (mib << 20); j += 4096) p[j] = 1;   /* resident: counted */
+            sleep(1);
+            return 0;
+        }
+    }
+    int status, killed = 0;
+    while (wait(&status) > 0)
+        if (WIFSIGNALED(status)) killed++;
+    printf("killed=%d\n", killed);
+    return 0;
+}'''
+
+
+@needs_bwrap
+def test_children_share_one_memory_limit(tmp_path):
+    """Three children of 96 MiB each against a 160 MiB program budget (the mechanism
+    of 3 x 3 GiB against 8 GiB, scaled down): each is under the per-process
+    RLIMIT_AS, together they are over, and the kernel kills within the tree."""
+    from cuset.execute import cgroup
+
+    if cgroup.unavailable():
+        pytest.skip(f"no per-program cgroup here: {cgroup.unavailable()}")
+    d = build(tmp_path, THREE_CHILDREN)
+    r = run_sandboxed("run", ["./prog", "96"], run_dir=d, timeout=30,
+                      policy=SandboxPolicy(mode="bwrap", memory_bytes=1 << 30, program_memory_bytes=160 << 20))
+    assert r.limit == "memory_limit", r
+    assert "killed=0" not in r.stdout
+    # The same program within its budget runs to the end.
+    ok = run_sandboxed("run", ["./prog", "16"], run_dir=d, timeout=30,
+                       policy=SandboxPolicy(mode="bwrap", memory_bytes=1 << 30, program_memory_bytes=160 << 20))
+    assert ok.limit == "" and "killed=0" in ok.stdout, ok

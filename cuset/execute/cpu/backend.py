@@ -19,15 +19,16 @@ from cuset.execute.backends import CompileOutcome, Invocation
 from cuset.execute.cpu.diagnostics import classify_run, summarize_compile_errors
 from cuset.execute.cpu.features import find_unsupported
 from cuset.execute.cpu.rewriter import REWRITER_VERSION, rewrite
-from cuset.execute.cpu.toolchain import Toolchain, ToolchainError
-from cuset.execute.process import clean_env, run_step
+from cuset.execute.cpu.toolchain import INCLUDE_DIR, Toolchain, ToolchainError
 from cuset.execute.result import Status, StepResult
+from cuset.execute.sandbox import COMPILE_MEMORY_BYTES, compile_policy, run_compiler
 
 DEFAULT_MAX_DATA_BYTES = 256 << 20
 SOURCE_NAME = "kernel.cu"
 REWRITTEN_NAME = "cuset_kernel.cpp"
 EXECUTABLE_NAME = "kernel"
 ASAN_EXIT_CODE = 93
+DIAG_FD_ENV = "CUSET_CPU_DIAG_FD"        # runtime/src/diag.cpp
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class CpuBackendOptions:
     check_host_access: bool = True       # host code touching device memory faults (forward order)
     stack_kb: int = 256                  # stack per CUDA thread
     race_check: bool = False             # instrument programs: report data races between threads
+    sandbox_mode: str = "auto"           # sandbox of the compile step (see cuset.execute.sandbox)
+    compile_memory_bytes: int = COMPILE_MEMORY_BYTES  # g++ and its children together
 
 
 class CpuBackend:
@@ -49,11 +52,13 @@ class CpuBackend:
 
     def __init__(self, seed: int = 1, max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES, cxx: str = "g++",
                  cache_dir: str | Path | None = None, asan: bool = False, check_host_access: bool = True,
-                 stack_kb: int = 256, race_check: bool = False):
+                 stack_kb: int = 256, race_check: bool = False, sandbox_mode: str = "auto",
+                 compile_memory_bytes: int = COMPILE_MEMORY_BYTES):
         if stack_kb < 16:
             raise ValueError(f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack")
         self.options = CpuBackendOptions(seed, max_data_bytes, cxx, Path(cache_dir) if cache_dir else None, asan,
-                                         check_host_access, stack_kb, race_check)
+                                         check_host_access, stack_kb, race_check, sandbox_mode,
+                                         compile_memory_bytes)
         self.toolchain = Toolchain(cxx=cxx, asan=asan, race_check=race_check, cache_dir=self.options.cache_dir)
         self.run_orders: tuple[str, ...] = ("forward", f"random:{seed}")
         self.max_data_bytes = max_data_bytes
@@ -81,12 +86,22 @@ class CpuBackend:
         (workdir / REWRITTEN_NAME).write_text(f'#line 1 "{SOURCE_NAME}"\n' + rewritten.source)
         exe = workdir / EXECUTABLE_NAME
         step = None
+        # The source is untrusted: g++ (and as, ld) run in the compile sandbox, seeing
+        # the prebuilt runtime read-only and nothing of the data caches.
+        policy = compile_policy(timeout, self.options.sandbox_mode, self.options.compile_memory_bytes)
         for argv in self.toolchain.compile_commands(runtime, workdir / REWRITTEN_NAME, exe):
-            step = _merge(step, run_step("compile", argv, cwd=workdir, timeout=timeout, env=clean_env()))
+            step = _merge(step, run_compiler(argv, build_dir=workdir, timeout=timeout, policy=policy,
+                                             readonly=(runtime, INCLUDE_DIR)))
             if step.returncode != 0 or step.timed_out:
                 break
         if step.timed_out:
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR, f"g++ timed out after {timeout:.0f} s")
+        if step.limit == "memory_limit" or step.returncode in (-9, -24, -25):
+            why = {"memory_limit": f"more than {policy.memory_bytes >> 20} MiB of memory", -9: "killed",
+                   -24: f"more than {policy.cpu_seconds} s of CPU time",
+                   -25: f"a file larger than {policy.file_size_bytes >> 20} MiB"}
+            return CompileOutcome(False, None, step, Status.COMPILE_ERROR,
+                                  f"the compiler exceeded its limits: {why[step.limit or step.returncode]}")
         if step.returncode != 0 or not exe.is_file():
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR,
                                   summarize_compile_errors(step.stderr, SOURCE_NAME))
@@ -102,7 +117,7 @@ class CpuBackend:
             env["CUSET_CPU_CHECK_HOST_ACCESS"] = "1"
         if self.options.asan:
             env["ASAN_OPTIONS"] = f"detect_leaks=0:abort_on_error=0:exitcode={ASAN_EXIT_CODE}"
-        return Invocation(argv=[str(executable)], env=env)
+        return Invocation(argv=[str(executable)], env=env, diagnostics_env=DIAG_FD_ENV)
 
     def classify_failure(self, step: StepResult) -> tuple[Status, str] | None:
         if self.options.asan and not step.timed_out and "ERROR: AddressSanitizer" in (step.stderr or ""):
@@ -115,7 +130,7 @@ def _merge(first: StepResult | None, second: StepResult) -> StepResult:
     if first is None:
         return second
     return StepResult("compile", second.returncode, first.seconds + second.seconds, second.timed_out,
-                      first.stdout + second.stdout, first.stderr + second.stderr)
+                      first.stdout + second.stdout, first.stderr + second.stderr, second.limit)
 
 
 def _asan_summary(stderr: str) -> str:

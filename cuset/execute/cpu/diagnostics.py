@@ -8,6 +8,11 @@ with <word> one of `runtime_error`, `unsupported`, `warp_sync`, `race` (fatal:
 the process exits with 90/91/92/94) or `launch_error` (a kernel launch the GPU
 would refuse; the program goes on and may check cudaGetLastError) and
 `note` (informational). The last fatal line decides a failed run's status.
+
+Under the evaluation pipeline the runtime also writes these lines to a
+diagnostics file the harness opened (StepResult.diagnostics, see
+runtime/src/diag.cpp); then only that channel is believed: marker lines a program
+prints on stderr itself, or one of the exit codes alone, decide nothing.
 """
 
 from __future__ import annotations
@@ -38,8 +43,11 @@ def classify_run(step: StepResult) -> tuple[Status, str] | None:
     None when the runtime reported nothing (the program failed on its own)."""
     if step.timed_out:
         return None
-    markers = [(w, d) for w, d in runtime_markers(step.stderr) if w != "note"]
+    channel = step.diagnostics is not None
+    markers = [(w, d) for w, d in runtime_markers(step.diagnostics if channel else step.stderr) if w != "note"]
     if not markers:
+        if channel:  # the runtime said nothing: an exit code of 90-94 is the program's own
+            return None
         status = EXIT_CODES.get(step.returncode or 0)
         if status is not None:
             return status, "the CPU runtime reported an error (its message was cut from the log)"

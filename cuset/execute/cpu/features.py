@@ -148,7 +148,42 @@ def find_unsupported(tokens: list[Token], decls: list[Decl]) -> list[Unsupported
                 and t.end == tokens[k + 1].start and tokens[k + 1].end == tokens[k + 2].start:
             if any(d.in_body(k) for d in device_bodies):
                 add("dynamic parallelism (kernel launch from device code)", t.line)
+    for u in find_assembler_directives(tokens):
+        add(u.feature, u.line)
     return sorted(found.values(), key=lambda u: u.line)
+
+
+# Assembler directives that read files (`.incbin`, `.include`: a reference output
+# embedded at compile time) or place data in sections of their own. No CUDA program
+# needs them; they are looked for in every string literal, so a directive split over
+# adjacent literals or hidden in a macro's string is found as well.
+_ASM_DIRECTIVE_RE = re.compile(r"(?:^|[\s;:])\.(incbin|include|section|pushsection)\b")
+
+
+def find_assembler_directives(tokens: list[Token]) -> list[Unsupported]:
+    """String literals (adjacent ones joined) holding a file-reading or section directive."""
+    found: list[Unsupported] = []
+    run: list[Token] = []
+    for t in [*tokens, None]:
+        if t is not None and t.kind in (SPACE, COMMENT) and run:
+            continue
+        if t is not None and t.kind == STRING:
+            run.append(t)
+            continue
+        if run:
+            text = "".join(_literal_body(r.text) for r in run)
+            m = _ASM_DIRECTIVE_RE.search(text)
+            if m:
+                found.append(Unsupported(f"assembler directive .{m.group(1)} (reads files or defines sections "
+                                         "at compile time)", run[0].line))
+            run = []
+    return found
+
+
+def _literal_body(text: str) -> str:
+    """The characters between the quotes of a string literal (prefixes like u8/L/R dropped)."""
+    start, end = text.find('"'), text.rfind('"')
+    return text[start + 1:end] if 0 <= start < end else text
 
 
 def _include_target(tokens: list[Token], k: int) -> str | None:

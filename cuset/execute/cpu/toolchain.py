@@ -128,6 +128,7 @@ class Toolchain:
         check_architecture()
         final = self.runtime_dir()
         if _complete(final):
+            _share_read_only(final)
             return final
         final.parent.mkdir(parents=True, exist_ok=True)
         lock_path = final.parent / f"{final.name}.lock"
@@ -140,6 +141,7 @@ class Toolchain:
                 self._build(tmp, final, timeout)
                 if final.exists():
                     shutil.rmtree(final)
+                _share_read_only(tmp)
                 os.rename(tmp, final)
             finally:
                 if tmp.exists():
@@ -184,6 +186,14 @@ class Toolchain:
         obj = output.with_suffix(".o")
         return [front + ["-c", "-o", str(obj)],
                 [self.cxx, *self.flags(), str(obj), str(runtime / RUNTIME_LIB), "-o", str(output)]]
+
+
+def _share_read_only(path: Path) -> None:
+    """The sandboxed compile step (another uid) reads the runtime: 0755/0644."""
+    if path.stat().st_mode & 0o005 != 0o005:
+        os.chmod(path, 0o755)
+        for f in path.iterdir():
+            os.chmod(f, 0o644)
 
 
 def _complete(path: Path) -> bool:

@@ -96,8 +96,7 @@ static void on_fault(int sig, siginfo_t* info, void* context) {
       static const char msg[] =
           "CUSET-CPU: note: integer division by zero in a kernel; a GPU returns an unspecified value, the CPU "
           "backend continues with all-ones (-1) bits\n";
-      ssize_t ignored = write(2, msg, sizeof msg - 1);
-      (void)ignored;
+      diag_write(msg, sizeof msg - 1);
     }
     return;
   }
@@ -134,8 +133,7 @@ static void at_exit_check() {
     int n = snprintf(line, sizeof line,
                      "\nCUSET-CPU: runtime_error: a kernel launch failed and the program never checked for it: %s\n",
                      g_unchecked_launch_detail);
-    ssize_t ignored = write(2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
-    (void)ignored;
+    diag_write(line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
     _exit(kExitRuntimeError);
   }
 }
@@ -149,8 +147,7 @@ static void on_asan_death() {
   describe_position(pos, sizeof pos);
   char line[700];
   int n = snprintf(line, sizeof line, "CUSET-CPU: note: AddressSanitizer stopped the program %s\n", pos);
-  ssize_t ignored = write(2, line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
-  (void)ignored;
+  diag_write(line, (size_t)(n < (int)sizeof line ? n : (int)sizeof line - 1));
 }
 #endif
 
@@ -235,8 +232,8 @@ bool begin_launch(const KernelSite& site, const LaunchConfig& cfg) {
              "kernel '%s' at %s:%d <<<(%u,%u,%u), (%u,%u,%u), %zu>>>: %s (%s): %s", site.name, site.file, site.line,
              g.x, g.y, g.z, b.x, b.y, b.z, cfg.smem, cudaGetErrorName(err), cudaGetErrorString(err), why);
     fflush(stdout);
-    fprintf(stderr, "CUSET-CPU: launch_error: %s\n", g_unchecked_launch_detail);
     fflush(stderr);
+    diag_printf("CUSET-CPU: launch_error: %s\n", g_unchecked_launch_detail);
     return false;
   }
   g_site = site;

@@ -22,6 +22,12 @@ void* make_context(Stack* s, void (*entry)());
 size_t stacks_allocated();
 const Stack* stack_guard_containing(const void* addr);
 
+// Writes one `CUSET-CPU: ...` report line (see diag.cpp): to the harness's
+// diagnostics channel when it gave one, and to stderr for people reading the log.
+void diag_write(const char* line, size_t n);
+// printf-style wrapper of diag_write for one line.
+void diag_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+
 // Process exit codes of the fatal statuses (the marker line is authoritative).
 constexpr int kExitRuntimeError = 90;
 constexpr int kExitUnsupported = 91;

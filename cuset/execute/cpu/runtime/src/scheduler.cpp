@@ -146,7 +146,7 @@ __attribute__((constructor(101))) static void read_order() {
     for (int i = 0; i < 8; ++i) next_random();
     return;
   }
-  fprintf(stderr, "CUSET-CPU: runtime_error: unknown CUSET_CPU_ORDER '%s' (use forward or random:<seed>)\n", e);
+  diag_printf("CUSET-CPU: runtime_error: unknown CUSET_CPU_ORDER '%s' (use forward or random:<seed>)\n", e);
   _exit(kExitRuntimeError);
 }
 
@@ -207,8 +207,7 @@ void fatal(Fatal kind, const char* fmt, ...) {
   char line[5000];
   int m = snprintf(line, sizeof line, "\nCUSET-CPU: %s: %s [%s]\n", status_word(kind), msg, pos);
   if (m > (int)sizeof line - 1) m = sizeof line - 1;
-  ssize_t ignored = write(2, line, (size_t)m);
-  (void)ignored;
+  diag_write(line, (size_t)m);
   _exit(kind == Fatal::unsupported ? kExitUnsupported
         : kind == Fatal::warp_sync ? kExitWarpSync
         : kind == Fatal::race      ? kExitRace
@@ -222,7 +221,7 @@ void note(const char* fmt, ...) {
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   fflush(stderr);
-  fprintf(stderr, "CUSET-CPU: note: %s\n", msg);
+  diag_printf("CUSET-CPU: note: %s\n", msg);
 }
 
 static void lane_list(char* buf, size_t n, unsigned mask) {
