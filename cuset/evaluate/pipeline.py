@@ -181,7 +181,7 @@ def _run_case(task: Task, case: int, prepared: PreparedData, executable: Path, b
                 ws.discard(run_dir)
                 return failure[0], f"case {case}, order {order}: {failure[1]}"
             runs.append((order, outputs_digest(task, run_dir),
-                         output_problem(task, run_dir, started, input_digests), run_dir))
+                         output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data"), run_dir))
         verdicts: dict[str, tuple[bool, str]] = {}
         for order, digest, problem, run_dir in runs:
             if problem is None and digest not in verdicts:

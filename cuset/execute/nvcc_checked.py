@@ -17,6 +17,8 @@ from cuset.execute.result import Status, StepResult
 
 
 class NvccCheckedBackend:
+    compile_judge = "nvcc"   # reported in summary.json / report.md (see cuset.evaluate.runner)
+
     def __init__(self, runner: Backend, *, nvcc_flags: list[str] | tuple[str, ...] | None = None, nvcc: str = "nvcc"):
         self.runner = runner
         self.checker = GpuBackend(nvcc_flags, nvcc=nvcc)
