@@ -104,7 +104,7 @@ import os
 import torch
 torch.manual_seed(int(os.environ.get("CUSET_CASE", "0")))
 dev = torch.device("cuda")
-x = torch.randn(N, device=dev)
+x = torch.randn(N, device=dev, generator=torch.Generator(device="cuda").manual_seed(3))
 one = torch.ones(N, device="cuda:0").cuda()
 y = (2 * x + one).to("cuda")
 torch.cuda.synchronize()

@@ -6,8 +6,11 @@ answers they would fail and the task would be `skipped`, although the same data 
 be computed on the CPU. Putting this directory on the script's PYTHONPATH makes
 Python run its `sitecustomize.py` at start-up (the fork server in `pyrunner` does the
 same for its forks): once torch is imported and reports no CUDA device, every device
-argument naming CUDA is replaced by the CPU, and the first replacement prints
-`MARKER` to stderr so the sample's record can say the mapping was applied.
+argument naming CUDA is replaced by the CPU (factory functions, `.cuda()`, `.to()`,
+modules, `torch.Generator`; `torch.cuda.synchronize()` does nothing), and the first
+replacement prints `MARKER` to stderr so the sample's record can say the mapping was
+applied: random data then come from the CPU's generators, not the GPU's, so they
+differ from the data the task has on a GPU machine (inputs and references alike).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def _patch_torch(torch):
                 tell("Tensor.cuda()")
                 return args[0]
             if func is torch.Tensor.to:
-                args = tuple(cpu(a, f"Tensor.to({a!r})") if isinstance(a, (str, torch.device)) else a
+                args = tuple(cpu(a, f"Tensor.to({a!r})") if isinstance(a, (str, torch.device, int)) else a
                              for a in args)
             return func(*args, **kwargs)
 
@@ -48,6 +48,16 @@ def _patch_torch(torch):
         tell("torch.cuda.synchronize()")
 
     torch.cuda.synchronize = synchronize
+    base = torch.Generator
+
+    class Generator(base):   # torch.Generator(device="cuda") -> a CPU generator
+        def __new__(cls, device="cpu"):
+            return base.__new__(cls, cpu(device, f"Generator(device={device!r})"))
+
+        def __init__(self, device="cpu"):
+            pass
+
+    torch.Generator = Generator
 
 
 class _TorchHook:
