@@ -67,7 +67,7 @@ def _print_table(summary) -> None:
     out.print(table)
     statuses = ", ".join(f"{k}={v}" for k, v in sorted(o["statuses"].items(), key=lambda kv: -kv[1]))
     out.print(f"outcomes: {statuses or 'none'}")
-    out.print(judge_line(summary.meta).replace("**", ""), markup=False)
+    out.print(judge_line(summary.meta).replace("**", ""), markup=False, soft_wrap=True)
     if summary.skipped_tasks:
         out.print(f"[yellow]{len(summary.skipped_tasks)} task(s) skipped (not in denominators); see report.md[/]")
     if summary.missing_tasks:

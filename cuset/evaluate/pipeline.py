@@ -14,7 +14,8 @@ in its own subprocess with a timeout, its process group killed on expiry:
    thread order of the backend (fresh dir each); a failed run is classified by the
    backend (e.g. `unsupported`, `warp_sync`) or as runtime_error/timeout;
 4. check that every declared output exists, has the declared size, was written by
-   this run and is not a copy of an input; then run compare.py on copies of the
+   this run and is not a copy of an input (unless the reference output equals that
+   input, as in identity tasks); then run compare.py on copies of the
    outputs next to the references. Outputs that differ between thread orders
    while a check fails give `race`.
 
