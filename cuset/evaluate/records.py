@@ -25,7 +25,7 @@ class SampleResult:
     sample: int
     status: Status
     detail: str = ""
-    compiled: bool = False          # nvcc (GPU) or the CPU backend's g++ succeeded
+    compiled: bool = False          # the compile judge accepted it: nvcc, or the backend's own compiler (see summary meta)
     ran_ok: bool = False            # the program ran (every order/case) with exit code 0
     passed: bool = False            # outputs accepted by compare.py in every case
     n_tokens: int | None = None
