@@ -2,21 +2,26 @@
 
 Workload: 10 tasks (y = a*x + b over 4,096 floats, a and b per task) and 100 distinct
 CUDA programs (10 per task: different block sizes and formulations, about one in
-five wrong), each submitted 3 times = 300 samples, so duplicates exist as they do
-when a model repeats itself.
+five wrong), each submitted once: distinct programs, so no cache can skip work the
+harness-style loop does. `--repeats 3` submits each program three times (duplicates
+exist when a model repeats itself; cuset compiles and judges them once).
 
 Compared, in one run, on the same machine, with the same execution backend
-(default: the CPU backend, since nothing CUDA runs without a GPU here):
+(default: the CPU backend, since nothing CUDA runs without a GPU here), in two pairs
+that do the same compile work on both sides: compilation judged by the backend's own
+compiler (g++ on the CPU backend), and judged by nvcc as in the official harness
+(`nvcc kernel.cu -o kernel`, no flags; without a GPU the backend's build then runs the
+program). nvcc judging is what `cuset eval` does by default wherever nvcc is installed.
 - harness-style: sequential and uncached, like the official CUDABench evaluator:
   per sample, exec() gen.py in-process in a fresh work dir, compile the program
-  (the backend's compiler, no cache), run it once with a 60 s timeout (no sandbox),
-  exec() compare.py in-process, functional iff its output has no `F`;
+  (no cache), run it once with a 60 s timeout (no sandbox), exec() compare.py
+  in-process, functional iff its output has no `F`;
 - cuset cold: `evaluate_file` with empty compile and data caches, one worker per core,
   sandboxed runs (every thread order of the backend), gen.py/compare.py as subprocesses;
 - cuset warm: the same again into a new results file, caches now warm.
 Targets on 2 cores: cold >= 1.8x and warm >= 10x faster than harness-style.
 
-    .venv/bin/python bench/eval_throughput.py [--distinct 100] [--repeats 3] [--backend cpu]
+    .venv/bin/python bench/eval_throughput.py [--distinct 100] [--repeats 1] [--backend cpu]
 """
 
 from __future__ import annotations
@@ -156,48 +161,64 @@ def cuset_run(tasks, gens_path: Path, out: Path, cache: Path, backend) -> tuple[
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from cuset.execute.backends import get_backend
+    from cuset.evaluate import EvalConfig
+    from cuset.evaluate.runner import compile_judge_of
+    from cuset.execute.nvcc_checked import NvccCheckedBackend
     from cuset.generate.records import GenerationRecord, save_generations
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--distinct", type=int, default=100, help="distinct programs")
-    ap.add_argument("--repeats", type=int, default=3, help="times each program is submitted")
+    ap.add_argument("--repeats", type=int, default=1, help="times each program is submitted (default: once)")
     ap.add_argument("--backend", default="cpu", help="execution backend: cpu, gpu or auto")
     ap.add_argument("--skip-harness", action="store_true", help="only time cuset (no side-by-side ratio)")
     args = ap.parse_args()
 
-    backend = get_backend(args.backend)
-    # Freeze the compile-cache key for this run: in a shared working tree the CPU
-    # runtime's sources may change during a long bench, which would (rightly) turn
-    # every warm lookup into a miss and measure nothing.
-    frozen = backend.fingerprint()
-    backend.fingerprint = lambda: frozen
+    # Two pairs, each doing the same compile work on both sides: the backend's own
+    # compiler (g++ on the CPU backend), and nvcc judging compilation as the official
+    # harness does (`cuset eval`'s default wherever nvcc is installed).
+    pairs = [("backend", EvalConfig(backend=args.backend, compile_judge="backend").make_backend())]
+    if args.backend != "gpu" and shutil.which("nvcc"):
+        pairs.append(("nvcc", EvalConfig(backend=args.backend, compile_judge="nvcc", compat=True).make_backend()))
     tasks, programs = make_tasks_and_programs(args.distinct)
     samples = [(t, code) for r in range(args.repeats) for t, code in programs]  # duplicates far apart
     root = Path(tempfile.mkdtemp(prefix="cuset-bench-eval-"))
+    rows = []
     try:
         gens = [GenerationRecord(t, f"Affine_{t}", k, "bench", 1, f"```cuda\n{code}```", code, len(code) // 4, "stop", 0.0)
                 for k, (t, code) in enumerate(samples)]
         # One sample index per submission: task_id + running index keeps keys unique.
         save_generations(root / "gens.jsonl", gens)
-        print(f"{len(samples)} samples, {len(programs)} distinct programs, {len(tasks)} tasks, "
-              f"backend {backend.name} ({backend.fingerprint()}), {os.cpu_count()} cores")
-        cold, cold_pass, cold_cache = cuset_run(tasks, root / "gens.jsonl", root / "cold" / "results.jsonl", root / "cache", backend)
-        print(f"cuset cold : {cold:8.1f} s  passed {cold_pass}  compile cache {cold_cache}")
-        warm, warm_pass, warm_cache = cuset_run(tasks, root / "gens.jsonl", root / "warm" / "results.jsonl", root / "cache", backend)
-        print(f"cuset warm : {warm:8.1f} s  passed {warm_pass}  compile cache {warm_cache}")
-        if args.skip_harness:
+        print(f"{len(samples)} samples, {len(programs)} distinct programs, {len(tasks)} tasks, {os.cpu_count()} cores, "
+              f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for judge, backend in pairs:
+            # Freeze the compile-cache key for this run: in a shared working tree the CPU
+            # runtime's sources may change during a long bench, which would (rightly) turn
+            # every warm lookup into a miss and measure nothing.
+            frozen = backend.fingerprint()
+            backend.fingerprint = lambda frozen=frozen: frozen
+            label = compile_judge_of(backend)
+            print(f"\n== compilation judged by {label}: backend {backend.name} ({frozen})")
+            cache, out = root / f"cache-{judge}", root / judge
+            cold, cold_pass, cold_cache = cuset_run(tasks, root / "gens.jsonl", out / "cold.jsonl", cache, backend)
+            print(f"cuset cold : {cold:8.1f} s  passed {cold_pass}  compile cache {cold_cache}")
+            warm, warm_pass, warm_cache = cuset_run(tasks, root / "gens.jsonl", out / "warm.jsonl", cache, backend)
+            print(f"cuset warm : {warm:8.1f} s  passed {warm_pass}  compile cache {warm_cache}")
+            if args.skip_harness:
+                continue
+            base, base_pass = harness_style(tasks, samples, backend, root / f"harness-{judge}")
+            print(f"harness    : {base:8.1f} s  passed {base_pass}")
+            if base_pass != cold_pass:
+                print(f"note: verdicts differ (harness {base_pass} passed, cuset {cold_pass}); cuset also runs every "
+                      f"thread order and checks outputs were written by the run")
+            rows.append((label, base, cold, warm))
+        if not rows:
             return
-        base, base_pass = harness_style(tasks, samples, backend, root / "harness")
-        print(f"harness    : {base:8.1f} s  passed {base_pass}")
-        print()
-        print(f"{'':12s}{'seconds':>10s}{'speed-up':>10s}{'target':>8s}")
-        print(f"{'harness':12s}{base:10.1f}{1.0:10.2f}{'':>8s}")
-        print(f"{'cuset cold':12s}{cold:10.1f}{base / cold:10.2f}{TARGET_COLD:8.1f}  {'ok' if base / cold >= TARGET_COLD else 'MISSED'}")
-        print(f"{'cuset warm':12s}{warm:10.1f}{base / warm:10.2f}{TARGET_WARM:8.1f}  {'ok' if base / warm >= TARGET_WARM else 'MISSED'}")
-        if base_pass != cold_pass:
-            print(f"note: verdicts differ (harness {base_pass} passed, cuset {cold_pass}); cuset also runs every "
-                  f"thread order and checks outputs were written by the run")
+        print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        print(f"{'compilation judged by':34s}{'harness s':>10s}{'cold s':>8s}{'warm s':>8s}{'cold x':>8s}{'warm x':>8s}"
+              f"   targets {TARGET_COLD:g}x / {TARGET_WARM:g}x")
+        for label, base, cold, warm in rows:
+            verdict = "ok" if base / cold >= TARGET_COLD and base / warm >= TARGET_WARM else "MISSED"
+            print(f"{label:34s}{base:10.1f}{cold:8.1f}{warm:8.1f}{base / cold:8.2f}{base / warm:8.2f}   {verdict}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

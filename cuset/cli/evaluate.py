@@ -23,6 +23,7 @@ def register(root: typer.Typer) -> None:
     ):
         """Evaluate GENERATIONS on TASKS; resumable: a re-run skips samples already in --out."""
         from cuset.evaluate import EvalConfig, evaluate_file
+        from cuset.evaluate.config import GpuUnavailable
         from cuset.execute.sandbox import SandboxUnavailable
 
         extra = list(ctx.args)
@@ -35,6 +36,8 @@ def register(root: typer.Typer) -> None:
             fail(f"{generations}: no such generations file (write one with `cuset generate`)")
         try:
             backend_ = cfg.make_backend()
+        except GpuUnavailable as e:
+            fail(str(e))
         except (ImportError, FileNotFoundError) as e:
             fail(f"the {cfg.backend_name()} backend is not available: {e}")
         try:
@@ -51,7 +54,7 @@ def register(root: typer.Typer) -> None:
 def _print_table(summary) -> None:
     from rich.table import Table
 
-    from cuset.evaluate.report import COLUMNS, pct
+    from cuset.evaluate.report import COLUMNS, judge_line, pct
 
     o = summary.overall
     table = Table(title=f"{o['n_tasks']} tasks, {o['n_samples']} samples", show_lines=False)
@@ -64,5 +67,9 @@ def _print_table(summary) -> None:
     out.print(table)
     statuses = ", ".join(f"{k}={v}" for k, v in sorted(o["statuses"].items(), key=lambda kv: -kv[1]))
     out.print(f"outcomes: {statuses or 'none'}")
+    out.print(judge_line(summary.meta).replace("**", ""), markup=False, soft_wrap=True)
     if summary.skipped_tasks:
         out.print(f"[yellow]{len(summary.skipped_tasks)} task(s) skipped (not in denominators); see report.md[/]")
+    if summary.missing_tasks:
+        out.print(f"[yellow]{len(summary.missing_tasks)} task(s) without samples counted as failed "
+                  f"(allow_missing=true); see report.md[/]")

@@ -175,13 +175,11 @@ class DemoRun:
         from cuset.evaluate.config import EvalConfig
         from cuset.evaluate.runner import evaluate_file
 
-        from cuset.execute.cpu import CpuBackend
-        from cuset.execute.nvcc_checked import NvccCheckedBackend
-
-        cfg = load_config(EvalConfig, base={"backend": "cpu", "progress": self.cfg.progress,
-                                            "cache_dir": str(self.out / "cache")})
         # Compilation is judged by nvcc (the paper's metric); the CPU backend runs what compiled.
-        backend = NvccCheckedBackend(CpuBackend(seed=self.cfg.seed + 1), nvcc_flags=cfg.nvcc_flags)
+        cfg = load_config(EvalConfig, base={"backend": "cpu", "compile_judge": "nvcc", "progress": self.cfg.progress,
+                                            "cache_dir": str(self.out / "cache"),
+                                            "backend_options": {"seed": self.cfg.seed + 1}})
+        backend = cfg.make_backend()
         out = self.eval_dir(model)
         out.mkdir(parents=True, exist_ok=True)
         (out / "labels.json").write_text(json.dumps({"model": "demo-base", "method": model}))

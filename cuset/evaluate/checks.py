@@ -11,9 +11,14 @@ from cuset.evaluate.untrusted_files import UnsafeOutput, open_output, read_diges
 from cuset.tasks import Task
 
 
-def output_problem(task: Task, run_dir: Path, started_ns: int, input_digests: dict[str, str]) -> str | None:
+def output_problem(task: Task, run_dir: Path, started_ns: int, input_digests: dict[str, str],
+                   reference_dir: Path | None = None) -> str | None:
     """None if every declared output exists as a regular file of the declared size,
-    written after the run started and not a copy of an input; else what is wrong."""
+    written after the run started and not a copy of an input; else what is wrong.
+
+    An output byte-identical to an input is a copy only if the task's reference data
+    (gen.py's other files in `reference_dir`) show the expected output differs from that
+    input: identity tasks (matrix copy, reshapes, clamps that change nothing) must pass."""
     for spec in task.outputs:
         rel = f"data/{spec.name}.bin"
         checked = inspect_output(run_dir, spec)
@@ -23,8 +28,8 @@ def output_problem(task: Task, run_dir: Path, started_ns: int, input_digests: di
         if st.st_mtime_ns < started_ns:
             return f"{rel} predates this run (stale output)"
         for name, d in input_digests.items():
-            if d == digest and spec.nbytes > 0:
-                return f"{rel} is a byte-for-byte copy of input {name}"
+            if d == digest and spec.nbytes > 0 and _reference_differs(reference_dir, input_digests, spec.nbytes, d):
+                return f"{rel} is a byte-for-byte copy of input {name} (the expected output differs from it)"
     return None
 
 
@@ -44,6 +49,18 @@ def inspect_output(run_dir: Path, spec) -> tuple[os.stat_result, str] | str:
         return st, read_digest(fd, spec.nbytes)
     finally:
         os.close(fd)
+
+
+def _reference_differs(reference_dir: Path | None, input_digests: dict[str, str], nbytes: int, digest: str) -> bool:
+    """Do gen.py's reference files of the output's size exist, and does none equal the input?
+    Without such files (no reference dir, a reference in another format) nothing shows that
+    the copy is wrong, and compare.py alone decides."""
+    if reference_dir is None:
+        return True   # no reference data given: an identical input is taken for a copy
+    refs = [p for p in reference_dir.iterdir()
+            if p.suffix == ".bin" and p.stem not in input_digests and not p.is_symlink()
+            and p.is_file() and p.stat().st_size == nbytes]
+    return bool(refs) and all(file_digest(p) != digest for p in refs)
 
 
 def outputs_digest(task: Task, run_dir: Path) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 
 from cuset.config import option
@@ -31,6 +32,12 @@ class EvalConfig:
                           choices=("gpu", "cpu", "auto"))
     compat: bool = option(False, help="official CUDABench definitions: first fenced block, nvcc without flags, "
                                       "60 s compile/run, a compare output without `F` passes")
+    compile_judge: str = option("auto", help="who decides compilation success: nvcc (the paper's metric; the CPU "
+                                             "backend then runs what nvcc accepted), backend (the backend's own "
+                                             "compiler: g++ on the CPU backend), auto = nvcc whenever it is installed",
+                                choices=("auto", "nvcc", "backend"))
+    allow_missing: bool = option(False, help="score even if the generations cover only some tasks of the tasks file: "
+                                             "missing tasks (and missing samples up to k) count as failures")
     extract: str = option("auto", help="code to evaluate: record (the generation's `code`), default or compat "
                                        "(re-extract from `response`); auto = compat in compat mode, else record",
                           choices=("auto", "record", "default", "compat"))
@@ -94,14 +101,41 @@ class EvalConfig:
 
         return "gpu" if gpu_available() else "cpu"
 
+    def judge_name(self, backend_name: str) -> str:
+        """nvcc or backend: who decides compilation success on `backend_name` (gpu: always nvcc)."""
+        if backend_name == "gpu":
+            return "nvcc"
+        if self.compile_judge == "backend":
+            return "backend"
+        have = shutil.which("nvcc") is not None
+        if self.compile_judge == "nvcc" and not have:
+            raise FileNotFoundError("compile_judge=nvcc but nvcc is not on PATH: install the CUDA toolkit "
+                                    "or set compile_judge=backend")
+        return "nvcc" if have else "backend"
+
     def make_backend(self):
-        from cuset.execute.backends import get_backend
+        """The execution backend, wrapped so nvcc judges compilation when `compile_judge` says so.
+        A GPU backend that finds no answering GPU raises `GpuUnavailable` before anything runs."""
+        from cuset.execute.backends import get_backend, gpu_available
 
         name = self.backend_name()
         kwargs = dict(self.backend_options)
         kwargs.setdefault("sandbox_mode", self.sandbox.mode)   # the compile step's sandbox
+        flags = [] if self.compat else list(self.nvcc_flags)  # the harness runs nvcc without flags
         if name == "gpu":
-            kwargs.setdefault("flags", list(self.nvcc_flags))
+            if not gpu_available():
+                raise GpuUnavailable("--backend gpu: no GPU answers here (`nvidia-smi -L` fails or is missing); "
+                                     "use --backend cpu to run the programs on the CPU")
+            kwargs.setdefault("flags", flags)
             kwargs.setdefault("compat", self.compat)
             kwargs.setdefault("device", self.gpu_device)
-        return get_backend(name, **kwargs)
+        backend = get_backend(name, **kwargs)
+        if self.judge_name(name) == "nvcc" and name != "gpu":
+            from cuset.execute.nvcc_checked import NvccCheckedBackend
+
+            backend = NvccCheckedBackend(backend, nvcc_flags=flags, sandbox_mode=self.sandbox.mode)
+        return backend
+
+
+class GpuUnavailable(RuntimeError):
+    """--backend gpu on a machine where no GPU answers."""

@@ -54,12 +54,16 @@ def apply_empty_sample_quirk(outcomes: Sequence[bool], has_code: Sequence[bool])
     return list(outcomes)
 
 
-def _estimate(n: int, c: int, k: int) -> float | None:
-    return pass_at_k(n, c, k) if n >= k else None
+def _estimate(n: int, c: int, k: int, pad: bool = False) -> float | None:
+    """pass@k, or None with fewer than k samples; `pad` counts the missing samples as failures."""
+    if n >= k:
+        return pass_at_k(n, c, k)
+    return pass_at_k(k, c, k) if pad else None
 
 
-def task_metrics(samples: Sequence[SampleResult], ks: Sequence[int] = KS) -> dict:
-    """Metrics of one task from its non-skipped samples."""
+def task_metrics(samples: Sequence[SampleResult], ks: Sequence[int] = KS, pad: bool = False) -> dict:
+    """Metrics of one task from its non-skipped samples (`pad`: samples missing up to k
+    count as failures, so a task without samples scores 0)."""
     samples = sorted(samples, key=lambda r: r.sample)
     n = len(samples)
     n_compiled = sum(r.compiled for r in samples)
@@ -72,8 +76,8 @@ def task_metrics(samples: Sequence[SampleResult], ks: Sequence[int] = KS) -> dic
     tokens = [r.n_tokens for r in samples if r.n_tokens is not None]
     out: dict = {"n": n, "n_compiled": n_compiled, "n_passed": n_passed}
     for k in ks:
-        out[f"compile@{k}"] = _estimate(n, n_compiled, k)
-        out[f"function@{k}"] = _estimate(n, n_passed, k)
+        out[f"compile@{k}"] = _estimate(n, n_compiled, k, pad)
+        out[f"function@{k}"] = _estimate(n, n_passed, k, pad)
     out["compat"] = {}
     out["compat_quirk"] = {}
     for k in ks:
@@ -117,18 +121,26 @@ class Summary:
     skipped_tasks: list[dict] = field(default_factory=list)   # {task_id, task_name, reason}
     missing_tasks: list[int] = field(default_factory=list)     # expected but no results
     meta: dict = field(default_factory=dict)
+    short_tasks: list[dict] = field(default_factory=list)      # {task_id, task_name, n}: fewer than max(ks) samples
+    missing_as_failed: bool = False                            # missing tasks/samples counted as failures
 
     def to_json(self) -> dict:
         return {
             "overall": self.overall, "families": self.families,
             "tasks": {str(k): v for k, v in self.tasks.items()},
-            "skipped_tasks": self.skipped_tasks, "missing_tasks": self.missing_tasks, "meta": self.meta,
+            "skipped_tasks": self.skipped_tasks, "missing_tasks": self.missing_tasks,
+            "short_tasks": self.short_tasks, "missing_as_failed": self.missing_as_failed, "meta": self.meta,
         }
 
 
 def summarize(results: Iterable[SampleResult], *, expected_task_ids: Iterable[int] | None = None,
-              ks: Sequence[int] = KS, meta: dict | None = None) -> Summary:
-    """Per task, per family and overall metrics; skipped tasks listed and left out."""
+              ks: Sequence[int] = KS, meta: dict | None = None, missing_as_failed: bool = False) -> Summary:
+    """Per task, per family and overall metrics; skipped tasks listed and left out.
+
+    Expected tasks without results are listed in `missing_tasks`, as are tasks with fewer
+    than max(ks) samples in `short_tasks` (their pass@k is None, so is the mean). With
+    `missing_as_failed` both count as failures instead: a missing task scores 0 and joins
+    the overall denominator, a short task's missing samples fail."""
     by_task: dict[int, list[SampleResult]] = defaultdict(list)
     skipped: dict[int, SampleResult] = {}
     for r in results:
@@ -140,14 +152,20 @@ def summarize(results: Iterable[SampleResult], *, expected_task_ids: Iterable[in
     family_of: dict[int, str] = {}
     for tid in sorted(by_task):
         rows = by_task[tid]
-        tasks[tid] = {"task_id": tid, "task_name": rows[0].task_name, "family": rows[0].family, **task_metrics(rows, ks)}
+        tasks[tid] = {"task_id": tid, "task_name": rows[0].task_name, "family": rows[0].family,
+                      **task_metrics(rows, ks, pad=missing_as_failed)}
         family_of[tid] = rows[0].family
     families: dict[str, dict] = {}
     for fam in sorted(set(family_of.values())):
         tids = [t for t in tasks if family_of[t] == fam]
         families[fam] = aggregate([tasks[t] for t in tids], [r for t in tids for r in by_task[t]], ks)
-    overall = aggregate(list(tasks.values()), [r for rows in by_task.values() for r in rows], ks)
+    missing = sorted(set(expected_task_ids or ()) - set(by_task) - set(skipped))
+    scored = list(tasks.values())
+    if missing_as_failed:
+        scored += [{"task_id": tid, "task_name": "", "family": "", "missing": True, **task_metrics([], ks, pad=True)}
+                   for tid in missing]
+    overall = aggregate(scored, [r for rows in by_task.values() for r in rows], ks)
     skipped_rows = [{"task_id": tid, "task_name": r.task_name, "reason": r.detail}
                     for tid, r in sorted(skipped.items()) if tid not in by_task]
-    missing = sorted(set(expected_task_ids or ()) - set(by_task) - set(skipped))
-    return Summary(overall, families, tasks, skipped_rows, missing, dict(meta or {}))
+    short = [{"task_id": tid, "task_name": t["task_name"], "n": t["n"]} for tid, t in tasks.items() if t["n"] < max(ks)]
+    return Summary(overall, families, tasks, skipped_rows, missing, dict(meta or {}), short, missing_as_failed)

@@ -14,7 +14,8 @@ in its own subprocess with a timeout, its process group killed on expiry:
    thread order of the backend (fresh dir each); a failed run is classified by the
    backend (e.g. `unsupported`, `warp_sync`) or as runtime_error/timeout;
 4. check that every declared output exists, has the declared size, was written by
-   this run and is not a copy of an input; then run compare.py on copies of the
+   this run and is not a copy of an input (unless the reference output equals that
+   input, as in identity tasks); then run compare.py on copies of the
    outputs next to the references. Outputs that differ between thread orders
    while a check fails give `race`.
 
@@ -212,7 +213,7 @@ def _run_case(task: Task, case: int, prepared: PreparedData, executable: Path, b
                 ws.discard(run_dir)
                 return failure[0], f"case {case}, order {order}: {failure[1]}"
             runs.append((order, outputs_digest(task, run_dir),
-                         output_problem(task, run_dir, started, input_digests), run_dir))
+                         output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data"), run_dir))
         verdicts: dict[str, tuple[bool, str]] = {}
         for order, digest, problem, run_dir in runs:
             if problem is None and digest not in verdicts:

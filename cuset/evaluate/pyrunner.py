@@ -57,6 +57,12 @@ def child(req):
         sys.argv = [req["script"]]
         sys.path[0] = req["cwd"]
         import runpy
+        # A fork skips interpreter start-up: run the sitecustomize a PYTHONPATH entry
+        # provides (cuset.evaluate.devicemap), as a fresh interpreter would.
+        for _d in req["env"].get("PYTHONPATH", "").split(os.pathsep):
+            if _d and os.path.isfile(os.path.join(_d, "sitecustomize.py")):
+                runpy.run_path(os.path.join(_d, "sitecustomize.py"), run_name="sitecustomize")
+                break
         code = 0
         try:
             runpy.run_path(req["script"], run_name="__main__")

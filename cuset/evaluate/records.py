@@ -25,7 +25,7 @@ class SampleResult:
     sample: int
     status: Status
     detail: str = ""
-    compiled: bool = False          # nvcc (GPU) or the CPU backend's g++ succeeded
+    compiled: bool = False          # the compile judge accepted it: nvcc, or the backend's own compiler (see summary meta)
     ran_ok: bool = False            # the program ran (every order/case) with exit code 0
     passed: bool = False            # outputs accepted by compare.py in every case
     n_tokens: int | None = None
@@ -33,6 +33,7 @@ class SampleResult:
     backend: str = ""
     code_sha256: str | None = None
     steps: tuple[StepResult, ...] = ()   # logs already truncated by run_step
+    notes: tuple[str, ...] = ()          # e.g. gen.py's CUDA device requests were mapped to the CPU
 
     @property
     def key(self) -> tuple[int, int]:
@@ -44,12 +45,14 @@ class SampleResult:
 
     @classmethod
     def from_exec(cls, exec_result: ExecResult, *, task_id: int, task_name: str, family: str, sample: int,
-                  compiled: bool, ran_ok: bool, n_tokens: int | None, code_sha256: str | None) -> "SampleResult":
+                  compiled: bool, ran_ok: bool, n_tokens: int | None, code_sha256: str | None,
+                  notes: tuple[str, ...] = ()) -> "SampleResult":
         return cls(
             task_id=task_id, task_name=task_name, family=family, sample=sample,
             status=exec_result.status, detail=exec_result.detail, compiled=compiled, ran_ok=ran_ok,
             passed=exec_result.passed, n_tokens=n_tokens, timings=dict(exec_result.timings),
             backend=exec_result.backend, code_sha256=code_sha256, steps=tuple(exec_result.steps),
+            notes=tuple(notes),
         )
 
     def to_json(self) -> dict:
@@ -73,6 +76,7 @@ class SampleResult:
         kw["status"] = status
         kw["steps"] = tuple(StepResult(**s) for s in d.get("steps", ()))
         kw["timings"] = dict(d.get("timings") or {})
+        kw["notes"] = tuple(d.get("notes") or ())
         return cls(**kw)
 
 

@@ -31,6 +31,7 @@ def render_markdown(summary: Summary) -> str:
                      f"sandbox {meta.get('sandbox', '?')}, cases {meta.get('cases', [0])}, "
                      f"compat {meta.get('compat', False)}, code from {meta.get('extract', '?')}; "
                      f"{o['n_tasks']} tasks, {o['n_samples']} samples.")
+        lines += ["", judge_line(meta)]
         lines.append("")
     lines += ["## Overall", "", HEADER.format(scope="definition"),
               _row("unbiased pass@k (compilation = compiler succeeded)", o, o["avg_tokens"]),
@@ -48,9 +49,31 @@ def render_markdown(summary: Summary) -> str:
         lines += [f"- {s['task_id']} {s['task_name']}: {s['reason']}" for s in summary.skipped_tasks]
         lines.append("")
     if summary.missing_tasks:
-        lines += [f"## Tasks without results ({len(summary.missing_tasks)})", "",
+        how = ("**counted as failures** in every overall number (allow_missing=true)" if summary.missing_as_failed
+               else "not in any denominator")
+        lines += [f"## Tasks without samples ({len(summary.missing_tasks)}, {how})", "",
                   ", ".join(map(str, summary.missing_tasks)), ""]
+    if summary.short_tasks:
+        how = ("their missing samples count as failures" if summary.missing_as_failed
+               else "Pass@k is n/a for them and so for the mean")
+        lines += [f"## Tasks with fewer samples than k ({len(summary.short_tasks)}; {how})", ""]
+        lines += [f"- {t['task_id']} {t['task_name']}: {t['n']} sample(s)" for t in summary.short_tasks]
+        lines.append("")
+    if meta.get("cuda_mapped_tasks"):
+        lines += [f"## Scripts run with CUDA device requests mapped to the CPU ({len(meta['cuda_mapped_tasks'])} tasks)",
+                  "", "gen.py/compare.py asked for a CUDA device and none answered; see each sample's `notes`: "
+                  + ", ".join(map(str, meta["cuda_mapped_tasks"])), ""]
     return "\n".join(lines)
+
+
+def judge_line(meta: dict) -> str:
+    """Who judged compilation; in bold when it was not nvcc (not the paper's metric)."""
+    judge = meta.get("compile_judge")
+    if judge is None:
+        return "compilation judged by: not recorded"
+    if judge == "nvcc":
+        return "compilation judged by nvcc"
+    return f"**compilation judged by {judge}, not nvcc: not the paper's compilation metric**"
 
 
 def write_report(summary: Summary, out_dir: str | os.PathLike) -> tuple[Path, Path]:

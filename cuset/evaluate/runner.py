@@ -17,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable, Sequence
 
+from cuset.evaluate import devicemap
 from cuset.evaluate.config import EvalConfig
 from cuset.evaluate.metrics import Summary, summarize
 from cuset.evaluate.pipeline import evaluate_program
@@ -47,7 +48,37 @@ def sample_result(task_id: int, task_name: str, family: str, rec: GenerationReco
         compiled=bool(compiles) and compiles[-1].returncode == 0 and not compiles[-1].timed_out,
         ran_ok=bool(runs) and all(s.returncode == 0 and not s.timed_out for s in runs),
         n_tokens=rec.n_tokens, code_sha256=hashlib.sha256(code.encode()).hexdigest() if code else None,
+        notes=devicemap.notes(s for s in r.steps if s.name.startswith(("gen[", "compare["))),
     )
+
+
+class MissingTasks(ValueError):
+    """The generations cover only part of the tasks file (and allow_missing is off)."""
+
+
+def missing_task_ids(task_ids, gens: Sequence[GenerationRecord], tasks, generations_path,
+                     allow_missing: bool) -> list[int]:
+    """Tasks of the tasks file without a single generation; refuses (`MissingTasks`)
+    unless `allow_missing`, since Pass@k over a subset is not the benchmark's number."""
+    have = {g.task_id for g in gens}
+    missing = sorted(set(task_ids) - have)
+    if missing and not allow_missing:
+        shown = ", ".join(map(str, missing[:10])) + (", ..." if len(missing) > 10 else "")
+        raise MissingTasks(f"{generations_path} has no samples for {len(missing)} of the {len(task_ids)} tasks in "
+                           f"{_tasks_label(tasks)} (ids {shown}); Pass@k over a subset is not the benchmark's "
+                           f"number: generate them, or pass allow_missing=true to count them as failed")
+    return missing
+
+
+def _tasks_label(tasks) -> str:
+    return str(tasks) if isinstance(tasks, (str, os.PathLike)) else "the task list"
+
+
+def compile_judge_of(backend) -> str:
+    """Which compiler decides `compiled` for this backend (reported with every summary)."""
+    if backend.name == "gpu" or getattr(backend, "compile_judge", "") == "nvcc":
+        return "nvcc"
+    return "g++ (the CPU backend's build)" if backend.name == "cpu" else f"the {backend.name} backend's compiler"
 
 
 def load_task_index(tasks: str | os.PathLike | Sequence[Task]) -> tuple[dict[int, Task], dict[int, str]]:
@@ -76,6 +107,7 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[Task], generations_path: s
     results_path = Path(results_path)
     task_by_id, invalid = load_task_index(tasks)
     gens = load_generations(generations_path)
+    missing = missing_task_ids(task_by_id, gens, tasks, generations_path, cfg.allow_missing)
     done = {r.key for r in load_results(results_path)}
     todo = [g for g in gens if g.key not in done]
     backend = backend or cfg.make_backend()
@@ -119,13 +151,17 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[Task], generations_path: s
         ws.close()
     all_results = [r for r in load_results(results_path) if r.key in {g.key for g in gens}]
     meta = {
-        "backend": backend.name, "fingerprint": cache.fingerprint, "compat": cfg.compat,
+        "backend": backend.name, "compile_judge": compile_judge_of(backend), "fingerprint": cache.fingerprint,
+        "compat": cfg.compat, "allow_missing": cfg.allow_missing, "missing_counted_as_failed": len(missing),
         "extract": cfg.extractor, "cases": list(cfg.cases), "sandbox": sandbox_mode, "workers": cfg.n_workers,
         "tasks": str(tasks) if isinstance(tasks, (str, os.PathLike)) else f"{len(task_by_id)} tasks",
+        "tasks_in_file": len(task_by_id),
         "generations": str(generations_path), "evaluated_now": len(todo), "resumed": len(gens) - len(todo),
         "compile_cache": {"hits": cache.hits, "misses": cache.misses}, "seconds": time.perf_counter() - t0,
+        "cuda_mapped_tasks": sorted({r.task_id for r in all_results if r.notes}),
     }
-    summary = summarize(all_results, expected_task_ids=sorted({g.task_id for g in gens}), meta=meta)
+    summary = summarize(all_results, expected_task_ids=sorted(set(task_by_id) | {g.task_id for g in gens}),
+                        missing_as_failed=cfg.allow_missing, meta=meta)
     write_report(summary, results_path.parent)
     return summary
 

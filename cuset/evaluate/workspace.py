@@ -26,6 +26,7 @@ from pathlib import Path
 
 from cuset.evaluate import disk_quota
 from cuset.evaluate.untrusted_files import copy_output, remove_tree
+from cuset.evaluate import devicemap
 from cuset.execute.result import StepResult
 from cuset.execute.sandbox import protect, warn_once
 from cuset.tasks import Task
@@ -54,13 +55,15 @@ def data_key(task: Task, case: int) -> str:
 class Workspace:
     def __init__(self, root: str | Path | None = None, *, parent: str | Path | None = None,
                  data_root: str | Path | None = None, keep: bool = False, gen_timeout: float = 300.0,
-                 python_preload: tuple[str, ...] | None = ("numpy",), gen_sandbox=None):
+                 python_preload: tuple[str, ...] | None = ("numpy",), gen_sandbox=None, cuda_to_cpu: bool = True):
         """root=None: a new temporary dir (under `parent` if given), removed by close().
 
         python_preload: modules a warm fork server imports once for gen.py and
         compare.py (see pyrunner); None runs each script in a fresh interpreter.
         gen_sandbox: a `SandboxPolicy` for gen.py when it is untrusted (written by a
-        model, as in data curation); None runs it like a benchmark's own script."""
+        model, as in data curation); None runs it like a benchmark's own script.
+        cuda_to_cpu: gen.py/compare.py's torch CUDA device requests run on the CPU when
+        no GPU answers (see `cuset.evaluate.devicemap`)."""
         self._owned = root is None
         self._lock_fd: int | None = None
         self.cleanup_errors: list[str] = []   # what discard()/close() could not remove
@@ -92,6 +95,7 @@ class Workspace:
         self._preload = python_preload
         self._server = None
         self.gen_sandbox = gen_sandbox
+        self.script_env = devicemap.env() if cuda_to_cpu else {}
 
     def python_server(self):
         """The fork server for task scripts, started on first use; None if disabled."""
@@ -107,7 +111,8 @@ class Workspace:
     def run_script(self, name: str, cwd: Path, script: str, timeout: float, env: dict[str, str]) -> StepResult:
         from cuset.evaluate.pyrunner import run_script
 
-        return run_script(name, script, cwd=cwd, timeout=timeout, extra_env=env, server=self.python_server())
+        return run_script(name, script, cwd=cwd, timeout=timeout, extra_env={**self.script_env, **env},
+                          server=self.python_server())
 
     @property
     def hidden_paths(self) -> tuple[str, ...]:
@@ -160,7 +165,7 @@ class Workspace:
         # but its own directory (no fork server: it would run outside the sandbox).
         policy = dataclasses.replace(self.gen_sandbox, hide=tuple(dict.fromkeys((*self.gen_sandbox.hide, *self.hidden_paths))))
         return run_sandboxed(name, [sys.executable, "gen.py"], run_dir=gen_dir, timeout=self.gen_timeout,
-                             policy=policy, env=env)
+                             policy=policy, env={**self.script_env, **env})
 
     # -- run and compare dirs ----------------------------------------------
 

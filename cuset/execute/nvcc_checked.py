@@ -17,9 +17,13 @@ from cuset.execute.result import Status, StepResult
 
 
 class NvccCheckedBackend:
-    def __init__(self, runner: Backend, *, nvcc_flags: list[str] | tuple[str, ...] | None = None, nvcc: str = "nvcc"):
+    compile_judge = "nvcc"   # reported in summary.json / report.md (see cuset.evaluate.runner)
+
+    def __init__(self, runner: Backend, *, nvcc_flags: list[str] | tuple[str, ...] | None = None, nvcc: str = "nvcc",
+                 sandbox_mode: str = "auto"):
         self.runner = runner
-        self.checker = GpuBackend(nvcc_flags, nvcc=nvcc)
+        # nvcc reads untrusted source too: its compile runs in the same sandbox as the runner's.
+        self.checker = GpuBackend(nvcc_flags, nvcc=nvcc, sandbox_mode=sandbox_mode)
         self.name = runner.name
         self.run_orders = runner.run_orders
         self.max_data_bytes = runner.max_data_bytes

@@ -12,7 +12,7 @@ import pytest
 
 from cuset.analysis.sweep import SweepConfig, run_sweep
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="the GPU backend's compile cache needs nvcc")
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="evaluation judges compilation with nvcc")
 
 KERNEL = """#include <cuda_runtime.h>
 __global__ void add(const float* a, const float* b, float* c, int n) {
@@ -56,7 +56,7 @@ def test_sweep_trains_generates_evaluates_and_resumes(setup, monkeypatch):
         name="tiny", out_dir=str(root / "out"), train_config=str(Path(__file__).resolve().parents[2] / "configs/train/tiny/lora.yaml"), tasks=str(tasks),
         train_overrides=[f"model.name_or_path={model}", f"data.paths=[{tasks}]", "optim.max_steps=1", "save_steps=0"],
         generate_overrides=["n_samples=3", "sampling.max_new_tokens=8", "hf.device=cpu", "progress=false"],
-        eval_overrides=["backend=gpu", "progress=false", "workers=1"],
+        eval_overrides=["backend=cpu", "compile_judge=nvcc", "progress=false", "workers=1"],
         grid={"method": ["vanilla", "cuset"]}, labels={"params": "30K"})
 
     real_eval, real_train = cuset.evaluate.evaluate_file, cuset.train.run.train

@@ -1,5 +1,6 @@
 """Every bundled reference program passes its own check on the CPU backend (small sizes),
-on two input cases and under both thread orders of the backend."""
+on two input cases and under both thread orders of the backend, with compilation judged
+as `cuset eval` judges it by default: by nvcc wherever it is installed."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 
 from cuset.data.families.suite import suite_tasks
 from cuset.data.families.validate import validate_references
+from cuset.evaluate import EvalConfig
+from cuset.execute.nvcc_checked import NvccCheckedBackend
 from cuset.tasks.io import load_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,9 +21,8 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU backend needs g++")
 def test_every_small_suite_reference_passes_on_the_cpu_backend(tmp_path):
-    from cuset.execute.cpu import CpuBackend
-
-    backend = CpuBackend()
+    backend = EvalConfig(backend="cpu").make_backend()   # compile_judge=auto: nvcc when installed
+    assert isinstance(backend, NvccCheckedBackend) == (shutil.which("nvcc") is not None)
     cpu, _ = load_tasks(ROOT / "benchmarks" / "cuset-bench-cpu.jsonl", strict=True)
     assert cpu == [t for t in suite_tasks() if t.id in {c.id for c in cpu}]
     assert len(cpu) >= 40

@@ -85,15 +85,6 @@ def test_stats_errors(tmp_path, fixtures):
     assert res.exit_code == 2 and "cannot read manifest" in res.output
 
 
-def _synth_available() -> bool:
-    try:
-        from cuset.data.synth import synthesize  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _synth_available(), reason="the task factory cuset.data.synth is not there yet")
 def test_synth_same_seed_same_file(tmp_path):
     a, b, c = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
     for path, seed in ((a, "1"), (b, "1"), (c, "2")):
@@ -108,13 +99,11 @@ def test_synth_same_seed_same_file(tmp_path):
     assert len(tasks) == 20 and len({t.to_json()["bench.cu"] for t in tasks}) == 20
 
 
-@pytest.mark.skipif(not _synth_available(), reason="the task factory cuset.data.synth is not there yet")
 def test_synth_asking_for_too_many_is_a_clear_error(tmp_path):
     res = runner.invoke(app, ["data", "synth", "--n", "100000000", "--seed", "1", "--out", str(tmp_path / "x.jsonl")])
     assert res.exit_code == 2 and "error" in res.output and "Traceback" not in res.output
 
 
-@pytest.mark.skipif(not _synth_available(), reason="the task factory cuset.data.synth is not there yet")
 def test_synth_train_and_eval_splits_are_disjoint(tmp_path):
     from cuset.tasks import load_tasks
 

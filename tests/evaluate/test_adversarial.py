@@ -18,6 +18,7 @@ import pytest
 from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
 from cuset.evaluate.workspace import Workspace
 from cuset.execute.compile_cache import CompileCache
+from cuset.execute.cpu import CpuBackend
 from cuset.execute.result import Status
 from cuset.execute.sandbox import SandboxPolicy, _probe
 from cuset.tasks import Task
@@ -30,10 +31,6 @@ ESCAPES = [Path("/tmp/cuset_escape.bin"), Path("/var/tmp/cuset_escape.bin"), Pat
 
 
 def cpu_backend():
-    try:
-        from cuset.execute.cpu import CpuBackend
-    except ImportError as e:
-        pytest.skip(f"CPU backend not available yet: {e}")
     return CpuBackend()
 
 

@@ -60,7 +60,6 @@ def test_every_shipped_eval_config_loads():
 
 
 def test_eval_command_on_the_cpu_backend(tmp_path):
-    pytest.importorskip("cuset.execute.cpu", reason="CPU backend not available")
     from pathlib import Path
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "adversarial"
@@ -83,7 +82,6 @@ def test_eval_command_on_the_cpu_backend(tmp_path):
 def test_eval_with_relative_paths_on_the_cpu_backend(tmp_path, monkeypatch):
     """Regression: with a relative cache_dir the CPU backend ran its compiler in the build
     directory on a path relative to the caller's, and every sample became 'unsupported'."""
-    pytest.importorskip("cuset.execute.cpu", reason="CPU backend not available")
     from pathlib import Path
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "adversarial"

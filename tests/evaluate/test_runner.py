@@ -94,6 +94,7 @@ def test_compat_reextracts_first_fence(run_files):
     tmp_path, cfg = run_files
     gens = [GenerationRecord(1, "Axpb", 0, "m", 1, f"```cuda\n{program()}```", program(), 5, "stop", 0.1)]
     save_generations(tmp_path / "g2.jsonl", gens)
+    cfg.allow_missing = True   # one task of three: this test is about extraction
     cfg.compat = True
     evaluate_file(tmp_path / "tasks.jsonl", tmp_path / "g2.jsonl", tmp_path / "c" / "r.jsonl", cfg, backend=GxxBackend())
     (r,) = load_results(tmp_path / "c" / "r.jsonl")

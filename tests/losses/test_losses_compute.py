@@ -1,13 +1,12 @@
 """`compute_loss` on a tiny Qwen2 built in the test: agreement with the model's own logits,
 gradient accumulation, all-masked micro-batches, packing, LoRA reference for ASFT."""
 
+import peft
 import pytest
 import torch
+import transformers
 
 from cuset.losses import LOSSES, LossConfig, TokenStats, compute_loss, count_loss_items, get_loss, shift_batch
-
-transformers = pytest.importorskip("transformers")
-peft = pytest.importorskip("peft")
 
 VOCAB = 64
 

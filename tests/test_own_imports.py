@@ -1,0 +1,59 @@
+"""Tests import our own modules directly: a broken import of cuset must fail the suite,
+never turn tests into skips (importorskip of cuset, or an `except ImportError` around a
+cuset import that skips or reports "not available")."""
+
+import ast
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+
+
+def _imports_cuset(nodes) -> bool:
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.ImportFrom) and (sub.module or "").split(".")[0] == "cuset":
+                return True
+            if isinstance(sub, ast.Import) and any(a.name.split(".")[0] == "cuset" for a in sub.names):
+                return True
+    return False
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    names = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any(isinstance(n, ast.Name) and n.id in IMPORT_ERRORS for n in names)
+
+
+def self_skips(source: str) -> list[int]:
+    """Line numbers where a test guards an import of cuset instead of failing on it."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip" and node.args:
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and str(arg.value).split(".")[0] == "cuset":
+                lines.append(node.lineno)
+        if isinstance(node, ast.Try) and _imports_cuset(node.body) and any(map(_catches_import_error, node.handlers)):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_the_detector_finds_both_patterns():
+    guarded = ("import pytest\n"
+               "cpu = pytest.importorskip('cuset.execute.cpu')\n"
+               "def available():\n"
+               "    try:\n"
+               "        from cuset.data.synth import synthesize\n"
+               "    except ImportError:\n"
+               "        return False\n"
+               "    return True\n"
+               "try:\n"
+               "    import vllm\n"
+               "except ImportError:\n"
+               "    vllm = None\n")
+    assert self_skips(guarded) == [2, 4]
+
+
+def test_no_test_skips_when_our_own_modules_fail_to_import():
+    found = {f"{p.relative_to(TESTS)}:{line}" for p in sorted(TESTS.rglob("*.py"))
+             for line in self_skips(p.read_text(encoding="utf-8"))}
+    assert found == set(), "import cuset modules directly; a broken import must fail the suite"
