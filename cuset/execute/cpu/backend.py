@@ -4,13 +4,15 @@ cuset CPU runtime and run as ordinary processes.
 compile(): rewrite the source (launches, shared memory, checked volatile
 pointers), refuse features the CPU cannot run (status `unsupported`), then
 g++ with the prebuilt runtime. invocation(): the executable plus the thread
-order (`forward` or `random:<seed>`) in the environment. classify_failure():
+order (`forward`, `random:<seed>`, or `parallel:<seed>` with blocks on
+`workers` OS threads) in the environment. classify_failure():
 the runtime's own reports (deadlocks, launch errors, warp-synchronous code,
 unsupported features at run time).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ class CpuBackendOptions:
     check_host_access: bool = True       # host code touching device memory faults (forward order)
     stack_kb: int = 256                  # stack per CUDA thread
     race_check: bool = False             # instrument programs: report data races between threads
+    workers: int = 1                     # OS threads running blocks concurrently (parallel order)
 
 
 class CpuBackend:
@@ -49,13 +52,21 @@ class CpuBackend:
 
     def __init__(self, seed: int = 1, max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES, cxx: str = "g++",
                  cache_dir: str | Path | None = None, asan: bool = False, check_host_access: bool = True,
-                 stack_kb: int = 256, race_check: bool = False):
+                 stack_kb: int = 256, race_check: bool = False, workers: int | None = None):
         if stack_kb < 16:
             raise ValueError(f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack")
+        workers = default_workers() if workers is None else workers
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers={workers!r}: the number of OS threads running blocks must be an integer >= 1")
+        if workers > 1 and (asan or race_check):
+            workers = 1  # the sanitizer builds run blocks on one OS thread (runtime: per-process bookkeeping)
         self.options = CpuBackendOptions(seed, max_data_bytes, cxx, Path(cache_dir) if cache_dir else None, asan,
-                                         check_host_access, stack_kb, race_check)
+                                         check_host_access, stack_kb, race_check, workers)
         self.toolchain = Toolchain(cxx=cxx, asan=asan, race_check=race_check, cache_dir=self.options.cache_dir)
-        self.run_orders: tuple[str, ...] = ("forward", f"random:{seed}")
+        # forward and random run blocks one at a time (reproducible); parallel
+        # runs them concurrently, so races between blocks change the outputs.
+        self.run_orders: tuple[str, ...] = ("forward", f"random:{seed}") + (
+            (f"parallel:{seed}",) if workers > 1 else ())
         self.max_data_bytes = max_data_bytes
 
     def fingerprint(self) -> str:
@@ -94,9 +105,10 @@ class CpuBackend:
 
     # ------------------------------------------------------------ run
     def invocation(self, executable: Path, order: str) -> Invocation:
-        if order not in self.run_orders and not (order == "forward" or order.startswith("random:")):
+        if order not in self.run_orders and not (order == "forward" or order.startswith(("random:", "parallel:"))):
             raise ValueError(f"unknown thread order {order!r}: use one of {self.run_orders}")
-        env = {"CUSET_CPU_ORDER": order, "CUSET_CPU_STACK_KB": str(self.options.stack_kb)}
+        env = {"CUSET_CPU_ORDER": order, "CUSET_CPU_STACK_KB": str(self.options.stack_kb),
+               "CUSET_CPU_WORKERS": str(self.options.workers)}
         # The access check costs an mprotect per launch and copy: one order is enough.
         if self.options.check_host_access and order == "forward":
             env["CUSET_CPU_CHECK_HOST_ACCESS"] = "1"
@@ -108,6 +120,16 @@ class CpuBackend:
         if self.options.asan and not step.timed_out and "ERROR: AddressSanitizer" in (step.stderr or ""):
             return Status.RUNTIME_ERROR, _asan_summary(step.stderr)
         return classify_run(step)
+
+
+def default_workers() -> int:
+    """`CUSET_CPU_WORKERS`, else the cores this process may use."""
+    env = os.environ.get("CUSET_CPU_WORKERS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"CUSET_CPU_WORKERS={env!r}: expected an integer >= 1")
+        return int(env)
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def _merge(first: StepResult | None, second: StepResult) -> StepResult:

@@ -47,10 +47,12 @@ void describe_position(char* buf, size_t n);
 bool in_kernel();
 const char* current_kernel_name();
 
-// Thread orders: forward, or random with a seed (CUSET_CPU_ORDER=random:<seed>).
+// Thread orders: forward, random with a seed (CUSET_CPU_ORDER=random:<seed>),
+// or parallel (random, with blocks on several workers: parallel:<seed>).
 struct Order {
   bool random;
   uint64_t seed;
+  bool parallel;
 };
 const Order& order();
 uint64_t next_random();
