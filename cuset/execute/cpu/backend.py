@@ -25,7 +25,18 @@ from cuset.execute.cpu.toolchain import Toolchain, ToolchainError
 from cuset.execute.process import clean_env, run_step
 from cuset.execute.result import Status, StepResult
 
-DEFAULT_MAX_DATA_BYTES = 256 << 20
+
+
+def default_max_data_bytes() -> int:
+    """A quarter of physical memory: a task's inputs and outputs live on the
+    host and again in device memory, next to other runs in parallel."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):  # no sysconf names on this platform
+        return 256 << 20
+
+
+DEFAULT_MAX_DATA_BYTES = default_max_data_bytes()
 SOURCE_NAME = "kernel.cu"
 REWRITTEN_NAME = "cuset_kernel.cpp"
 EXECUTABLE_NAME = "kernel"
@@ -122,6 +133,11 @@ class CpuBackend:
         return classify_run(step)
 
 
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 def default_workers() -> int:
     """`CUSET_CPU_WORKERS`, else the cores this process may use."""
     env = os.environ.get("CUSET_CPU_WORKERS", "").strip()
@@ -129,7 +145,7 @@ def default_workers() -> int:
         if not env.isdigit() or int(env) < 1:
             raise ValueError(f"CUSET_CPU_WORKERS={env!r}: expected an integer >= 1")
         return int(env)
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return usable_cores()
 
 
 def _merge(first: StepResult | None, second: StepResult) -> StepResult:
