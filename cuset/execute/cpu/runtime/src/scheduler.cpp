@@ -384,16 +384,28 @@ static int find_smem(struct dl_phdr_info* info, size_t, void* out) {
   return 0;
 }
 
+// This worker's static shared memory (null, 0 when the program has none).
+// (weak symbols: both null when the program declares no static shared memory)
+static char* static_smem(size_t* n) {
+  static __thread char* mine = nullptr;
+  *n = (size_t)(__stop_cuset_smem - __start_cuset_smem);
+  if (!__start_cuset_smem || !*n) return nullptr;
+  if (!mine) dl_iterate_phdr(find_smem, &mine);
+  return mine;
+}
+
+bool in_shared_memory(const void* addr) {
+  size_t n;
+  const char* lo = static_smem(&n);
+  const char* a = (const char*)addr;
+  return (lo && a >= lo && a < lo + n) || (a >= (const char*)dynamic_smem && a < (const char*)dynamic_smem + kDynamicSmemCapacity);
+}
+
 static void poison_shared_memory(size_t dynamic_bytes) {
   // Shared memory is not initialised on a GPU and keeps whatever the previous
   // block left. Under the random order it starts as all-ones bytes (NaN / -1).
-  // (weak symbols: both null when the program declares no static shared memory)
-  static __thread char* mine = nullptr;
-  size_t n = (size_t)(__stop_cuset_smem - __start_cuset_smem);
-  if (__start_cuset_smem && n) {
-    if (!mine) dl_iterate_phdr(find_smem, &mine);
-    if (mine) memset(mine, 0xff, n);
-  }
+  size_t n;
+  if (char* mine = static_smem(&n)) memset(mine, 0xff, n);
   if (dynamic_bytes) memset(dynamic_smem, 0xff, dynamic_bytes);
 }
 
