@@ -88,3 +88,22 @@ def test_forward_is_bit_identical_and_shared_memory_is_per_worker(workers_progra
     # bit (only the float atomic's summation order may differ).
     par = parse_kv(workers_program("parallel:3", "tiled").run.stdout)
     assert par["matrix"] == fwd["matrix"] and par["close"] == "1"
+
+
+def test_evaluation_shares_the_cores_and_the_budget_follows_memory(monkeypatch):
+    from cuset.evaluate.config import EvalConfig
+    from cuset.execute.cpu import backend as cpu_backend
+
+    monkeypatch.setattr(cpu_backend, "usable_cores", lambda: 8)
+    # 2 samples at a time on 8 cores: 4 worker threads per run; 8 samples: 1 each.
+    assert EvalConfig(backend="cpu", workers=2).make_backend().options.workers == 4
+    one_each = EvalConfig(backend="cpu", workers=8).make_backend()
+    assert one_each.options.workers == 1 and one_each.run_orders == ("forward", "random:1")
+    assert EvalConfig(backend="cpu", workers=16).make_backend().options.workers == 1
+    assert EvalConfig(backend="cpu", workers=2, backend_options={"workers": 3}).make_backend().options.workers == 3
+    # Default data budget: a quarter of physical memory; still overridable.
+    import os
+
+    quarter = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    assert CpuBackend(workers=1).max_data_bytes == quarter == cpu_backend.default_max_data_bytes()
+    assert CpuBackend(workers=1, max_data_bytes=1 << 20).max_data_bytes == 1 << 20
