@@ -15,13 +15,23 @@ process start-up and data set-up are excluded):
 Targets (issue 8): switch <= 50 ns, matmul <= 2 s, vector add <= 0.5 s,
 compile <= 3 s.
 
-    .venv/bin/python bench/cpu_backend.py [--repeats 5] [--json out.json]
+Workers (issue 17), the `parallel` order with 1 and with 2 worker OS threads,
+side by side in one run (wall time inside the program, and the process's CPU
+time): a naive 1024x1024 matmul (no barriers) and a 1024x1024 tiled matmul
+(barriers), target speed-up >= 1.7x on 2 cores. With --big also the naive
+batch-norm (4096x1024 threads, each summing its column over 4096 rows) and a
+naive 1024x2048x4096 matmul with 2 workers, target <= 30 s each. The load
+average is printed next to the numbers: other work on the machine distorts
+the speed-ups.
+
+    .venv/bin/python bench/cpu_backend.py [--repeats 5] [--json out.json] [--no-workers] [--big]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -58,9 +68,7 @@ int main() {
 }
 """
 
-MATMUL = r"""
-#include <cstdio>
-#include <vector>
+TILED_KERNEL = r"""
 #define TILE 16
 __global__ void matmul(const float* A, const float* B, float* C, int n) {
   __shared__ float As[TILE][TILE];
@@ -76,7 +84,12 @@ __global__ void matmul(const float* A, const float* B, float* C, int n) {
   }
   C[row * n + col] = acc;
 }
-int main() {
+"""
+
+MATMUL = r"""
+#include <cstdio>
+#include <vector>
+""" + TILED_KERNEL + r"""int main() {
   const int n = 512;
   std::vector<float> a(n * n), b(n * n), c(n * n);
   for (int i = 0; i < n * n; ++i) { a[i] = (i % 7) * 0.25f; b[i] = (i % 5) * 0.5f; }
@@ -119,6 +132,67 @@ int main() {
   printf("vecadd_s=%.4f check=%d\n", ms / 1000.0, (int)(h[0] == 3.0f && h[n - 1] == 3.0f));
 }
 """
+
+# Kernels for the workers rows: sizes from argv, time inside the program.
+WORKERS_PROGRAM = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+__global__ void naive(const float* A, const float* B, float* C, int M, int N, int K) {
+  int row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= M || col >= N) return;
+  float acc = 0.0f;
+  for (int k = 0; k < K; ++k) acc += A[row * K + k] * B[k * N + col];
+  C[row * N + col] = acc;
+}
+""" + TILED_KERNEL + r"""// One thread per element; each re-reads its whole column for the mean.
+__global__ void batchnorm(const float* x, float* y, int rows, int cols) {
+  int r = blockIdx.y * blockDim.y + threadIdx.y, c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= rows || c >= cols) return;
+  float s = 0.0f;
+  for (int i = 0; i < rows; ++i) s += x[i * cols + c];
+  y[r * cols + c] = x[r * cols + c] - s / rows;
+}
+int main(int argc, char** argv) {
+  const char* what = argv[1];
+  int M = atoi(argv[2]), N = atoi(argv[3]), K = atoi(argv[4]);
+  size_t na = strcmp(what, "batchnorm") == 0 ? (size_t)M * N : (size_t)M * K, nb = (size_t)K * N;
+  std::vector<float> a(na), b(nb), c((size_t)M * N);
+  for (size_t i = 0; i < na; ++i) a[i] = (i % 7) * 0.25f;
+  for (size_t i = 0; i < nb; ++i) b[i] = (i % 5) * 0.5f;
+  float *da, *db, *dc;
+  cudaMalloc(&da, na * 4); cudaMalloc(&db, nb * 4); cudaMalloc(&dc, (size_t)M * N * 4);
+  cudaMemcpy(da, a.data(), na * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(db, b.data(), nb * 4, cudaMemcpyHostToDevice);
+  cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+  cudaEventRecord(e0);
+  if (strcmp(what, "naive") == 0) naive<<<dim3(N / 16, M / 16), dim3(16, 16)>>>(da, db, dc, M, N, K);
+  else if (strcmp(what, "tiled") == 0) matmul<<<dim3(N / TILE, M / TILE), dim3(TILE, TILE)>>>(da, db, dc, N);
+  else batchnorm<<<dim3(N / 32, M / 8), dim3(32, 8)>>>(da, dc, M, N);
+  cudaEventRecord(e1); cudaEventSynchronize(e1);
+  float ms; cudaEventElapsedTime(&ms, e0, e1);
+  cudaMemcpy(c.data(), dc, (size_t)M * N * 4, cudaMemcpyDeviceToHost);
+  int i = 7 % M, j = 11 % N;
+  double want = 0;
+  if (strcmp(what, "batchnorm") == 0) {
+    for (int r = 0; r < M; ++r) want += a[(size_t)r * N + j];
+    want = a[(size_t)i * N + j] - want / M;
+  } else {
+    for (int k = 0; k < K; ++k) want += a[(size_t)i * K + k] * b[(size_t)k * N + j];
+  }
+  double got = c[(size_t)i * N + j], tol = 1e-4 * (1 + (want < 0 ? -want : want));
+  printf("kernel_s=%.4f check=%d\n", ms / 1000.0, (int)((got - want) * (got - want) <= tol * tol));
+}
+"""
+WORKER_ROWS = [  # (label, program arguments)
+    ("naive matmul 1024x1024", ["naive", "1024", "1024", "1024"]),
+    ("tiled matmul 1024x1024", ["tiled", "1024", "1024", "1024"]),
+]
+BIG_ROWS = [
+    ("naive batch-norm 4096x1024", ["batchnorm", "4096", "1024", "0"]),
+    ("naive matmul 1024x2048x4096", ["naive", "1024", "2048", "4096"]),
+]
 
 TARGETS = {  # metric -> (target, unit)
     "switch_ns": (50.0, "ns"),
@@ -164,6 +238,63 @@ def run_program_times(backend, source: str, workdir: Path, repeats: int, order: 
     return values
 
 
+def worker_times(workdir: Path, repeats: int, big: bool) -> list[dict]:
+    """Rows of the workers table: the same executable under `parallel:1` with
+    1 and 2 workers, alternated run by run (wall inside the program, CPU time
+    of the process)."""
+    import resource
+
+    from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
+
+    backends = {w: CpuBackend(workers=w) for w in (1, 2)}
+    compiled = compile_program(WORKERS_PROGRAM, workdir, timeout=300, backend=backends[2])
+    if not compiled.ok:
+        sys.exit(f"benchmark program failed to compile: {compiled.detail}")
+
+    def one(args: list[str], w: int, tag: str) -> tuple[float, float]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run = run_compiled(compiled, workdir, timeout=600, order="parallel:1", backend=backends[w],
+                           args=args, run_name=tag)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if not run.ok or parse(run.run.stdout).get("check") != 1:
+            sys.exit(f"benchmark program failed or computed a wrong result: {run.run.stdout} {run.run.stderr[-1000:]}")
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        return parse(run.run.stdout)["kernel_s"], cpu
+
+    rows = []
+    for label, args in WORKER_ROWS:
+        wall: dict[int, list[float]] = {1: [], 2: []}
+        cpu: dict[int, list[float]] = {1: [], 2: []}
+        for r in range(repeats):
+            for w in (1, 2):
+                s, c = one(args, w, f"{args[0]}-{w}-{r}")
+                wall[w].append(s)
+                cpu[w].append(c)
+        rows.append({"label": label, "workers_1_s": statistics.median(wall[1]),
+                     "workers_2_s": statistics.median(wall[2]), "cpu_1_s": statistics.median(cpu[1]),
+                     "cpu_2_s": statistics.median(cpu[2]), "load": os.getloadavg()})
+    for label, args in BIG_ROWS if big else []:
+        s, c = one(args, 2, f"{args[0]}-big")
+        rows.append({"label": label, "workers_2_s": s, "cpu_2_s": c, "load": os.getloadavg()})
+    return rows
+
+
+def print_worker_rows(rows: list[dict]) -> None:
+    print("\nWorkers: parallel order, 1 vs 2 worker OS threads (kernel wall time; CPU time of the process)\n")
+    print(f"{'kernel':<32}{'1 worker':>10}{'2 workers':>11}{'speed-up':>10}{'CPU 1w':>9}{'CPU 2w':>9}"
+          f"{'target':>10}  load avg")
+    for row in rows:
+        load = " ".join(f"{x:.2f}" for x in row["load"])
+        if "workers_1_s" in row:
+            up = row["workers_1_s"] / row["workers_2_s"]
+            print(f"{row['label']:<32}{row['workers_1_s']:>9.2f}s{row['workers_2_s']:>10.2f}s{up:>9.2f}x"
+                  f"{row['cpu_1_s']:>8.1f}s{row['cpu_2_s']:>8.1f}s{'>= 1.7x':>10}  {load}"
+                  f"  {'ok' if up >= 1.7 else 'MISSED'}")
+        else:
+            print(f"{row['label']:<32}{'':>10}{row['workers_2_s']:>10.2f}s{'':>10}{'':>9}{row['cpu_2_s']:>8.1f}s"
+                  f"{'<= 30 s':>10}  {load}  {'ok' if row['workers_2_s'] <= 30 else 'MISSED'}")
+
+
 def compile_times(backend, workdir: Path, repeats: int) -> dict[str, list[float]]:
     """Wall time of g++ on the vector add program, with and without the PCH."""
     from cuset.execute.cpu.backend import REWRITTEN_NAME, SOURCE_NAME
@@ -197,6 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--order", default="forward", help="thread order of the timed runs (forward or random:<seed>)")
     ap.add_argument("--json", type=Path, help="also write the medians here")
+    ap.add_argument("--no-workers", action="store_true", help="skip the 1- vs 2-worker rows")
+    ap.add_argument("--only-workers", action="store_true", help="only the workers rows")
+    ap.add_argument("--big", action="store_true", help="also the batch-norm and 1024x2048x4096 rows (minutes)")
     args = ap.parse_args(argv)
 
     from cuset.execute.cpu import CpuBackend
@@ -206,8 +340,16 @@ def main(argv: list[str] | None = None) -> int:
     backend.toolchain.ensure_runtime()
     print(f"runtime ready in {time.perf_counter() - t:.1f} s ({backend.toolchain.runtime_dir()})")
     samples: dict[str, list[float]] = {}
+    worker_rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
         root = Path(tmp)
+        if not args.no_workers:
+            worker_rows = worker_times(root / "workers", args.repeats, args.big)
+            print_worker_rows(worker_rows)
+        if args.only_workers:
+            if args.json:
+                args.json.write_text(json.dumps({"workers": worker_rows}, indent=2))
+            return 0
         for name, source in (("switch", SWITCH), ("matmul", MATMUL), ("vecadd", VECADD)):
             for k, v in run_program_times(backend, source, root / name, args.repeats, args.order).items():
                 if k != "check":
@@ -231,7 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nprecompiled header speed-up: {medians['compile_nopch_s'] / medians['compile_pch_s']:.2f}x")
     if args.json:
         args.json.write_text(json.dumps({"medians": medians, "samples": samples, "repeats": args.repeats,
-                                         "order": args.order}, indent=2))
+                                         "order": args.order, "workers": worker_rows}, indent=2))
     return 0
 
 

@@ -45,7 +45,8 @@ class EvalConfig:
     workers: int = option(0, help="samples evaluated in parallel; 0 = one per core")
     nvcc_flags: list[str] = option(default_factory=lambda: ["-O2"], help="nvcc flags of the GPU backend (ignored in compat)")
     gpu_device: int = option(0, help="GPU index pinned with CUDA_VISIBLE_DEVICES")
-    backend_options: dict = option(default_factory=dict, help="extra keyword arguments for the backend constructor")
+    backend_options: dict = option(default_factory=dict, help="extra keyword arguments for the backend constructor "
+                                  "(cpu: workers = OS threads per run, default: cores // workers)")
     max_data_mb: float | None = option(None, help="skip tasks whose declared data exceed this (default: the backend's budget)")
     timeout_gen: float = option(300.0, help="seconds for gen.py")
     timeout_compile: float = option(120.0, help="seconds per compile (compat: 60)")
@@ -129,6 +130,12 @@ class EvalConfig:
             kwargs.setdefault("flags", flags)
             kwargs.setdefault("compat", self.compat)
             kwargs.setdefault("device", self.gpu_device)
+        if name == "cpu":
+            from cuset.execute.cpu.backend import usable_cores
+
+            # Samples run `n_workers` at a time: each run gets its share of the
+            # cores for its blocks, so parallel samples do not oversubscribe.
+            kwargs.setdefault("workers", max(1, usable_cores() // self.n_workers))
         backend = get_backend(name, **kwargs)
         if self.judge_name(name) == "nvcc" and name != "gpu":
             from cuset.execute.nvcc_checked import NvccCheckedBackend

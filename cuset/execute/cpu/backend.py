@@ -4,13 +4,15 @@ cuset CPU runtime and run as ordinary processes.
 compile(): rewrite the source (launches, shared memory, checked volatile
 pointers), refuse features the CPU cannot run (status `unsupported`), then
 g++ with the prebuilt runtime. invocation(): the executable plus the thread
-order (`forward` or `random:<seed>`) in the environment. classify_failure():
+order (`forward`, `random:<seed>`, or `parallel:<seed>` with blocks on
+`workers` OS threads) in the environment. classify_failure():
 the runtime's own reports (deadlocks, launch errors, warp-synchronous code,
 unsupported features at run time).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +25,18 @@ from cuset.execute.cpu.toolchain import INCLUDE_DIR, Toolchain, ToolchainError
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import COMPILE_MEMORY_BYTES, compile_policy, run_compiler
 
-DEFAULT_MAX_DATA_BYTES = 256 << 20
+
+
+def default_max_data_bytes() -> int:
+    """A quarter of physical memory: a task's inputs and outputs live on the
+    host and again in device memory, next to other runs in parallel."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    except (ValueError, OSError, AttributeError):  # no sysconf names on this platform
+        return 256 << 20
+
+
+DEFAULT_MAX_DATA_BYTES = default_max_data_bytes()
 SOURCE_NAME = "kernel.cu"
 REWRITTEN_NAME = "cuset_kernel.cpp"
 EXECUTABLE_NAME = "kernel"
@@ -43,6 +56,7 @@ class CpuBackendOptions:
     race_check: bool = False             # instrument programs: report data races between threads
     sandbox_mode: str = "auto"           # sandbox of the compile step (see cuset.execute.sandbox)
     compile_memory_bytes: int = COMPILE_MEMORY_BYTES  # g++ and its children together
+    workers: int = 1                     # OS threads running blocks concurrently (parallel order)
 
 
 class CpuBackend:
@@ -53,14 +67,22 @@ class CpuBackend:
     def __init__(self, seed: int = 1, max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES, cxx: str = "g++",
                  cache_dir: str | Path | None = None, asan: bool = False, check_host_access: bool = True,
                  stack_kb: int = 256, race_check: bool = False, sandbox_mode: str = "auto",
-                 compile_memory_bytes: int = COMPILE_MEMORY_BYTES):
+                 compile_memory_bytes: int = COMPILE_MEMORY_BYTES, workers: int | None = None):
         if stack_kb < 16:
             raise ValueError(f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack")
+        workers = default_workers() if workers is None else workers
+        if not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers={workers!r}: the number of OS threads running blocks must be an integer >= 1")
+        if workers > 1 and (asan or race_check):
+            workers = 1  # the sanitizer builds run blocks on one OS thread (runtime: per-process bookkeeping)
         self.options = CpuBackendOptions(seed, max_data_bytes, cxx, Path(cache_dir) if cache_dir else None, asan,
                                          check_host_access, stack_kb, race_check, sandbox_mode,
-                                         compile_memory_bytes)
+                                         compile_memory_bytes, workers)
         self.toolchain = Toolchain(cxx=cxx, asan=asan, race_check=race_check, cache_dir=self.options.cache_dir)
-        self.run_orders: tuple[str, ...] = ("forward", f"random:{seed}")
+        # forward and random run blocks one at a time (reproducible); parallel
+        # runs them concurrently, so races between blocks change the outputs.
+        self.run_orders: tuple[str, ...] = ("forward", f"random:{seed}") + (
+            (f"parallel:{seed}",) if workers > 1 else ())
         self.max_data_bytes = max_data_bytes
 
     def fingerprint(self) -> str:
@@ -109,9 +131,10 @@ class CpuBackend:
 
     # ------------------------------------------------------------ run
     def invocation(self, executable: Path, order: str) -> Invocation:
-        if order not in self.run_orders and not (order == "forward" or order.startswith("random:")):
+        if order not in self.run_orders and not (order == "forward" or order.startswith(("random:", "parallel:"))):
             raise ValueError(f"unknown thread order {order!r}: use one of {self.run_orders}")
-        env = {"CUSET_CPU_ORDER": order, "CUSET_CPU_STACK_KB": str(self.options.stack_kb)}
+        env = {"CUSET_CPU_ORDER": order, "CUSET_CPU_STACK_KB": str(self.options.stack_kb),
+               "CUSET_CPU_WORKERS": str(self.options.workers)}
         # The access check costs an mprotect per launch and copy: one order is enough.
         if self.options.check_host_access and order == "forward":
             env["CUSET_CPU_CHECK_HOST_ACCESS"] = "1"
@@ -123,6 +146,21 @@ class CpuBackend:
         if self.options.asan and not step.timed_out and "ERROR: AddressSanitizer" in (step.stderr or ""):
             return Status.RUNTIME_ERROR, _asan_summary(step.stderr)
         return classify_run(step)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_workers() -> int:
+    """`CUSET_CPU_WORKERS`, else the cores this process may use."""
+    env = os.environ.get("CUSET_CPU_WORKERS", "").strip()
+    if env:
+        if not env.isdigit() or int(env) < 1:
+            raise ValueError(f"CUSET_CPU_WORKERS={env!r}: expected an integer >= 1")
+        return int(env)
+    return usable_cores()
 
 
 def _merge(first: StepResult | None, second: StepResult) -> StepResult:

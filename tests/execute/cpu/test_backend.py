@@ -17,7 +17,7 @@ from cuset.execute.result import Status, StepResult
 
 
 def test_interface_orders_and_invocations(tmp_path):
-    b = CpuBackend(seed=42, max_data_bytes=1 << 20)
+    b = CpuBackend(seed=42, max_data_bytes=1 << 20, workers=1)
     assert isinstance(b, Backend)
     assert b.name == "cpu" and b.run_orders == ("forward", "random:42") and b.max_data_bytes == 1 << 20
     fwd = b.invocation(tmp_path / "kernel", "forward")

@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <mutex>
 #include <vector>
 
 #if defined(__x86_64__)
@@ -116,8 +117,11 @@ cuset_ctx_jump:
 namespace cuset {
 namespace rt {
 
-static std::vector<Stack*> g_free_stacks;
+// Free stacks per worker OS thread (a suspended fiber never changes worker);
+// the list of all stacks is shared, for the fault handler's diagnosis.
+static thread_local std::vector<Stack*> g_free_stacks;
 static std::vector<Stack*> g_all_stacks;
+static std::mutex g_all_stacks_mu;
 static size_t g_page = 0;
 
 static size_t stack_bytes() {
@@ -148,6 +152,7 @@ Stack* acquire_stack() {
   // Stacks are a multiple of the page size apart, so their tops would all fall
   // into the same cache sets; starting each a different number of cache lines
   // below the end spreads the hot frames of many fibers over the cache.
+  std::lock_guard<std::mutex> lk(g_all_stacks_mu);
   size_t colour = (g_all_stacks.size() * 7 % 64) * 64;
   Stack* s = new Stack{(char*)mem, (char*)mem + g_page, (char*)mem + total, (char*)mem + total - colour};
   g_all_stacks.push_back(s);

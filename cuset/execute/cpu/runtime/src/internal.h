@@ -47,16 +47,20 @@ unsigned race_warp_epoch(unsigned warp);
 void race_thread_name(int tid, char* buf, size_t n);
 bool describe_device_address(const void* addr, char* buf, size_t n);
 bool in_device_region(const void* addr);
+// The running worker's static and dynamic shared memory (thread-locals).
+bool in_shared_memory(const void* addr);
 
 // "kernel 'k' (launched at f.cu:12), block (0,0,0), thread (3,0,0)" or "" on the host.
 void describe_position(char* buf, size_t n);
 bool in_kernel();
 const char* current_kernel_name();
 
-// Thread orders: forward, or random with a seed (CUSET_CPU_ORDER=random:<seed>).
+// Thread orders: forward, random with a seed (CUSET_CPU_ORDER=random:<seed>),
+// or parallel (random, with blocks on several workers: parallel:<seed>).
 struct Order {
   bool random;
   uint64_t seed;
+  bool parallel;
 };
 const Order& order();
 uint64_t next_random();

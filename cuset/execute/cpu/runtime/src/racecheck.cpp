@@ -36,7 +36,7 @@ static constexpr unsigned kShadowBits = 18;
 static Shadow* g_shadow = nullptr;
 
 static bool shared_memory_of_program(const void* addr) {
-  return in_device_region(addr) || (__data_start && (const char*)addr >= __data_start && (const char*)addr < _end);
+  return in_device_region(addr) || in_shared_memory(addr) || (__data_start && (const char*)addr >= __data_start && (const char*)addr < _end);
 }
 
 // Were the earlier access (tid-less fields) and now unordered?

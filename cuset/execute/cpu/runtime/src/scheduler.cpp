@@ -1,23 +1,40 @@
-// Block scheduler: runs the CUDA threads of one block at a time as fibers.
+// Block scheduler: each worker OS thread runs the CUDA threads of one block at
+// a time as fibers.
 //
 // A thread starts as a plain call on the current worker stack. When it
 // reaches a barrier or a warp operation that cannot complete yet it keeps
 // that stack, and a fresh worker context carries on with the next thread.
 // A worker whose thread finished either starts the next not-started thread on
 // the same stack (the cheap, common case) or jumps into a suspended thread
-// and abandons its own frames. Nothing here is thread-safe: one OS thread
-// runs everything, which also makes every run reproducible.
+// and abandons its own frames.
+//
+// Workers: the host thread is worker 0 and the only one under `forward` and
+// `random:<seed>` (every run reproducible). `parallel:<seed>` adds a pool of
+// OS threads (CUSET_CPU_WORKERS, default: the cores) that take blocks from a
+// shared counter, so blocks run concurrently and races between blocks show.
+// A worker's block, grid copy, built-in variables and shared memory are
+// thread-locals; only the launch (block counter, progress) is shared.
 #include "cuset_cpu.h"
 #include "internal.h"
 
-#include <cstdarg>
-#include <cstring>
+#include <link.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-uint3 threadIdx;
-uint3 blockIdx;
-dim3 blockDim;
-dim3 gridDim;
+#include <atomic>
+#include <condition_variable>
+#include <cstdarg>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+__thread uint3 threadIdx;
+__thread uint3 blockIdx;
+__thread dim3 blockDim;
+__thread dim3 gridDim;
 
 extern "C" {
 extern char __start_cuset_smem[] __attribute__((weak));
@@ -27,7 +44,7 @@ extern char __stop_cuset_smem[] __attribute__((weak));
 namespace cuset {
 namespace rt {
 
-alignas(4096) unsigned char dynamic_smem[kDynamicSmemCapacity];
+alignas(4096) __thread unsigned char dynamic_smem[kDynamicSmemCapacity];
 
 enum : unsigned char { T_NOT_STARTED, T_READY, T_RUNNING, T_BARRIER, T_WARP, T_DONE };
 
@@ -118,13 +135,31 @@ struct Grid {
   unsigned exists_of[32];
 };
 
-static Block B;
-static Grid G;
-static unsigned long long g_block_serial = 0;
+// The host thread's block and grid; every other worker allocates its own.
+static Block g_host_block;
+static Grid g_host_grid;
+static __thread Block* tls_block = &g_host_block;
+static __thread Grid* tls_grid = &g_host_grid;
+#define B (*tls_block)
+#define G (*tls_grid)
+static std::atomic<unsigned long long> g_block_serial{0};
+
+// What the workers of one launch share.
+struct Launch {
+  const Grid* grid = nullptr;               // the host's grid, copied by each worker
+  unsigned workers = 1;                     // workers running this launch
+  uint64_t seed = 0;                        // parallel order: seeds of the workers' generators
+  std::atomic<unsigned long long> next{0};  // next block (linear index before the permutation)
+  std::atomic<unsigned long long> done{0};  // finished blocks: progress for the spin checks
+  std::atomic<unsigned> busy{0};            // workers still running blocks
+  std::atomic<unsigned> stuck{0};           // of those, workers whose block only spins
+};
+static Launch L;
+static Grid g_launch_grid;  // the host's grid as the other workers copy it
 
 // ---------------------------------------------------------------- orders
-static Order g_order{false, 0};
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static Order g_order{false, 0, false};
+static __thread uint64_t g_rng = 0x9E3779B97F4A7C15ull;
 
 const Order& order() { return g_order; }
 
@@ -138,15 +173,18 @@ uint64_t next_random() {  // xorshift64*
 __attribute__((constructor(101))) static void read_order() {
   const char* e = getenv("CUSET_CPU_ORDER");
   if (!e || !*e || strcmp(e, "forward") == 0) return;
-  if (strncmp(e, "random", 6) == 0) {
+  bool parallel = strncmp(e, "parallel", 8) == 0;
+  if (strncmp(e, "random", 6) == 0 || parallel) {
+    const char* seed = e + (parallel ? 8 : 6);
     g_order.random = true;
-    g_order.seed = (e[6] == ':') ? strtoull(e + 7, nullptr, 10) : 1;
+    g_order.parallel = parallel;
+    g_order.seed = (*seed == ':') ? strtoull(seed + 1, nullptr, 10) : 1;
     g_rng = g_order.seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
     if (!g_rng) g_rng = 1;
     for (int i = 0; i < 8; ++i) next_random();
     return;
   }
-  diag_printf("CUSET-CPU: runtime_error: unknown CUSET_CPU_ORDER '%s' (use forward or random:<seed>)\n", e);
+  diag_printf("CUSET-CPU: runtime_error: unknown CUSET_CPU_ORDER '%s' (use forward, random:<seed> or parallel:<seed>)\n", e);
   _exit(kExitRuntimeError);
 }
 
@@ -193,7 +231,13 @@ static const char* status_word(Fatal k) {
   }
 }
 
+static std::atomic<long> g_fatal_owner{0};
+
 void fatal(Fatal kind, const char* fmt, ...) {
+  // The first worker to fail reports and exits; others wait for that exit.
+  long me = (long)syscall(SYS_gettid), none = 0;
+  if (!g_fatal_owner.compare_exchange_strong(none, me) && none != me)
+    for (;;) pause();
   static char msg[4096];
   va_list ap;
   va_start(ap, fmt);
@@ -290,6 +334,7 @@ __attribute__((always_inline)) static inline void switch_away(Thread& me) {
 static bool next_block();
 
 static void finish_thread(int t);
+static void unstick();
 
 static void worker_loop(Stack* me) {
   for (;;) {
@@ -322,26 +367,59 @@ static void worker_loop(Stack* me) {
 }
 
 // ---------------------------------------------------------------- blocks
+// Static shared memory is thread-local: __start/__stop_cuset_smem are
+// addresses in the TLS template; this worker's copy lies at the same offset
+// in its own TLS block of the program (dl_iterate_phdr tells where).
+static int find_smem(struct dl_phdr_info* info, size_t, void* out) {
+  for (int k = 0; k < info->dlpi_phnum; ++k) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[k];
+    if (ph.p_type != PT_TLS || !info->dlpi_tls_data) continue;
+    char* tmpl = (char*)(info->dlpi_addr + ph.p_vaddr);
+    if (__start_cuset_smem >= tmpl && __start_cuset_smem < tmpl + ph.p_memsz) {
+      *(char**)out = (char*)info->dlpi_tls_data + (__start_cuset_smem - tmpl);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// This worker's static shared memory (null, 0 when the program has none).
+// (weak symbols: both null when the program declares no static shared memory)
+static char* static_smem(size_t* n) {
+  static __thread char* mine = nullptr;
+  *n = (size_t)(__stop_cuset_smem - __start_cuset_smem);
+  if (!__start_cuset_smem || !*n) return nullptr;
+  if (!mine) dl_iterate_phdr(find_smem, &mine);
+  return mine;
+}
+
+bool in_shared_memory(const void* addr) {
+  size_t n;
+  const char* lo = static_smem(&n);
+  const char* a = (const char*)addr;
+  return (lo && a >= lo && a < lo + n) || (a >= (const char*)dynamic_smem && a < (const char*)dynamic_smem + kDynamicSmemCapacity);
+}
+
 static void poison_shared_memory(size_t dynamic_bytes) {
   // Shared memory is not initialised on a GPU and keeps whatever the previous
   // block left. Under the random order it starts as all-ones bytes (NaN / -1).
-  // (weak symbols: both null when the program declares no static shared memory)
-  uintptr_t start = (uintptr_t)__start_cuset_smem, stop = (uintptr_t)__stop_cuset_smem;
-  if (start && stop > start) memset(__start_cuset_smem, 0xff, stop - start);
+  size_t n;
+  if (char* mine = static_smem(&n)) memset(mine, 0xff, n);
   if (dynamic_bytes) memset(dynamic_smem, 0xff, dynamic_bytes);
 }
 
 static size_t g_dynamic_smem_bytes = 0;
 
 static bool next_block() {
-  if (G.next >= G.nblocks) return false;
-  unsigned long long lin = G.next++;
+  unsigned long long lin = L.workers > 1 ? L.next.fetch_add(1, std::memory_order_relaxed) : G.next++;
+  if (lin >= G.nblocks) return false;
   if (g_order.random) lin = (G.perm_a * lin + G.perm_c) % G.nblocks;
   unsigned long long gx = G.grid.x, gy = G.grid.y;
   blockIdx.x = (unsigned)(lin % gx);
   blockIdx.y = (unsigned)((lin / gx) % gy);
   blockIdx.z = (unsigned)(lin / (gx * gy));
   B.serial = ++g_block_serial;
+  unstick();
   unsigned n = B.nthreads;
   for (unsigned t = 0; t < n; ++t) B.th[t].state = T_NOT_STARTED;
   for (unsigned w = 0; w < B.nwarps; ++w) {
@@ -356,7 +434,7 @@ static bool next_block() {
   B.cur = -1;
   B.q.clear();
   if (g_order.random) {
-    static int perm[1024];
+    static __thread int perm[1024];
     for (unsigned t = 0; t < n; ++t) perm[t] = (int)t;
     shuffle(perm, n);
     for (unsigned t = 0; t < n; ++t) B.q.push_back(perm[t]);
@@ -376,6 +454,86 @@ static unsigned long long gcd(unsigned long long a, unsigned long long b) {
   return a;
 }
 
+// ---------------------------------------------------------------- workers
+static unsigned workers_wanted() {
+#if CUSET_CPU_ASAN || CUSET_CPU_RACECHECK
+  return 1;  // the sanitizers' fiber and shadow bookkeeping is per process
+#else
+  static unsigned n = 0;
+  if (!n) {
+    n = 1;
+    if (g_order.parallel) {
+      const char* e = getenv("CUSET_CPU_WORKERS");
+      long v = e && *e ? atol(e) : sysconf(_SC_NPROCESSORS_ONLN);
+      n = v < 1 ? 1 : v > 256 ? 256 : (unsigned)v;
+    }
+  }
+  return n;
+#endif
+}
+
+// Runs blocks of the launch in L until none is left, on this OS thread.
+static void run_blocks() {
+  unsigned n = G.block.x * G.block.y * G.block.z;
+  B.nthreads = n;
+  B.nwarps = (n + 31) / 32;
+  for (unsigned t = 0; t < n; ++t) B.th[t].idx = G.idx_of[t];
+  B.live = 0;
+  B.q.clear();
+  gridDim = G.grid;
+  blockDim = G.block;
+  G.active = true;
+  Stack* w = acquire_stack();
+  G.pending_stack = w;
+  void* host_fake = nullptr;
+  asan_leave(&host_fake, w);
+  cuset_ctx_swap(&G.host_sp, make_context(w, worker_main));
+  asan_arrive(host_fake);
+  G.active = false;
+  B.cur = -1;
+  threadIdx = uint3{0, 0, 0};
+  blockIdx = uint3{0, 0, 0};
+}
+
+// The pool: workers 1..n-1 wait for a launch generation, copy the host's
+// grid, run blocks and report back.
+// (Never destroyed: at exit the workers still wait on them, and destroying a
+// condition variable with waiters blocks.)
+static std::mutex& g_pool_mu = *new std::mutex;
+static std::condition_variable& g_pool_cv = *new std::condition_variable;
+static std::condition_variable& g_pool_done_cv = *new std::condition_variable;
+static unsigned long long g_pool_gen = 0;
+static unsigned g_pool_running = 0;
+static unsigned g_pool_size = 0;
+
+static void pool_worker(unsigned index) {
+  // Each worker needs its own signal stack for the fault handler (api.cpp).
+  stack_t ss{};
+  ss.ss_sp = malloc(64 * 1024);
+  ss.ss_size = 64 * 1024;
+  sigaltstack(&ss, nullptr);
+  tls_block = new Block();
+  tls_grid = new Grid();
+  unsigned long long seen = 0;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lk(g_pool_mu);
+      g_pool_cv.wait(lk, [&] { return g_pool_gen != seen; });
+      seen = g_pool_gen;
+    }
+    if (index < L.workers) {
+      *tls_grid = *L.grid;
+      g_rng = L.seed + index * 0x9E3779B97F4A7C15ull;
+      if (!g_rng) g_rng = 1;
+      for (int i = 0; i < 8; ++i) next_random();
+      run_blocks();
+      L.busy.fetch_sub(1);
+    }
+    std::lock_guard<std::mutex> lk(g_pool_mu);
+    if (--g_pool_running == 0) g_pool_done_cv.notify_all();
+  }
+}
+
 void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic_smem_bytes, void (*fn)(void*),
                    void* arg) {
   if (G.active) fatal(Fatal::unsupported, "kernel launch from inside a kernel (dynamic parallelism)");
@@ -384,8 +542,6 @@ void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic
   G.site = site;
   G.grid = grid;
   G.block = block;
-  gridDim = grid;
-  blockDim = block;
   G.nblocks = (unsigned long long)grid.x * grid.y * grid.z;
   G.next = 0;
   g_dynamic_smem_bytes = dynamic_smem_bytes;
@@ -397,30 +553,37 @@ void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic
     G.perm_c = next_random() % G.nblocks;
   }
   unsigned n = block.x * block.y * block.z;
-  B.nthreads = n;
-  B.nwarps = (n + 31) / 32;
-  for (unsigned t = 0; t < n; ++t) {
-    G.idx_of[t] = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-    B.th[t].idx = G.idx_of[t];
-  }
-  for (unsigned w = 0; w < B.nwarps; ++w) {
+  for (unsigned t = 0; t < n; ++t) G.idx_of[t] = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+  for (unsigned w = 0, nw = (n + 31) / 32; w < nw; ++w) {
     unsigned lanes = n - w * 32 >= 32 ? 32 : n - w * 32;
     G.exists_of[w] = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
   }
-  B.live = 0;
-  B.q.clear();
-  G.active = true;
   G.poison_notes_left = true;
-  Stack* w = acquire_stack();
-  G.pending_stack = w;
-  void* host_fake = nullptr;
-  asan_leave(&host_fake, w);
-  cuset_ctx_swap(&G.host_sp, make_context(w, worker_main));
-  asan_arrive(host_fake);
-  G.active = false;
-  B.cur = -1;
-  threadIdx = uint3{0, 0, 0};
-  blockIdx = uint3{0, 0, 0};
+  unsigned workers = workers_wanted();
+  if (workers > G.nblocks) workers = (unsigned)G.nblocks;
+  L.workers = workers;
+  L.next.store(0);
+  L.done.store(0);
+  L.stuck.store(0);
+  L.busy.store(workers);
+  if (workers > 1) {
+    g_launch_grid = G;
+    L.grid = &g_launch_grid;
+    L.seed = next_random();
+    std::lock_guard<std::mutex> lk(g_pool_mu);
+    for (; g_pool_size < workers - 1; ++g_pool_size) std::thread(pool_worker, g_pool_size + 1).detach();
+    g_pool_running = g_pool_size;
+    ++g_pool_gen;
+    g_pool_cv.notify_all();
+  }
+  run_blocks();
+  L.busy.fetch_sub(1);
+  if (workers > 1) {
+    // Kernel memory effects of the other workers happen-before the host goes on.
+    std::unique_lock<std::mutex> lk(g_pool_mu);
+    g_pool_done_cv.wait(lk, [] { return g_pool_running == 0; });
+  }
+  L.workers = 1;
 }
 
 // ---------------------------------------------------------------- barrier
@@ -437,7 +600,7 @@ __attribute__((noinline)) static void complete_barrier() {
   }
   unsigned n = B.nthreads;
   if (g_order.random) {
-    static int ready[1024];
+    static __thread int ready[1024];
     unsigned k = 0;
     for (unsigned t = 0; t < n; ++t)
       if (B.th[t].state == T_BARRIER) ready[k++] = (int)t;
@@ -723,7 +886,7 @@ void warp_collective(WarpCall& call) {
 static void finish_thread(int t) {
   Thread& th = B.th[t];
   th.state = T_DONE;
-  --B.live;
+  if (--B.live == 0) L.done.fetch_add(1, std::memory_order_relaxed);
   unsigned w = (unsigned)t >> 5;
   Warp& W = B.warps[w];
   W.exited |= 1u << (t & 31);
@@ -814,11 +977,45 @@ static void report_deadlock() {
 }
 
 // ---------------------------------------------------------------- spinning
-static const void* g_spin_addr = nullptr;
-static int g_spin_thread = -1;
-static unsigned long g_spin_count = 0;
+static __thread const void* g_spin_addr = nullptr;
+static __thread int g_spin_thread = -1;
+static __thread unsigned long g_spin_count = 0;
+static __thread bool g_stuck = false;               // counted in L.stuck
+static __thread unsigned long long g_stuck_done = 0;  // L.done when this worker got stuck
 
-void note_progress() { g_spin_count = 0; }
+static void unstick() {
+  if (!g_stuck) return;
+  g_stuck = false;
+  L.stuck.fetch_sub(1);
+}
+
+void note_progress() {
+  g_spin_count = 0;
+  unstick();
+}
+
+// With other workers: a block spinning on memory may wait for a block that
+// runs elsewhere. Keep waiting while any worker still does something else
+// (or blocks finish); when every worker that holds a block only spins,
+// nothing can end the wait.
+static bool others_may_end_spin() {
+  unsigned long long done = L.done.load(std::memory_order_relaxed);
+  if (!g_stuck) {
+    g_stuck = true;
+    g_stuck_done = done;
+    L.stuck.fetch_add(1);
+  } else if (done != g_stuck_done) {
+    g_stuck_done = done;
+    g_spin_count = 0;
+    return true;
+  }
+  if (L.stuck.load() < L.busy.load()) {
+    g_spin_count = 1ul << 23;  // check again after a while
+    sched_yield();
+    return true;
+  }
+  return false;
+}
 
 void note_spin(const void* addr) {
   if (!G.active) return;
@@ -826,6 +1023,7 @@ void note_spin(const void* addr) {
     g_spin_addr = addr;
     g_spin_thread = B.cur;
     g_spin_count = 0;
+    unstick();
   }
   if (++g_spin_count % 64) return;
   if (!B.q.empty()) {
@@ -840,10 +1038,17 @@ void note_spin(const void* addr) {
     return;
   }
   if (g_spin_count < (1ul << 24)) return;
+  if (L.workers > 1 && others_may_end_spin()) return;
+  if (G.nblocks > 1 && L.workers > 1)
+    fatal(Fatal::unsupported,
+          "busy-wait on memory at %p that no running thread can change: every worker holds a block that waits for "
+          "another thread block, which cannot start before one of them finishes (inter-block synchronisation across "
+          "more blocks than the %u workers run at once)",
+          addr, L.workers);
   if (G.nblocks > 1)
     fatal(Fatal::unsupported,
           "busy-wait on memory at %p that no thread of this block can change: it waits for another thread block, but "
-          "the CPU backend runs blocks one at a time (inter-block synchronisation)",
+          "the CPU backend runs blocks one at a time in this order (inter-block synchronisation)",
           addr);
   fatal(Fatal::runtime_error, "deadlock: busy-wait on memory at %p that no other thread can change", addr);
 }
@@ -867,7 +1072,7 @@ struct VolatileEntry {
   unsigned readers;
   unsigned long long value;  // last value written (first 8 bytes)
 };
-static VolatileEntry g_vol[4096];
+static __thread VolatileEntry g_vol[4096];
 
 void note_volatile_access(const volatile void* addr, unsigned size, const void* written) {
   if (!G.active) return;

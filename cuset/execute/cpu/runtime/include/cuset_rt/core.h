@@ -1,18 +1,20 @@
 // The execution core as seen from kernel code: built-in variables, barriers,
 // warp collectives and error reporting. Implemented in src/scheduler.cpp.
 //
-// One fiber per CUDA thread, a single OS thread runs all of them: a thread
-// runs as a plain call until it reaches a barrier or a warp operation, where
-// it is suspended and the next one runs. Blocks run one after another.
+// One fiber per CUDA thread: a thread runs as a plain call until it reaches a
+// barrier or a warp operation, where it is suspended and the next one of its
+// block runs. A worker OS thread runs one block at a time; the `parallel`
+// order runs blocks on several workers at once.
 #pragma once
 
-// Built-in variables. They are ordinary globals that the scheduler rewrites on
-// every switch; being non-const externs, the compiler reloads them after any
-// call that may switch threads.
-extern uint3 threadIdx;
-extern uint3 blockIdx;
-extern dim3 blockDim;
-extern dim3 gridDim;
+// Built-in variables. They are thread-locals of the worker OS thread that the
+// scheduler rewrites on every switch; being non-const externs, the compiler
+// reloads them after any call that may switch threads. (`__thread`, not
+// `thread_local`: no TLS wrapper call on every access.)
+extern __thread uint3 threadIdx;
+extern __thread uint3 blockIdx;
+extern __thread dim3 blockDim;
+extern __thread dim3 gridDim;
 constexpr int warpSize = 32;
 
 // In race-check builds user code is instrumented (-fsanitize=thread with our
@@ -85,10 +87,10 @@ void note_progress();
 // `written` is the new value's bytes for writes (nullptr for reads).
 void note_volatile_access(const volatile void* addr, unsigned size, const void* written);
 
-// The dynamic shared memory window: one fixed array for the whole program, so
+// The dynamic shared memory window: one fixed array per worker OS thread, so
 // `extern __shared__` declarations (rewritten to pointers) work at any scope.
 constexpr unsigned kDynamicSmemCapacity = 101376;  // sharedMemPerBlockOptin (99 KiB)
-extern unsigned char dynamic_smem[];
+extern __thread unsigned char dynamic_smem[];
 
 // ---- launching ----
 struct LaunchConfig {

@@ -36,8 +36,9 @@
 #define __maxnreg__(n)
 #define __cluster_dims__(...)
 
-// Static shared memory: one copy per program, reused by the blocks (which run
-// one at a time). The section lets the runtime poison it between blocks.
+// Static shared memory: one copy per worker OS thread (thread_local), reused by
+// the blocks that worker runs one at a time. The section lets the runtime find
+// (and poison) it between blocks.
 // The source rewriter turns `__shared__` into this; the macro covers the rest.
-#define __cuset_shared_attr__ __attribute__((section("cuset_smem")))
+#define __cuset_shared_attr__ thread_local __attribute__((section("cuset_smem")))
 #define __shared__ static __cuset_shared_attr__

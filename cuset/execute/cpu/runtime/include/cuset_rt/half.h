@@ -294,14 +294,10 @@ inline bool operator==(const __half2& a, const __half2& b) { return __hbeq2(a, b
 inline bool operator!=(const __half2& a, const __half2& b) { return !__hbeq2(a, b); }
 
 CUSET_NOT_RACECHECKED inline __half atomicAdd(__half* address, __half val) {
-  __half old = *address;
-  *address = __hadd(old, val);
-  return old;
+  return ::cuset::rt::atomic_update(address, [val](__half old) { return __hadd(old, val); });
 }
 CUSET_NOT_RACECHECKED inline __half2 atomicAdd(__half2* address, __half2 val) {
-  __half2 old = *address;
-  *address = __hadd2(old, val);
-  return old;
+  return ::cuset::rt::atomic_update(address, [val](__half2 old) { return __hadd2(old, val); });
 }
 
 #define CUDART_INF_FP16 __ushort_as_half((unsigned short)0x7C00U)
@@ -425,9 +421,7 @@ inline __nv_bfloat162 __hfma2(__nv_bfloat162 a, __nv_bfloat162 b, __nv_bfloat162
 inline __nv_bfloat162 operator+(const __nv_bfloat162& a, const __nv_bfloat162& b) { return __hadd2(a, b); }
 inline __nv_bfloat162 operator*(const __nv_bfloat162& a, const __nv_bfloat162& b) { return __hmul2(a, b); }
 CUSET_NOT_RACECHECKED inline __nv_bfloat16 atomicAdd(__nv_bfloat16* address, __nv_bfloat16 val) {
-  __nv_bfloat16 old = *address;
-  *address = __hadd(old, val);
-  return old;
+  return ::cuset::rt::atomic_update(address, [val](__nv_bfloat16 old) { return __hadd(old, val); });
 }
 #undef CUSET_H
 #undef CUSET_MKH

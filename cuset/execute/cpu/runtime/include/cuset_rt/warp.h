@@ -16,10 +16,11 @@ inline int __syncthreads_or(int predicate, CUSET_SITE_PARAM) {
   return ::cuset::rt::block_barrier(3, predicate, cuset_site);
 }
 
-// One OS thread runs everything: fences only need to stop compiler reordering.
-inline void __threadfence() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+// Blocks on other workers are other OS threads: device- and system-scope
+// fences are real fences; a block's threads share one OS thread.
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
-inline void __threadfence_system() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 
 namespace cuset {
 namespace rt {
