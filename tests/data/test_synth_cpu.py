@@ -27,7 +27,8 @@ def test_a_sample_of_synthesised_references_pass_on_the_cpu_backend(backend, tmp
     sample = random.Random(1).sample(synthesize(2000, seed=0), 6)
     results = validate_references(sample, backend=backend, cases=(0, 1), workers=2,
                                   results_path=tmp_path / "results.jsonl", cache_dir=tmp_path / "cache")
-    assert [(r.task_name, r.status) for r in results] == [(t.task_name, "passed") for t in sample]
+    assert [(r.task_name, r.status) for r in results] == [(t.task_name, "passed") for t in sample], \
+        [r.detail for r in results if r.status != "passed"]
     assert sorted(r.key for r in load_validations(tmp_path / "results.jsonl")) == sorted(task_key(t) for t in sample)
 
 

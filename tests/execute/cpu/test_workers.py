@@ -95,12 +95,13 @@ def test_evaluation_shares_the_cores_and_the_budget_follows_memory(monkeypatch):
     from cuset.execute.cpu import backend as cpu_backend
 
     monkeypatch.setattr(cpu_backend, "usable_cores", lambda: 8)
+    # (compile_judge=backend: the CPU backend itself, not wrapped by the nvcc judge)
     # 2 samples at a time on 8 cores: 4 worker threads per run; 8 samples: 1 each.
-    assert EvalConfig(backend="cpu", workers=2).make_backend().options.workers == 4
-    one_each = EvalConfig(backend="cpu", workers=8).make_backend()
+    assert EvalConfig(backend="cpu", compile_judge="backend", workers=2).make_backend().options.workers == 4
+    one_each = EvalConfig(backend="cpu", compile_judge="backend", workers=8).make_backend()
     assert one_each.options.workers == 1 and one_each.run_orders == ("forward", "random:1")
-    assert EvalConfig(backend="cpu", workers=16).make_backend().options.workers == 1
-    assert EvalConfig(backend="cpu", workers=2, backend_options={"workers": 3}).make_backend().options.workers == 3
+    assert EvalConfig(backend="cpu", compile_judge="backend", workers=16).make_backend().options.workers == 1
+    assert EvalConfig(backend="cpu", compile_judge="backend", workers=2, backend_options={"workers": 3}).make_backend().options.workers == 3
     # Default data budget: a quarter of physical memory; still overridable.
     import os
 
