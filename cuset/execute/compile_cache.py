@@ -123,6 +123,11 @@ class CompileCache:
         if outcome.step.timed_out:  # load-dependent: do not cache
             shutil.rmtree(workdir, ignore_errors=True)
             return CompileOutcome(False, None, outcome.step, outcome.status or Status.TIMEOUT, outcome.detail)
+        if not outcome.ok and (outcome.step.limit or (outcome.step.returncode or 0) < 0):
+            # Stopped by a limit or a signal: the outcome depends on the configured limits
+            # (not in the key) and the machine, not on the source alone; do not cache it.
+            shutil.rmtree(workdir, ignore_errors=True)
+            return outcome
         rel = None
         if outcome.ok:
             if outcome.executable is None:

@@ -30,6 +30,11 @@ class CountingBackend:
         time.sleep(self.delay)
         if "TIMEOUT" in source:
             return CompileOutcome(False, None, StepResult("compile", None, timeout, True), Status.TIMEOUT, "slow")
+        if "OOM" in source:   # the compiler stopped by its memory limit
+            step = StepResult("compile", -9, 0.1, False, "", "", limit="memory_limit")
+            return CompileOutcome(False, None, step, Status.COMPILE_ERROR, "the compiler exceeded its limits")
+        if "KILLED" in source:
+            return CompileOutcome(False, None, StepResult("compile", -9, 0.1), Status.COMPILE_ERROR, "killed")
         if "ERROR" in source:
             return CompileOutcome(False, None, StepResult("compile", 1, 0.1, False, "", "error: nope"),
                                   Status.COMPILE_ERROR, "error: nope")
@@ -101,6 +106,16 @@ def test_compile_errors_are_cached_timeouts_are_not(tmp_path):
     with CompileCache(CountingBackend(log, delay=0), tmp_path / "c") as cache:
         cache.compile("TIMEOUT")
     assert compiles(log) == ["ERROR", "TIMEOUT", "TIMEOUT"]
+
+
+def test_compiles_stopped_by_a_limit_or_signal_are_not_cached(tmp_path):
+    # Their outcome depends on the configured limits and the machine, not on the source.
+    log = tmp_path / "log"
+    for _ in range(2):
+        with CompileCache(CountingBackend(log, delay=0), tmp_path / "c") as cache:
+            oom, killed = cache.compile("OOM"), cache.compile("KILLED")
+            assert (oom.status, oom.step.limit, killed.step.returncode) == (Status.COMPILE_ERROR, "memory_limit", -9)
+    assert compiles(log) == ["OOM", "KILLED", "OOM", "KILLED"]
 
 
 def _compile_in_process(root, log, source):
