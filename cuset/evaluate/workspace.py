@@ -177,6 +177,8 @@ class Workspace:
         run.mkdir()
         if quota_bytes is not None:
             if disk_quota.unavailable() is None:
+                with self._guard:
+                    disk_quota.isolate(self.root / "runs")
                 disk_quota.mount_tmpfs(run, quota_bytes + sum(s.nbytes for s in task.inputs))
             else:
                 warn_once(f"no disk quota for run dirs ({disk_quota.unavailable()}): only RLIMIT_FSIZE per file")
@@ -217,9 +219,7 @@ class Workspace:
             self._server.close()
             self._server = None
         if self._owned and not self.keep:
-            for run in _listdir(self.root / "runs"):   # quotas left mounted by an interrupted run
-                if disk_quota.is_mounted(run):
-                    disk_quota.unmount(run)
+            _unmount_runs(self.root)
             self.cleanup_errors.extend(remove_tree(self.root))
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -266,13 +266,21 @@ def remove_stale_workspaces(parent: Path) -> list[str]:
             os.close(fd)
             continue          # its owner lives
         try:
-            for run in _listdir(ws / "runs"):
-                if disk_quota.is_mounted(run):
-                    disk_quota.unmount(run)
+            _unmount_runs(ws)
             errors.extend(remove_tree(ws))
         finally:
             os.close(fd)
     return errors
+
+
+def _unmount_runs(root: Path) -> None:
+    """Unmount the run dirs' quotas (some may be left by an interrupted run), then the
+    private mount holding them (see `disk_quota.isolate`)."""
+    for run in _listdir(root / "runs"):
+        if disk_quota.is_mounted(run):
+            disk_quota.unmount(run)
+    if disk_quota.is_mounted(root / "runs"):
+        disk_quota.unmount(root / "runs")
 
 
 def _listdir(path: Path) -> list[Path]:

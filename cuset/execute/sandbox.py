@@ -66,10 +66,12 @@ import itertools
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -296,6 +298,36 @@ def run_sandboxed(
     if uid is not None:
         _give_to(run_dir, uid)
     full_env = clean_env({"HOME": str(run_dir), "TMPDIR": str(run_dir), **(env or {})})
+    for attempt in range(BWRAP_SETUP_ATTEMPTS):
+        step = _run_sandboxed_once(name, argv, run_dir, timeout, policy, mode, uid, full_env, readonly,
+                                   output_limit, pass_fds)
+        if mode != "bwrap" or not _bwrap_setup_failed(step):
+            break
+        # bwrap died before starting the program: the host's mount table changed under
+        # its set-up (see _bwrap_setup_failed). Nothing ran; start it again.
+        log.debug("sandbox: bwrap set-up failed (%s), attempt %d", step.stderr.strip()[:200], attempt + 1)
+        time.sleep(0.02 * (attempt + 1))
+    return _signal_from_wrapper(step) if mode in ("bwrap", "unshare") else step
+
+
+BWRAP_SETUP_ATTEMPTS = 5
+_BWRAP_SETUP_ERROR = re.compile(r"bwrap: (Can't|Failed to|Unable to) [^\n]*mount")
+
+
+def _bwrap_setup_failed(step: StepResult) -> bool:
+    """bwrap reports a failed set-up as one "bwrap: ..." line and exit status 1 before the
+    program starts. The mount ones are transient: bwrap binds / recursively and then
+    remounts every mount it listed, which fails when another process unmounts one in
+    between (bubblewrap issue #650). A program printing the same line is merely run again."""
+    return (step.returncode == 1 and not step.timed_out and not step.stdout
+            and _BWRAP_SETUP_ERROR.match(step.stderr.lstrip()) is not None
+            and step.stderr.strip().count("\n") == 0)
+
+
+def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: SandboxPolicy, mode: str,
+                        uid: int | None, full_env: dict[str, str], readonly, output_limit: int,
+                        pass_fds: tuple[int, ...]) -> StepResult:
+    is_root = os.geteuid() == 0
     with contextlib.ExitStack() as stack:
         fds = tuple(pass_fds)
         prefix: list[str] = []
@@ -335,7 +367,7 @@ def run_sandboxed(
                         join=group.procs_files if group is not None else ())
         if group is not None and group.oom_kills() > 0:
             step = dataclasses.replace(step, limit="memory_limit")
-    return _signal_from_wrapper(step) if mode in ("bwrap", "unshare") else step
+    return step
 
 
 @functools.lru_cache(maxsize=None)
