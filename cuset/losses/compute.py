@@ -150,7 +150,8 @@ def _reference_hidden(model, batch: dict, ref_model_ctx) -> tuple[torch.Tensor, 
                                  "copy of the initial model>")
             ref_model_ctx = peft_model.disable_adapter
         with ref_model_ctx():
-            return final_hidden_states(_unwrap(model), batch), _causal_lm(model)
+            # through the wrapper: FSDP / ZeRO-3 gather the parameters only inside their own forward
+            return final_hidden_states(model, batch), _causal_lm(model)
 
 
 def _weight_groups(obj: Objective, cfg: LossConfig, segment: torch.Tensor) -> torch.Tensor | None:
@@ -160,6 +161,55 @@ def _weight_groups(obj: Objective, cfg: LossConfig, segment: torch.Tensor) -> to
         return torch.zeros_like(segment)
     runs = segment_runs(segment)
     return runs.index if runs.count <= MAX_WEIGHT_GROUPS else None
+
+
+def _head_module(lm: torch.nn.Module) -> torch.nn.Module:
+    """The LM head module whose own forward we take over (inside an FSDP1 wrapper if it has its own unit)."""
+    head = lm.get_output_embeddings()
+    if head is None or not isinstance(getattr(head, "weight", None), torch.Tensor):
+        raise NotImplementedError(f"{type(lm).__name__}: no linear output embedding (get_output_embeddings() = "
+                                  f"{type(head).__name__}); the chunked LM head needs hidden @ W^T (+ b)")
+    return getattr(head, "_fsdp_wrapped_module", head)
+
+
+def vocab_size(head: torch.nn.Module) -> int:
+    """Rows of the LM head, also when the weight is a shard or ZeRO-3's empty placeholder outside the forward."""
+    if getattr(head, "out_features", None):
+        return int(head.out_features)
+    shape = getattr(head.weight, "ds_shape", None)  # DeepSpeed ZeRO-3 keeps the full shape here
+    return int(shape[0]) if shape is not None else int(head.weight.shape[0])
+
+
+@contextlib.contextmanager
+def head_forward_replaced(head: torch.nn.Module, forward: Callable[[torch.Tensor], torch.Tensor]):
+    """While open, calling `head(hidden)` returns `forward(hidden)` instead of logits.
+
+    Why the loss is computed *inside* the head's own call (the model's forward calls
+    it as usual): every sharding framework makes a module's full weight available
+    exactly during that module's call and arranges for it again in backward.
+    DeepSpeed ZeRO-3 gathers a module's partitioned parameters in its pre-forward
+    hook, releases them after, and re-gathers them in backward through hooks on the
+    module's outputs; FSDP (1 and 2) holds the unit's flat parameters unsharded for
+    the whole forward of the unit owning the head (the root unit, with tied
+    embeddings too) and re-gathers them for backward through hooks on its outputs.
+    Reading `lm_head.weight` after the forward instead sees an empty placeholder
+    (ZeRO-3) or a flat shard (FSDP). Gathering explicitly with each framework's API
+    would work as well but needs one code path per framework and puts the weight's
+    gradient back by hand; here the frameworks' own hooks do both, and the head's
+    memory stays chunked because `forward` never builds [tokens, vocab] logits.
+    The loss must be derived from the value the call returns (frameworks wrap that
+    value to hook backward), hence the model output's `logits` carries the loss.
+    """
+    had = "forward" in head.__dict__
+    previous = head.__dict__.get("forward")
+    head.forward = forward  # an instance attribute shadows the class's forward; hooks still run around it
+    try:
+        yield
+    finally:
+        if had:
+            head.forward = previous
+        else:
+            del head.forward
 
 
 def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_items_in_batch: Any = None,
@@ -172,6 +222,7 @@ def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_it
     cuda_mask (per token, like input_ids), position_ids / segment_ids (packing).
     ref_model_ctx (ASFT): None = peft model with its adapter disabled; a module = frozen
     reference model; a callable = context manager under which `model` is the reference.
+    Works unchanged under DDP, FSDP and DeepSpeed ZeRO-2/3 (see `head_forward_replaced`).
     """
     obj = get_loss(cfg.name)
     needs_cuda = obj.name == "cuset" and cfg.cuda_mask and cfg.lam != 0
@@ -180,22 +231,60 @@ def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_it
                          "(from the span detector); set loss.cuda_mask=false to train without it")
     shifted = shift_batch(batch)
     lm = _causal_lm(model)
-    head = lm.get_output_embeddings()
-    targets = select_targets(shifted.labels, vocab_size=head.weight.shape[0], segment_ids=shifted.segment_ids,
+    _check_plain_head(lm)
+    head = _head_module(lm)
+    targets = select_targets(shifted.labels, vocab_size=vocab_size(head), segment_ids=shifted.segment_ids,
                              cuda_mask=shifted.cuda_mask, where="batch")
-    hidden = final_hidden_states(model, batch)[:, :-1]
-    if targets.n_tokens == 0:
-        return _empty_loss(hidden, head), _empty_metrics()
     ref_h = ref_head = None
-    if obj.needs_kl(cfg):
+    if targets.n_tokens and obj.needs_kl(cfg):  # the reference pass first: its hidden states feed the head's pass
         ref_hidden, ref_lm = _reference_hidden(model, batch, ref_model_ctx)
-        ref_h, ref_head = ref_hidden[:, :-1][targets.mask], ref_lm.get_output_embeddings()
-    loss_sum, plain, metrics = head_loss_sum(
-        cfg, hidden[targets.mask], head.weight, head.bias, targets, ref_hidden=ref_h,
-        ref_weight=None if ref_head is None else ref_head.weight,
-        ref_bias=None if ref_head is None else ref_head.bias)
+        ref_h, ref_head = ref_hidden[:, :-1][targets.mask], _head_module(ref_lm)
+    results: dict[str, Any] = {}
+
+    def loss_in_head(hidden: torch.Tensor) -> torch.Tensor:
+        if hidden.dim() != 3 or hidden.shape[:2] != batch["input_ids"].shape:
+            raise RuntimeError(f"{type(lm).__name__} called its LM head on hidden states of shape "
+                               f"{tuple(hidden.shape)}, expected [batch, tokens, hidden] for logits_to_keep=0")
+        if targets.n_tokens == 0:
+            return _empty_loss(hidden, head)
+        with _gathered_frozen(ref_head):
+            loss_sum, plain, metrics = head_loss_sum(
+                cfg, hidden[:, :-1][targets.mask], head.weight, head.bias, targets, ref_hidden=ref_h,
+                ref_weight=None if ref_head is None else ref_head.weight,
+                ref_bias=None if ref_head is None else ref_head.bias)
+        results.update(plain=plain, metrics=metrics)
+        return loss_sum
+
+    inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "position_ids") if batch.get(k) is not None}
+    with head_forward_replaced(head, loss_in_head):
+        try:
+            out = model(**inputs, logits_to_keep=0, use_cache=False)
+        except TypeError as err:
+            if "logits_to_keep" not in str(err):
+                raise
+            raise TypeError(f"{type(lm).__name__}.forward does not accept logits_to_keep (transformers >= 4.50 "
+                            "models do)") from None
+    loss_sum = out["logits"] if isinstance(out, dict) else out[0]
+    if targets.n_tokens == 0:
+        return loss_sum, _empty_metrics()
+    if "plain" not in results:
+        raise RuntimeError(f"{type(lm).__name__}.forward did not call its output embedding "
+                           f"({type(head).__name__}); the loss is computed inside that call")
     loss = loss_sum / _denominator(cfg, targets, num_items_in_batch, num_samples_in_batch) * world_size
-    return loss, _to_floats(loss, plain, metrics, targets)
+    return loss, _to_floats(loss, results["plain"], results["metrics"], targets)
+
+
+@contextlib.contextmanager
+def _gathered_frozen(head: torch.nn.Module | None):
+    """A frozen reference head partitioned by DeepSpeed ZeRO-3, gathered for reading (no gradient)."""
+    params = [] if head is None else [p for p in head.parameters(recurse=False) if hasattr(p, "ds_id")]
+    if not params:
+        yield
+        return
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
+        yield
 
 
 def head_loss_sum(cfg: LossConfig, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
@@ -229,9 +318,10 @@ def _denominator(cfg: LossConfig, targets: Targets, num_items_in_batch, num_samp
 
 
 def _empty_loss(hidden: torch.Tensor, head: torch.nn.Module) -> torch.Tensor:
-    """0 with zero (finite) gradients reaching every parameter the loss normally touches."""
+    """0 with zero (finite) gradients reaching every parameter the loss normally touches
+    (called inside the head's forward, so sharded parameters are whole here)."""
     loss = hidden.sum() * 0.0
-    for p in head.parameters():
+    for p in head.parameters(recurse=False):
         if p.requires_grad:
             loss = loss + p.sum() * 0.0
     return loss

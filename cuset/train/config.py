@@ -79,7 +79,7 @@ class TrainConfig:
     model: ModelConfig = option(help="The causal LM to fine-tune.")
     data: DataConfig = option(default_factory=DataConfig, help="Training data.")
     loss: LossConfig = option(default_factory=LossConfig, help="The objective (cuset.losses).")
-    finetune: str = option("lora", help="lora (peft adapters), full (every weight), or qlora (4-bit base + LoRA; GPU only).",
+    finetune: str = option("lora", help="lora (peft adapters), full (every weight), or qlora (4-bit base + LoRA through bitsandbytes; on a CPU needs bitsandbytes >= 0.50).",
                            choices=FINETUNE)
     lora: LoraOptions = option(default_factory=LoraOptions, help="Adapter settings (lora and qlora).")
     optim: OptimConfig = option(default_factory=OptimConfig, help="Optimizer and schedule.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import torch
@@ -38,16 +39,30 @@ def load_tokenizer(cfg: ModelConfig):
     return tok
 
 
+# the first bitsandbytes whose 4-bit layers we ran forward and backward on a CPU (older ones need CUDA)
+BNB_CPU_MIN = (0, 50)
+
+
 def _quantization_config(dtype: torch.dtype):
-    if not torch.cuda.is_available():
-        raise SetupError("finetune=qlora needs a CUDA GPU (bitsandbytes 4-bit kernels); use finetune=lora on CPU")
     try:
         from transformers import BitsAndBytesConfig
-        import bitsandbytes  # noqa: F401
+        import bitsandbytes
     except ImportError:
-        raise SetupError("finetune=qlora needs bitsandbytes: pip install 'cuset[gpu]'") from None
+        raise SetupError("finetune=qlora needs bitsandbytes: pip install 'cuset[qlora]' (or set finetune=lora)") from None
+    version = tuple(int(x) for x in bitsandbytes.__version__.split(".")[:2] if x.isdigit())
+    if not torch.cuda.is_available() and version < BNB_CPU_MIN:
+        raise SetupError(f"finetune=qlora on a CPU needs bitsandbytes >= {'.'.join(map(str, BNB_CPU_MIN))} "
+                         f"(installed: {bitsandbytes.__version__}, whose 4-bit layers need CUDA); upgrade it or "
+                         "set finetune=lora")
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                               bnb_4bit_compute_dtype=dtype)
+
+
+def _process_device() -> str:
+    """Quantised weights are placed at load time: on this process's GPU (one per rank) or the CPU."""
+    if torch.cuda.is_available():
+        return f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}"
+    return "cpu"
 
 
 def load_base_model(cfg: ModelConfig, *, quantized: bool = False):
@@ -59,6 +74,7 @@ def load_base_model(cfg: ModelConfig, *, quantized: bool = False):
         kwargs["attn_implementation"] = cfg.attn_implementation
     if quantized:
         kwargs["quantization_config"] = _quantization_config(dtype)
+        kwargs["device_map"] = {"": _process_device()}
     return AutoModelForCausalLM.from_pretrained(cfg.name_or_path, **kwargs)
 
 

@@ -25,6 +25,7 @@ from cuset.train.checkpoint import clear_staging, last_checkpoint, publish, stag
 from cuset.train.config import TrainConfig
 from cuset.train.data import PadCollator, build_dataset
 from cuset.train.errors import RunExistsError, SetupError
+from cuset.train.strategy import check_launch, is_zero3, launched_strategy, trainer_strategy
 
 log = logging.getLogger(__name__)
 
@@ -104,9 +105,31 @@ def reference_model(cfg: TrainConfig, model):
     """ASFT under full fine-tuning needs the initial policy; LoRA disables its adapter instead."""
     if cfg.loss.name != "asft" or cfg.finetune != "full":
         return None
-    ref = copy.deepcopy(model).eval()
+    from transformers.integrations import is_deepspeed_zero3_enabled
+
+    if is_deepspeed_zero3_enabled():
+        # a deep copy of a ZeRO-3 model copies empty partitions without DeepSpeed's hooks:
+        # load the initial weights again (partitioned the same way); `_zero3_engine` hooks them up
+        from cuset.train.model import load_base_model
+
+        ref = load_base_model(cfg.model)
+    else:
+        ref = copy.deepcopy(model)
+    ref.eval()
     ref.requires_grad_(False)
     return ref
+
+
+def _zero3_engine(ref, cfg: TrainConfig):
+    """A frozen ZeRO-3 model wrapped by DeepSpeed, whose hooks gather each module's weights in its forward."""
+    import deepspeed
+
+    bf16, fp16 = (_precision(cfg)[k] for k in ("bf16", "fp16"))
+    ds_config = {"train_micro_batch_size_per_gpu": cfg.optim.per_device_batch_size,
+                 "zero_optimization": {"stage": 3}, "bf16": {"enabled": bf16}, "fp16": {"enabled": fp16}}
+    engine, *_ = deepspeed.initialize(model=ref, config=ds_config)
+    engine.eval()
+    return engine
 
 
 def _check_resume(cfg: TrainConfig, run_dir: Path, resume: bool) -> Path | None:
@@ -192,6 +215,7 @@ def _summary(cfg: TrainConfig, trainer, result, report, outputs: dict, ckpt: Pat
         "loss_reduction": cfg.loss.reduction,
         "finetune": cfg.finetune,
         "world_size": world,
+        "strategy": trainer_strategy(trainer).to_json(),
         "global_batch_size": cfg.optim.per_device_batch_size * cfg.optim.gradient_accumulation_steps * world,
         "steps": trainer.state.global_step,
         "epochs": trainer.state.epoch,
@@ -217,6 +241,7 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks: tuple = ()) -> d
     from cuset.train.trainer import CusetTrainer
 
     run_dir = Path(cfg.output_dir)
+    check_launch(cfg.finetune, launched_strategy())
     args = training_arguments(cfg)  # also sets up the distributed state when launched on several processes
     is_main = args.process_index == 0
     ckpt = _check_resume(cfg, run_dir, resume)
@@ -236,6 +261,8 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks: tuple = ()) -> d
         loss_config=cfg.loss, ref_model=reference_model(cfg, model),
         callbacks=_callbacks(cfg, run_dir, is_main) + list(callbacks),
     )
+    if trainer.ref_model is not None and trainer.is_deepspeed_enabled and is_zero3(trainer):
+        trainer.ref_model = _zero3_engine(trainer.ref_model, cfg)
     for noisy in (PrinterCallback, ProgressCallback):  # they print every log dict; our bar shows the metrics
         trainer.remove_callback(noisy)
     if is_main:
