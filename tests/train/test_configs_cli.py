@@ -94,15 +94,42 @@ def test_bad_data_fails_with_file_and_line(tiny_model_dir, tmp_path):
     assert f"{data}:1:" not in out and "data.strict=false" in out
 
 
-def test_qlora_without_a_gpu_is_a_clear_error(tiny_model_dir, tmp_path):
+def test_qlora_with_a_bitsandbytes_that_needs_cuda_is_a_clear_error(tiny_model_dir, tmp_path, monkeypatch):
+    import bitsandbytes
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
+    monkeypatch.setattr(bitsandbytes, "__version__", "0.45.3")
     data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q", "completion": "int x;"}])
     res = runner.invoke(app, ["train", str(TINY_LORA), "finetune=qlora",
                               *overrides(tiny_model_dir, data, tmp_path / "run", tmp_path / "c")])
-    assert res.exit_code == 2 and "qlora needs a CUDA GPU" in res.output
+    out = " ".join(res.output.split())
+    assert res.exit_code == 2 and "qlora on a CPU needs bitsandbytes >= 0.50 (installed: 0.45.3" in out
+
+
+@pytest.mark.parametrize("env,finetune,message", [
+    ({"ACCELERATE_USE_FSDP": "true"}, "lora", "accelerate's FSDP plugin runs on GPUs only"),
+    ({"ACCELERATE_USE_DEEPSPEED": "true", "ACCELERATE_DEEPSPEED_ZERO_STAGE": "3"}, "qlora",
+     "finetune=qlora: cuset does not shard 4-bit weights with ZeRO-3 or FSDP; set finetune=lora"),
+    ({"ACCELERATE_USE_DEEPSPEED": "true"}, "lora", "deepspeed is not installed: pip install 'cuset[deepspeed]'"),
+])
+def test_impossible_launch_combinations_are_clear_errors(env, finetune, message, tiny_model_dir, tmp_path, monkeypatch):
+    import sys
+
+    import torch
+
+    if torch.cuda.is_available() and "FSDP" in message:
+        pytest.skip("this machine has a GPU")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    if "not installed" in message:
+        monkeypatch.setitem(sys.modules, "deepspeed", None)  # import deepspeed -> ImportError
+    data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q", "completion": "int x;"}])
+    res = runner.invoke(app, ["train", str(TINY_LORA), f"finetune={finetune}",
+                              *overrides(tiny_model_dir, data, tmp_path / "run", tmp_path / "c")])
+    assert res.exit_code == 2 and message in " ".join(res.output.split())
+    assert not (tmp_path / "run").exists()  # refused before anything was loaded or written
 
 
 def test_missing_model_is_a_clear_error(tmp_path):
