@@ -125,8 +125,12 @@ class CpuBackend:
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR,
                                   f"the compiler exceeded its limits: {why[step.limit or step.returncode]}")
         if step.returncode != 0 or not exe.is_file():
-            return CompileOutcome(False, None, step, Status.COMPILE_ERROR,
-                                  summarize_compile_errors(step.stderr, SOURCE_NAME))
+            errors = summarize_compile_errors(step.stderr, SOURCE_NAME)
+            if rewritten.dropped_includes:  # something of the library is used in a way we did not recognise
+                return CompileOutcome(False, None, step, Status.UNSUPPORTED,
+                                      f"includes {', '.join(rewritten.dropped_includes)}, not provided on the CPU, "
+                                      f"and does not build without it: {errors}")
+            return CompileOutcome(False, None, step, Status.COMPILE_ERROR, errors)
         return CompileOutcome(True, exe, step)
 
     # ------------------------------------------------------------ run

@@ -18,12 +18,26 @@ from cuset.execute.cpu.scopes import Decl
 class Unsupported:
     feature: str
     line: int
+    symbol: str = ""  # what the program uses: `cub::DeviceReduce::Sum`, `cublasSgemm`, a PTX instruction
 
     def describe(self) -> str:
-        return f"{self.feature} (line {self.line})"
+        used = f": {self.symbol}" if self.symbol else ""
+        return f"{self.feature}{used} (line {self.line})"
 
 
-# Header (path prefix, case-insensitive) -> feature name.
+@dataclass(frozen=True)
+class LibraryInclude:
+    """`#include` of a library the CPU backend does not provide; dropped when nothing of it is used."""
+
+    header: str
+    feature: str
+    line: int
+    start: int  # source offsets of the whole directive line (without its newline)
+    end: int
+
+
+# Header (path prefix, case-insensitive) -> feature name. Including one is not a use: the
+# include is dropped (a comment keeps the line) and only a used name makes a program unsupported.
 UNSUPPORTED_HEADERS: tuple[tuple[str, str], ...] = (
     ("cublas", "cuBLAS"),
     ("cublaslt", "cuBLASLt"),
@@ -72,6 +86,31 @@ UNSUPPORTED_NAMES: tuple[tuple[str, str], ...] = (
     ("cusolver*", "cuSOLVER"),
     ("thrust::", "Thrust"),
     ("cub::", "CUB"),
+    ("CUB_*", "CUB"),
+    ("THRUST_*", "Thrust"),
+    ("cuda::", "libcu++ (cuda::)"),
+    ("cutlass::", "CUTLASS"),
+    ("cute::", "CUTLASS CuTe"),
+    ("nvcuda::", "tensor-core WMMA"),
+    ("nppi*", "NPP"),
+    ("npps*", "NPP"),
+    ("nppGet*", "NPP"),
+    ("nccl*", "NCCL"),
+    ("nvshmem*", "NVSHMEM"),
+    ("nvshmemx*", "NVSHMEM"),
+    ("__awbarrier*", "asynchronous barriers"),
+    ("__nv_fp8*", "FP8 types"),
+    ("__nv_fp6*", "FP6 types"),
+    ("__nv_fp4*", "FP4 types"),
+    ("cudaGraphicsGL*", "OpenGL interoperability"),
+    ("cudaGL*", "OpenGL interoperability"),
+    ("cudaEGL*", "EGL interoperability"),
+    ("cudaGraphicsEGL*", "EGL interoperability"),
+    ("cupti*", "CUPTI"),
+    ("cufft*", "cuFFT"),
+    ("cusparse*", "cuSPARSE"),
+    ("cutensor*", "cuTENSOR"),
+    ("cublasLt*", "cuBLASLt"),
     ("nvrtc*", "runtime compilation (NVRTC)"),
     ("cudaGraph*", "CUDA graphs"),
     ("cudaStreamBeginCapture", "CUDA graphs (stream capture)"),
@@ -111,8 +150,8 @@ def find_unsupported(tokens: list[Token], decls: list[Decl]) -> list[Unsupported
     """Every unsupported feature, first occurrence of each, in source order."""
     found: dict[str, Unsupported] = {}
 
-    def add(feature: str, line: int) -> None:
-        found.setdefault(feature, Unsupported(feature, line))
+    def add(feature: str, line: int, symbol: str = "") -> None:
+        found.setdefault(feature, Unsupported(feature, line, symbol))
 
     device_bodies = [d for d in decls if d.device and d.body is not None]
     device_all = [d for d in decls if d.device]
@@ -120,23 +159,21 @@ def find_unsupported(tokens: list[Token], decls: list[Decl]) -> list[Unsupported
     for k, t in enumerate(tokens):
         if t.kind in (SPACE, COMMENT):
             continue
-        if t.directive and t.kind == IDENT and t.text == "include":
-            header = _include_target(tokens, k)
-            if header:
-                feature = _header_feature(header)
-                if feature:
-                    add(feature, t.line)
+        if t.directive:  # includes are not uses (see library_includes); macros are looked at where expanded
             continue
         if t.kind != IDENT:
             continue
         if t.text in _ASM_WORDS and _next_text(tokens, k) in ("(", "volatile", "__volatile__", "goto"):
+            template = asm_template(tokens, k)
+            if not template.strip():
+                continue  # `asm volatile("" ::: "memory")`: a compiler barrier, no instruction (rewriter.py)
             in_device = any(d.contains(k) for d in device_all)
-            if in_device or _PTX_HINT.search(_asm_text(tokens, k)):
-                add("inline PTX assembly (asm)", t.line)
+            if in_device or _PTX_HINT.search(template):
+                add("inline PTX assembly (asm)", t.line, _first_instruction(template))
             continue
         feature = _name_feature(t.text, _next_text(tokens, k))
         if feature and not _is_member_access(tokens, k):
-            add(feature, t.line)
+            add(feature, t.line, _qualified_name(tokens, k))
             continue
         if t.text == "cudaDeviceSynchronize" and _next_text(tokens, k) == "(" \
                 and any(d.in_body(k) for d in device_bodies):
@@ -240,8 +277,9 @@ def _is_member_access(tokens: list[Token], k: int) -> bool:
     return j >= 0 and tokens[j].text in (".", "->")
 
 
-def _asm_text(tokens: list[Token], k: int) -> str:
-    """The string literals of the asm statement starting at token k."""
+def asm_template(tokens: list[Token], k: int) -> str:
+    """The instruction template of the asm statement starting at token k: its string literals
+    before the first `:` (operands and clobbers follow it)."""
     parts, depth = [], 0
     for t in tokens[k + 1:]:
         if t.text == "(":
@@ -250,6 +288,55 @@ def _asm_text(tokens: list[Token], k: int) -> str:
             depth -= 1
             if depth <= 0:
                 break
+        elif t.text == ":" and depth == 1:
+            break
         elif t.kind == STRING:
-            parts.append(t.text)
-    return " ".join(parts)
+            parts.append(_literal_body(t.text))
+    return "".join(parts)
+
+
+def _first_instruction(template: str) -> str:
+    first = next((part.strip() for part in re.split(r"[;\n]|\\n", template) if part.strip()), template.strip())
+    return f'"{first[:60]}"'
+
+
+def _qualified_name(tokens: list[Token], k: int) -> str:
+    """`cub::DeviceReduce::Sum` from the tokens starting at k (template arguments skipped)."""
+    parts = [tokens[k].text]
+    j = k + 1
+    while True:
+        a = _skip_space(tokens, j)
+        if a >= len(tokens) or tokens[a].text != "::":
+            break
+        b = _skip_space(tokens, a + 1)
+        if b >= len(tokens) or tokens[b].kind != IDENT:
+            break
+        parts.append(tokens[b].text)
+        j = b + 1
+    return "::".join(parts)
+
+
+def _skip_space(tokens: list[Token], j: int) -> int:
+    while j < len(tokens) and tokens[j].kind in (SPACE, COMMENT):
+        j += 1
+    return j
+
+
+def library_includes(tokens: list[Token]) -> list[LibraryInclude]:
+    """Every `#include` of a library header the CPU backend does not provide."""
+    found = []
+    for k, t in enumerate(tokens):
+        if not (t.directive and t.kind == IDENT and t.text == "include"):
+            continue
+        header = _include_target(tokens, k)
+        feature = _header_feature(header) if header else None
+        if feature is None:
+            continue
+        start = k
+        while start > 0 and tokens[start].text != "#":  # back to the directive's `#`
+            start -= 1
+        end = k
+        while end + 1 < len(tokens) and tokens[end + 1].directive and "\n" not in tokens[end + 1].text:
+            end += 1
+        found.append(LibraryInclude(header, feature, t.line, tokens[start].start, tokens[end].end))
+    return found

@@ -13,6 +13,11 @@ at the user's lines):
   code detection).
 - every non-template `__global__` definition is registered by address, so
   `cudaLaunchKernel((void*)k, ...)` can find its parameter types.
+- `#include` of a library the runtime does not provide (CUB, Thrust, cuBLAS, ...)
+  becomes a comment: including is not using (features.py finds the uses).
+- an `asm` statement with an empty template in device code (`asm volatile("" :
+  "+r"(x) :: "memory")`, a compiler barrier) becomes a plain compiler barrier: its
+  PTX operand constraints mean nothing to g++.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from dataclasses import dataclass, field
 from cuset.execute.cpu.lexer import COMMENT, IDENT, PUNCT, SPACE, Token, significant, tokenize
 from cuset.execute.cpu.scopes import Decl, declarations
 
-REWRITER_VERSION = "1"
+REWRITER_VERSION = "2"
 
 ARITHMETIC_WORDS = {
     "unsigned", "signed", "int", "short", "long", "char", "float", "double", "bool", "size_t", "ptrdiff_t",
@@ -45,6 +50,7 @@ class Rewritten:
     kernels: tuple[str, ...]
     tokens: tuple[Token, ...] = field(repr=False, default=())
     decls: tuple[Decl, ...] = field(repr=False, default=())
+    dropped_includes: tuple[str, ...] = ()  # "<cub/cub.cuh> (CUB)", in source order
 
 
 def rewrite(src: str) -> Rewritten:
@@ -57,7 +63,53 @@ def rewrite(src: str) -> Rewritten:
     _volatile_edits(tokens, code, decls, edits)
     _shared_size_checks(tokens, code, decls, edits)
     kernels = _registration_edits(tokens, decls, edits)
-    return Rewritten(_apply(src, edits), launches, tuple(kernels), tuple(tokens), tuple(decls))
+    dropped = _library_include_edits(tokens, edits)
+    _empty_asm_edits(src, tokens, decls, edits)
+    return Rewritten(_apply(src, edits), launches, tuple(kernels), tuple(tokens), tuple(decls), dropped)
+
+
+def _library_include_edits(tokens: list[Token], edits: list[Edit]) -> tuple[str, ...]:
+    from cuset.execute.cpu.features import library_includes
+
+    dropped = []
+    for inc in library_includes(tokens):
+        edits.append(Edit(inc.start, inc.end, f"/* cuset: #include <{inc.header}> dropped: {inc.feature} "
+                                              "is not provided on the CPU */"))
+        dropped.append(f"<{inc.header}> ({inc.feature})")
+    return tuple(dropped)
+
+
+_ASM_WORDS = ("asm", "__asm__", "__asm")
+_BARRIER = '__asm__ __volatile__("" ::: "memory")'
+
+
+def _empty_asm_edits(src: str, tokens: list[Token], decls: list[Decl], edits: list[Edit]) -> None:
+    from cuset.execute.cpu.features import asm_template
+
+    device = [d for d in decls if d.device]
+    for k, t in enumerate(tokens):
+        if t.kind != IDENT or t.text not in _ASM_WORDS or t.directive:
+            continue
+        close = _statement_close(tokens, k)
+        if close is None or asm_template(tokens, k).strip() or not any(d.contains(k) for d in device):
+            continue
+        edits.append(Edit(t.start, tokens[close].end, _BARRIER + _newlines(src[t.start:tokens[close].end])))
+
+
+def _statement_close(tokens: list[Token], k: int) -> int | None:
+    """The `)` closing the parenthesis that follows token k (after qualifiers like volatile)."""
+    depth = 0
+    for j in range(k + 1, len(tokens)):
+        text = tokens[j].text
+        if text == "(":
+            depth += 1
+        elif text == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+        elif depth == 0 and tokens[j].kind not in (SPACE, COMMENT) and text not in ("volatile", "__volatile__", "goto", "inline"):
+            return None
+    return None
 
 
 def _apply(src: str, edits: list[Edit]) -> str:

@@ -57,9 +57,50 @@ def test_missing_compiler_is_a_clear_compile_error(tmp_path):
 
 
 def test_unsupported_programs_are_refused_before_compiling(tmp_path):
-    out = CpuBackend().compile("#include <thrust/sort.h>\nint main() {}\n", tmp_path, 30)
+    out = CpuBackend().compile("#include <thrust/sort.h>\nint main() { thrust::sort(a, a + 4); }\n", tmp_path, 30)
     assert not out.ok and out.status is Status.UNSUPPORTED and out.executable is None
-    assert out.detail == "uses Thrust (line 1)"
+    assert out.detail == "uses Thrust: thrust::sort (line 2)"
+
+
+UNUSED_CUB_AND_BARRIERS = """#include <cstdio>
+#include <cub/cub.cuh>
+#include <cuda_runtime.h>
+__global__ void scale(float* x, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = i < n ? x[i] : 0.0f;
+  asm volatile("" : "+r"(v) :: "memory");
+  asm volatile("" ::: "memory");
+  if (i < n) x[i] = 2.0f * v;
+}
+int main() {
+  float h[64], *d;
+  for (int i = 0; i < 64; ++i) h[i] = i;
+  cudaMalloc(&d, sizeof h);
+  cudaMemcpy(d, h, sizeof h, cudaMemcpyHostToDevice);
+  scale<<<2, 32>>>(d, 64);
+  cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  printf("%g %g %g\\n", h[0], h[1], h[63]);
+  return 0;
+}
+"""
+
+
+@needs_gxx
+def test_an_unused_cub_include_and_empty_asm_barriers_run(compile_source):
+    prog = compile_source(UNUSED_CUB_AND_BARRIERS)
+    assert prog.compiled.ok, prog.compiled.detail
+    for order in ("forward", "random:3"):
+        r = prog.run(order)
+        assert r.ok and r.run.stdout == "0 2 126\n", (order, r)
+
+
+@needs_gxx
+def test_a_library_used_unrecognisably_is_unsupported_naming_the_dropped_include(backend, tmp_path):
+    # `DoubleBuffer` reached through a using-declaration: no `cub::` at the use
+    src = "#include <cub/cub.cuh>\nusing namespace cub;\nint main() { DoubleBuffer<int> b; return 0; }\n"
+    out = backend.compile(src, tmp_path, 120)
+    assert out.status is Status.UNSUPPORTED, out.detail
+    assert out.detail.startswith("includes <cub/cub.cuh> (CUB), not provided on the CPU, and does not build without it")
 
 
 @needs_gxx

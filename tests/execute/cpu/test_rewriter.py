@@ -149,11 +149,10 @@ def features(src: str) -> list[str]:
 
 
 @pytest.mark.parametrize("src, feature", [
-    ("#include <cublas_v2.h>\n", "cuBLAS"),
-    ('#include "cufft.h"\n', "cuFFT"),
-    ("#include <thrust/device_vector.h>\n", "Thrust"),
-    ("#include <cub/cub.cuh>\n", "CUB"),
-    ("#include <mma.h>\n", "tensor-core WMMA (mma.h)"),
+    ("#include <cublas_v2.h>\nvoid f() { cublasSgemm(h, a, b); }", "cuBLAS"),
+    ('#include "cufft.h"\nvoid f() { cufftHandle p; cufftPlan1d(&p, 8, CUFFT_C2C, 1); }', "cuFFT"),
+    ("#include <cub/cub.cuh>\nint m = CUB_MAX(1, 2);", "CUB"),
+    ("#include <cuda/std/atomic>\n__global__ void k() { cuda::std::atomic<int> a; }", "libcu++ (cuda::)"),
     ("void f() { thrust::sort(a, b); }", "Thrust"),
     ("__device__ void f() { nvcuda::wmma::fill_fragment(c, 0.0f); }", "tensor-core WMMA"),
     ('__global__ void k(int* o) { int l; asm volatile("mov.u32 %0, %%laneid;" : "=r"(l)); }',
@@ -179,10 +178,41 @@ def test_look_alikes_are_not_unsupported():
     assert features(src) == []
 
 
-def test_unsupported_reports_the_line():
-    r = rewrite("int x;\n\n#include <cufft.h>\n")
+def test_unsupported_reports_the_line_and_the_used_symbol():
+    r = rewrite("#include <cub/cub.cuh>\nint x;\n\nvoid f() {\n  cub::DeviceReduce::Sum(t, n, in, out, 8);\n"
+                "  typename cub::BlockReduce<float, 256>::TempStorage s;\n}\n")
     (u,) = find_unsupported(list(r.tokens), list(r.decls))
-    assert u.describe() == "cuFFT (line 3)"
+    assert u.describe() == "CUB: cub::DeviceReduce::Sum (line 5)"
+    r = rewrite("__global__ void k(int* o) {\n  int l;\n  asm volatile(\"mov.u32 %0, %%laneid;\" : \"=r\"(l));\n}\n")
+    (u,) = find_unsupported(list(r.tokens), list(r.decls))
+    assert u.describe() == 'inline PTX assembly (asm): "mov.u32 %0, %%laneid" (line 3)'
+
+
+@pytest.mark.parametrize("header, feature", [
+    ("<cub/cub.cuh>", "CUB"), ('"cublas_v2.h"', "cuBLAS"), ("<thrust/device_vector.h>", "Thrust"),
+    ("<mma.h>", "tensor-core WMMA (mma.h)"), ("<cuda/std/atomic>", "libcu++ (cuda/...)"),
+])
+def test_an_included_but_unused_library_is_dropped_not_unsupported(header, feature):
+    src = f"#include <cstdio>\n#include {header}\n  #  include <cuda_runtime.h>\nint main() {{ return 0; }}\n"
+    r = rewrite(src)
+    assert features(src) == []
+    name = header.strip('<>"')
+    assert r.dropped_includes == (f"<{name}> ({feature})",)
+    lines = r.source.splitlines()
+    assert lines[0] == "#include <cstdio>" and lines[2] == "  #  include <cuda_runtime.h>"
+    assert lines[1] == f"/* cuset: #include <{name}> dropped: {feature} is not provided on the CPU */"
+
+
+@pytest.mark.parametrize("statement", [
+    'asm volatile("" ::: "memory");',
+    'asm volatile("" : "+r"(x) :: "memory");',
+    '__asm__ __volatile__("" : "+f"(v) : "l"(p));',
+    'asm("");',
+])
+def test_empty_asm_in_device_code_is_a_compiler_barrier(statement):
+    src = f"__device__ void f(float v, int x, const float* p) {{\n  {statement}\n}}\n"
+    assert features(src) == []
+    assert rewrite(src).source.splitlines()[1] == '  __asm__ __volatile__("" ::: "memory");'
 
 
 # ------------------------------------------------------------------ markers and diagnostics
