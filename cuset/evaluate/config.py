@@ -133,6 +133,11 @@ class EvalConfig:
         if name == "cpu":
             from cuset.execute.cpu.backend import usable_cores
 
+            if self.compat and kwargs.get("poison_device_memory"):
+                raise ValueError("backend_options.poison_device_memory=true with compat: the official harness runs "
+                                 "on GPU memory as the driver hands it out (cleared, or reused after cudaFree); "
+                                 "drop one of the two")
+
             # Samples run `n_workers` at a time: each run gets its share of the
             # cores for its blocks, so parallel samples do not oversubscribe.
             kwargs.setdefault("workers", max(1, usable_cores() // self.n_workers))

@@ -57,6 +57,7 @@ class CpuBackendOptions:
     sandbox_mode: str = "auto"           # sandbox of the compile step (see cuset.execute.sandbox)
     compile_memory_bytes: int = COMPILE_MEMORY_BYTES  # g++ and its children together
     workers: int = 1                     # OS threads running blocks concurrently (parallel order)
+    poison_device_memory: bool = False   # new cudaMalloc blocks hold NaN / INT_MAX words instead of GPU-like contents
 
 
 class CpuBackend:
@@ -67,7 +68,8 @@ class CpuBackend:
     def __init__(self, seed: int = 1, max_data_bytes: int | None = DEFAULT_MAX_DATA_BYTES, cxx: str = "g++",
                  cache_dir: str | Path | None = None, asan: bool = False, check_host_access: bool = True,
                  stack_kb: int = 256, race_check: bool = False, sandbox_mode: str = "auto",
-                 compile_memory_bytes: int = COMPILE_MEMORY_BYTES, workers: int | None = None):
+                 compile_memory_bytes: int = COMPILE_MEMORY_BYTES, workers: int | None = None,
+                 poison_device_memory: bool = False):
         if stack_kb < 16:
             raise ValueError(f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack")
         workers = default_workers() if workers is None else workers
@@ -77,7 +79,7 @@ class CpuBackend:
             workers = 1  # the sanitizer builds run blocks on one OS thread (runtime: per-process bookkeeping)
         self.options = CpuBackendOptions(seed, max_data_bytes, cxx, Path(cache_dir) if cache_dir else None, asan,
                                          check_host_access, stack_kb, race_check, sandbox_mode,
-                                         compile_memory_bytes, workers)
+                                         compile_memory_bytes, workers, bool(poison_device_memory))
         self.toolchain = Toolchain(cxx=cxx, asan=asan, race_check=race_check, cache_dir=self.options.cache_dir)
         # forward and random run blocks one at a time (reproducible); parallel
         # runs them concurrently, so races between blocks change the outputs.
@@ -142,6 +144,8 @@ class CpuBackend:
         # The access check costs an mprotect per launch and copy: one order is enough.
         if self.options.check_host_access and order == "forward":
             env["CUSET_CPU_CHECK_HOST_ACCESS"] = "1"
+        if self.options.poison_device_memory:
+            env["CUSET_CPU_POISON_DEVICE"] = "1"
         if self.options.asan:
             env["ASAN_OPTIONS"] = f"detect_leaks=0:abort_on_error=0:exitcode={ASAN_EXIT_CODE}"
         return Invocation(argv=[str(executable)], env=env, diagnostics_env=DIAG_FD_ENV)

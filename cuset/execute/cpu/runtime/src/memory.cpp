@@ -1,7 +1,16 @@
 // Device memory: cudaMalloc'd blocks live in one reserved address range.
 //
 // Each allocation gets its own pages plus an inaccessible gap, and addresses are
-// not reused while the range lasts, so a use after cudaFree faults. In the
+// not reused while the range lasts, so a use after cudaFree faults.
+//
+// Uninitialised memory behaves as on a GPU: a fresh allocation reads zero (a GPU
+// hands a process cleared memory), and an allocation made after a cudaFree keeps
+// what the freed block held (a GPU's allocator hands the same memory back): the
+// last few freed blocks keep their contents, inaccessible, until an allocation
+// takes one over (best fit, else the most recent). With
+// CUSET_CPU_POISON_DEVICE=1 every new allocation is filled with 0x7fffffff
+// words instead (NaN as float and double, INT_MAX as int), so a program that
+// reads global memory it never wrote fails. In the
 // checking mode (CUSET_CPU_CHECK_HOST_ACCESS=1) the allocations are
 // inaccessible while host code runs and opened only for kernels and runtime
 // copies: host code dereferencing a device pointer faults like on a GPU, and
@@ -14,6 +23,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <vector>
 
 namespace cuset {
 namespace rt {
@@ -30,7 +40,15 @@ static size_t g_used = 0;  // bump offset
 static size_t g_page = 4096;
 static std::map<uintptr_t, Allocation> g_allocs;
 static bool g_check = false;
+static bool g_poison = false;
 static int g_open_depth = 0;
+struct Freed {
+  char* p;
+  size_t size, mapped;
+};
+static std::vector<Freed> g_freed;  // most recent last
+static constexpr size_t kKeepFreed = 8;
+static constexpr uint32_t kPoisonWord = 0x7fffffffu;
 static size_t g_live_bytes = 0;
 static constexpr size_t kHuge = 2u << 20;
 
@@ -43,6 +61,8 @@ void memory_init() {
   g_page = (size_t)sysconf(_SC_PAGESIZE);
   const char* e = getenv("CUSET_CPU_CHECK_HOST_ACCESS");
   g_check = e && *e && strcmp(e, "0") != 0;
+  const char* poison = getenv("CUSET_CPU_POISON_DEVICE");
+  g_poison = poison && *poison && strcmp(poison, "0") != 0;
 #if CUSET_CPU_ASAN
   g_check = false;  // device memory is ordinary heap memory under ASan
 #endif
@@ -94,6 +114,35 @@ size_t device_bytes_after(const void* p) {
   return (uintptr_t)p < end ? end - (uintptr_t)p : 0;
 }
 
+static void poison_fill(void* p, size_t size) {
+  uint32_t* w = (uint32_t*)p;
+  for (size_t i = 0; i < size / 4; ++i) w[i] = kPoisonWord;
+  memcpy((char*)p + size / 4 * 4, &kPoisonWord, size % 4);  // little-endian tail: ff ff ff
+}
+
+// Give pages back to the system; the range stays reserved and faults.
+static void release(char* p, size_t mapped) {
+  mmap(p, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+}
+
+// The freed block a new allocation of `size` bytes takes over: the smallest that holds it, else the most recent.
+static Freed take_freed(size_t size) {
+  size_t pick = g_freed.size() - 1;
+  for (size_t i = 0; i < g_freed.size(); ++i)
+    if (g_freed[i].size >= size && (g_freed[pick].size < size || g_freed[i].size < g_freed[pick].size)) pick = i;
+  Freed f = g_freed[pick];
+  g_freed.erase(g_freed.begin() + pick);
+  return f;
+}
+
+// Run `fill` with [p, p + mapped) writable, whatever the host-access check says now.
+template <class F>
+static void with_access(char* p, size_t mapped, F fill) {
+  if (prot_now() != (PROT_READ | PROT_WRITE)) mprotect(p, mapped, PROT_READ | PROT_WRITE);
+  fill();
+  if (prot_now() != (PROT_READ | PROT_WRITE)) mprotect(p, mapped, prot_now());
+}
+
 void* device_alloc(size_t size) {
   memory_init();
   if (heap_mode()) {
@@ -103,6 +152,7 @@ void* device_alloc(size_t size) {
     if (posix_memalign(&q, 256, size ? size : 1) != 0) return nullptr;
     g_allocs[(uintptr_t)q] = Allocation{size, size, true};
     g_live_bytes += size;
+    if (g_poison) poison_fill(q, size);
     return q;
   }
   // One accessible slack page after the data: a GPU does not fault on a read
@@ -123,6 +173,22 @@ void* device_alloc(size_t size) {
   if (huge) madvise(p, mapped, MADV_HUGEPAGE);
   g_allocs[(uintptr_t)p] = Allocation{size, mapped, true};
   g_live_bytes += size;
+  if (g_poison) {
+    with_access(p, mapped, [&] { poison_fill(p, size); });
+  } else if (!g_freed.empty()) {
+    // Move the freed block's pages under the new address (no copy, no second copy resident).
+    Freed old = take_freed(size);
+    size_t n = old.mapped < mapped ? old.mapped : mapped;
+    if (mremap(old.p, n, n, MREMAP_MAYMOVE | MREMAP_FIXED, p) != MAP_FAILED) {
+      mprotect(p, n, prot_now());
+    } else {
+      with_access(p, mapped, [&] {
+        mprotect(old.p, old.mapped, PROT_READ);
+        memcpy(p, old.p, size < old.size ? size : old.size);
+      });
+    }
+    release(old.p, old.mapped);  // the old range stays reserved and faults
+  }
   return p;
 }
 
@@ -135,8 +201,13 @@ int device_free(void* p) {
     free(p);  // ASan quarantines it: a use after cudaFree is reported
     return cudaSuccess;
   }
-  // Give the memory back and make the range fault from now on.
-  mmap(p, it->second.mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+  // The range faults from now on; its contents stay for the next allocation (see the top).
+  mprotect(p, it->second.mapped, PROT_NONE);
+  g_freed.push_back(Freed{(char*)p, it->second.size, it->second.mapped});
+  if (g_freed.size() > kKeepFreed) {
+    release(g_freed.front().p, g_freed.front().mapped);
+    g_freed.erase(g_freed.begin());
+  }
   return cudaSuccess;
 }
 
