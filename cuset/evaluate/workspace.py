@@ -65,6 +65,7 @@ class Workspace:
         cuda_to_cpu: gen.py/compare.py's torch CUDA device requests run on the CPU when
         no GPU answers (see `cuset.evaluate.devicemap`)."""
         self._owned = root is None
+        self._mounted = False  # runs/ made a private mount (unmounted by close(), also for a root we do not own)
         self._lock_fd: int | None = None
         self.cleanup_errors: list[str] = []   # what discard()/close() could not remove
         if root is None:
@@ -179,6 +180,7 @@ class Workspace:
             if disk_quota.unavailable() is None:
                 with self._guard:
                     disk_quota.isolate(self.root / "runs")
+                    self._mounted = True
                 disk_quota.mount_tmpfs(run, quota_bytes + sum(s.nbytes for s in task.inputs))
             else:
                 warn_once(f"no disk quota for run dirs ({disk_quota.unavailable()}): only RLIMIT_FSIZE per file")
@@ -218,8 +220,10 @@ class Workspace:
         if self._server is not None:
             self._server.close()
             self._server = None
-        if self._owned and not self.keep:
+        if (self._owned or self._mounted) and not self.keep:
             _unmount_runs(self.root)
+            self._mounted = False
+        if self._owned and not self.keep:
             self.cleanup_errors.extend(remove_tree(self.root))
         if self._lock_fd is not None:
             os.close(self._lock_fd)

@@ -128,7 +128,7 @@ def test_details_name_the_problem(verdict):
     _, detail = verdict("host_reads_device_pointer")
     assert "host code dereferenced device pointer" in detail
     _, detail = verdict("inline_ptx")
-    assert detail.startswith("uses inline PTX assembly (asm) (line")
+    assert detail.startswith("uses inline PTX assembly (asm): \"mov.u32 %0, %%laneid\" (line")
     _, detail = verdict("warp_synchronous_volatile_tail")
     assert "no __syncwarp()" in detail and "in kernel 'block_sums'" in detail
 
