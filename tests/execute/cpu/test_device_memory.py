@@ -108,3 +108,58 @@ def test_poison_is_refused_in_compat_mode():
     cfg = EvalConfig(backend="cpu", compat=True, backend_options={"poison_device_memory": True})
     with pytest.raises(ValueError, match="poison_device_memory=true with compat"):
         cfg.make_backend()
+
+
+RELU_RELYING_ON_ZEROS = r"""#include <cstdio>
+#include <cuda_runtime.h>
+__global__ void relu(const float* x, float* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n && x[i] > 0.0f) y[i] = x[i];   // y[i] = 0 left to the allocator
+}
+int main() {
+  const int n = 1024;
+  static float h[n];
+  FILE* f = fopen("data/x.bin", "rb");
+  if (!f || fread(h, 4, n, f) != (size_t)n) return 1;
+  fclose(f);
+  float *x, *y;
+  cudaMalloc(&x, sizeof h);
+  cudaMalloc(&y, sizeof h);
+  cudaMemcpy(x, h, sizeof h, cudaMemcpyHostToDevice);
+  relu<<<n / 256, 256>>>(x, y, n);
+  cudaMemcpy(h, y, sizeof h, cudaMemcpyDeviceToHost);
+  FILE* g = fopen("data/y.bin", "wb");
+  fwrite(h, 4, n, g);
+  fclose(g);
+  return 0;
+}
+"""
+
+
+def test_the_evaluation_names_unwritten_memory_as_the_probable_cause(tmp_path):
+    from cuset.evaluate.pipeline import EvalOptions, evaluate_program
+    from cuset.evaluate.workspace import Workspace
+    from cuset.execute.compile_cache import CompileCache
+    from cuset.execute.cpu import CpuBackend
+    from cuset.execute.result import Status
+    from cuset.tasks import Task, TensorSpec
+
+    gen = ("import numpy as np, os\nx = np.random.default_rng(int(os.environ.get('CUSET_CASE', 0)))"
+           ".standard_normal(1024).astype(np.float32)\nos.makedirs('data', exist_ok=True)\n"
+           "x.tofile('data/x.bin')\nnp.maximum(x, 0).astype(np.float32).tofile('data/y_ref.bin')\n")
+    compare = ("import numpy as np\ny = np.fromfile('data/y.bin', np.float32)\n"
+               "print('T' if np.array_equal(y, np.fromfile('data/y_ref.bin', np.float32)) else 'F')\n")
+    task = Task(id=0, task_name="Relu", task_description="y = max(x, 0)",
+                inputs=(TensorSpec("x", "float32", "(1024,)"),), outputs=(TensorSpec("y", "float32", "(1024,)"),),
+                gpu="unknown", bench_cu=RELU_RELYING_ON_ZEROS, gen_py=gen, compare_py=compare,
+                level1_prompt="relu", level2_prompt="relu", level3_prompt="relu")
+    verdicts = {}
+    with Workspace(tmp_path / "ws") as ws:
+        for poison in (False, True):
+            backend = CpuBackend(seed=3, poison_device_memory=poison)
+            with CompileCache(backend, tmp_path / f"cache{poison}") as cache:
+                verdicts[poison] = evaluate_program(task, RELU_RELYING_ON_ZEROS, backend=backend, cache=cache,
+                                                    workspace=ws, options=EvalOptions())
+    assert verdicts[False].status is Status.PASSED, verdicts[False].detail
+    assert verdicts[True].status is Status.WRONG
+    assert verdicts[True].detail.endswith("the program probably reads global memory it never wrote")
