@@ -70,6 +70,9 @@ def _print_table(summary) -> None:
     out.print(judge_line(summary.meta).replace("**", ""), markup=False, soft_wrap=True)
     if summary.skipped_tasks:
         out.print(f"[yellow]{len(summary.skipped_tasks)} task(s) skipped (not in denominators); see report.md[/]")
+    if summary.infra_errors:
+        out.print(f"[red]{len(summary.infra_errors)} sample(s) lost to infrastructure failures (not in denominators); "
+                  "see report.md[/]")
     if summary.missing_tasks:
         out.print(f"[yellow]{len(summary.missing_tasks)} task(s) without samples counted as failed "
                   f"(allow_missing=true); see report.md[/]")

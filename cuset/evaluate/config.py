@@ -42,7 +42,15 @@ class EvalConfig:
                                        "(re-extract from `response`); auto = compat in compat mode, else record",
                           choices=("auto", "record", "default", "compat"))
     cases: list[int] = option(default_factory=lambda: [0], help="input cases; gen.py sees CUSET_CASE=<i> (0 = default input)")
-    workers: int = option(0, help="samples evaluated in parallel; 0 = one per core")
+    workers: int = option(0, help="samples evaluated in parallel; 0 = one per core (executor=ray: per node of "
+                                  "the embedded cluster; on an existing cluster Ray's resources decide)")
+    executor: str = option("local", help="where samples run: local (threads of this process) or ray (tasks on a "
+                                         "Ray cluster; pip install 'cuset[ray]')", choices=("local", "ray"))
+    ray_address: str | None = option(None, help="executor=ray: address of an existing cluster (auto = the one "
+                                                "`ray start` made on this node); none = start an embedded local "
+                                                "cluster for this command and stop it after")
+    ray_max_retries: int = option(2, help="executor=ray: retries of a sample whose worker process died; after them "
+                                          "the sample is recorded as infra_error (out of the pass@k denominators)")
     nvcc_flags: list[str] = option(default_factory=lambda: ["-O2"], help="nvcc flags of the GPU backend (ignored in compat)")
     gpu_device: int = option(0, help="GPU index pinned with CUDA_VISIBLE_DEVICES")
     backend_options: dict = option(default_factory=dict, help="extra keyword arguments for the backend constructor "
@@ -68,6 +76,8 @@ class EvalConfig:
             raise ValueError("workers must be >= 0 (0 = one per core)")
         if not self.cases:
             raise ValueError("cases must list at least one input case, e.g. [0]")
+        if self.ray_max_retries < 0:
+            raise ValueError("ray_max_retries must be >= 0")
 
     @property
     def n_workers(self) -> int:

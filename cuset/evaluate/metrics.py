@@ -123,6 +123,7 @@ class Summary:
     meta: dict = field(default_factory=dict)
     short_tasks: list[dict] = field(default_factory=list)      # {task_id, task_name, n}: fewer than max(ks) samples
     missing_as_failed: bool = False                            # missing tasks/samples counted as failures
+    infra_errors: list[dict] = field(default_factory=list)     # {task_id, task_name, sample, reason}: not scored
 
     def to_json(self) -> dict:
         return {
@@ -130,6 +131,7 @@ class Summary:
             "tasks": {str(k): v for k, v in self.tasks.items()},
             "skipped_tasks": self.skipped_tasks, "missing_tasks": self.missing_tasks,
             "short_tasks": self.short_tasks, "missing_as_failed": self.missing_as_failed, "meta": self.meta,
+            "infra_errors": self.infra_errors,
         }
 
 
@@ -143,9 +145,12 @@ def summarize(results: Iterable[SampleResult], *, expected_task_ids: Iterable[in
     the overall denominator, a short task's missing samples fail."""
     by_task: dict[int, list[SampleResult]] = defaultdict(list)
     skipped: dict[int, SampleResult] = {}
+    infra: list[SampleResult] = []
     for r in results:
         if r.status is Status.SKIPPED:
             skipped.setdefault(r.task_id, r)
+        elif r.status is Status.INFRA_ERROR:  # not the sample's fault: out of every denominator, listed
+            infra.append(r)
         else:
             by_task[r.task_id].append(r)
     tasks: dict[int, dict] = {}
@@ -168,4 +173,7 @@ def summarize(results: Iterable[SampleResult], *, expected_task_ids: Iterable[in
     skipped_rows = [{"task_id": tid, "task_name": r.task_name, "reason": r.detail}
                     for tid, r in sorted(skipped.items()) if tid not in by_task]
     short = [{"task_id": tid, "task_name": t["task_name"], "n": t["n"]} for tid, t in tasks.items() if t["n"] < max(ks)]
-    return Summary(overall, families, tasks, skipped_rows, missing, dict(meta or {}), short, missing_as_failed)
+    infra_rows = [{"task_id": r.task_id, "task_name": r.task_name, "sample": r.sample, "reason": r.detail}
+                  for r in sorted(infra, key=lambda r: (r.task_id, r.sample))]
+    return Summary(overall, families, tasks, skipped_rows, missing, dict(meta or {}), short, missing_as_failed,
+                   infra_rows)

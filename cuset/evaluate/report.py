@@ -48,6 +48,13 @@ def render_markdown(summary: Summary) -> str:
         lines += [f"## Skipped tasks ({len(summary.skipped_tasks)}, not in any denominator)", ""]
         lines += [f"- {s['task_id']} {s['task_name']}: {s['reason']}" for s in summary.skipped_tasks]
         lines.append("")
+    if summary.infra_errors:
+        lines += [f"## Infrastructure failures ({len(summary.infra_errors)} samples, not in any denominator)", "",
+                  "The evaluation's machinery failed on them (e.g. a Ray worker died on every retry); they say "
+                  "nothing about the programs. Delete their lines from results.jsonl and re-run to evaluate them.", ""]
+        lines += [f"- task {r['task_id']} {r['task_name']} sample {r['sample']}: {r['reason']}"
+                  for r in summary.infra_errors]
+        lines.append("")
     if summary.missing_tasks:
         how = ("**counted as failures** in every overall number (allow_missing=true)" if summary.missing_as_failed
                else "not in any denominator")

@@ -99,10 +99,50 @@ def load_task_index(tasks: str | os.PathLike | Sequence[Task]) -> tuple[dict[int
     return {t.id: t for t in loaded}, invalid
 
 
+class EvalContext:
+    """One process's evaluation machinery: backend, workspace, compile cache, options.
+
+    The local executor shares one between its threads; each Ray worker process builds
+    its own from the same config (cuset.evaluate.ray_executor) and keeps it for the
+    samples it is given."""
+
+    def __init__(self, cfg: EvalConfig, backend=None):
+        self.cfg = cfg
+        self.backend = backend or cfg.make_backend()
+        # Absolute: the sandbox hides it by path, and programs run in their own directories.
+        self.cache_root = Path(cfg.cache_dir).resolve() if cfg.cache_dir else DEFAULT_ROOT.parent
+        self.sandbox_mode = resolve_mode(cfg.sandbox.mode)  # fail before any work if there is no sandbox
+        self.workspace = Workspace(parent=cfg.workdir or None,
+                                   data_root=self.cache_root / "data" if cfg.data_cache else None,
+                                   keep=cfg.keep_workdirs, gen_timeout=cfg.timeouts().gen,
+                                   python_preload=tuple(cfg.python_preload) if cfg.python_preload is not None else None)
+        self.options = cfg.options(hide=(str(self.cache_root),))
+        self.cache = CompileCache(self.backend, self.cache_root / "compile", workers=cfg.n_workers,
+                                  timeout=cfg.timeouts().compile)
+
+    def evaluate(self, rec: GenerationRecord, task: Task | None, missing_reason: str = "") -> SampleResult:
+        if task is None:
+            return SampleResult(rec.task_id, rec.task_name, rec.task_name, rec.sample, Status.SKIPPED,
+                                missing_reason or f"task {rec.task_id} is not in the tasks file",
+                                n_tokens=rec.n_tokens, backend=self.backend.name)
+        code = code_for(rec, self.cfg.extractor)
+        r = evaluate_program(task, code, backend=self.backend, cache=self.cache, workspace=self.workspace,
+                             options=self.options)
+        return sample_result(task.id, task.task_name, task.family_name, rec, code, r)
+
+    def close(self) -> None:
+        self.cache.close()
+        self.workspace.close()
+
+
 def evaluate_file(tasks: str | os.PathLike | Sequence[Task], generations_path: str | os.PathLike,
                   results_path: str | os.PathLike, config: EvalConfig | None = None, *,
                   backend=None, on_result: Callable[[SampleResult], None] | None = None) -> Summary:
-    """Evaluate every generation not yet in `results_path`; return the summary of all of them."""
+    """Evaluate every generation not yet in `results_path`; return the summary of all of them.
+
+    `config.executor` picks where samples run: `local` (threads of this process) or `ray`
+    (tasks on a Ray cluster, see cuset.evaluate.ray_executor); this process alone writes
+    the results file either way, so a run resumes under either executor."""
     cfg = config or EvalConfig()
     results_path = Path(results_path)
     task_by_id, invalid = load_task_index(tasks)
@@ -110,50 +150,32 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[Task], generations_path: s
     missing = missing_task_ids(task_by_id, gens, tasks, generations_path, cfg.allow_missing)
     done = {r.key for r in load_results(results_path)}
     todo = [g for g in gens if g.key not in done]
-    backend = backend or cfg.make_backend()
-    # Absolute: the sandbox hides it by path, and programs run in their own directories.
-    cache_root = Path(cfg.cache_dir).resolve() if cfg.cache_dir else DEFAULT_ROOT.parent
-    sandbox_mode = resolve_mode(cfg.sandbox.mode)  # fail before any work if there is no sandbox
     t0 = time.perf_counter()
-    ws = Workspace(parent=cfg.workdir or None,
-                   data_root=cache_root / "data" if cfg.data_cache else None,
-                   keep=cfg.keep_workdirs, gen_timeout=cfg.timeouts().gen,
-                   python_preload=tuple(cfg.python_preload) if cfg.python_preload is not None else None)
-    opts = cfg.options(hide=(str(cache_root),))
-    cache = CompileCache(backend, cache_root / "compile", workers=cfg.n_workers, timeout=cfg.timeouts().compile)
-
-    def one(rec: GenerationRecord) -> SampleResult:
-        task = task_by_id.get(rec.task_id)
-        if task is None:
-            reason = invalid.get(rec.task_id, f"task {rec.task_id} is not in the tasks file")
-            return SampleResult(rec.task_id, rec.task_name, rec.task_name, rec.sample, Status.SKIPPED, reason,
-                                n_tokens=rec.n_tokens, backend=backend.name)
-        code = code_for(rec, cfg.extractor)
-        r = evaluate_program(task, code, backend=backend, cache=cache, workspace=ws, options=opts)
-        return sample_result(task.id, task.task_name, task.family_name, rec, code, r)
-
+    ctx = EvalContext(cfg, backend)  # also on Ray: the driver's summary names the backend and its cache
     try:
-        pool = ThreadPoolExecutor(max_workers=cfg.n_workers, thread_name_prefix="eval")
         with ResultWriter(results_path) as writer, _progress(len(todo), cfg.progress) as advance:
-            try:
-                futures = [pool.submit(one, g) for g in todo]
-                for fut in as_completed(futures):
-                    result = fut.result()
-                    writer.write(result)
-                    advance(result)
-                    if on_result:
-                        on_result(result)
-            finally:
-                # On Ctrl-C or an error, drop queued samples; finished ones are already saved.
-                pool.shutdown(wait=True, cancel_futures=True)
+            def record(result: SampleResult) -> None:
+                writer.write(result)
+                advance(result)
+                if on_result:
+                    on_result(result)
+
+            if cfg.executor == "ray":
+                from cuset.evaluate.ray_executor import run_on_ray
+
+                executor_meta = run_on_ray(todo, cfg, task_by_id, invalid, record)
+            else:
+                _run_local(ctx, todo, task_by_id, invalid, record)
+                executor_meta = {"executor": "local"}
     finally:
-        cache.close()
-        ws.close()
+        ctx.close()
+    backend, cache = ctx.backend, ctx.cache
     all_results = [r for r in load_results(results_path) if r.key in {g.key for g in gens}]
     meta = {
         "backend": backend.name, "compile_judge": compile_judge_of(backend), "fingerprint": cache.fingerprint,
         "compat": cfg.compat, "allow_missing": cfg.allow_missing, "missing_counted_as_failed": len(missing),
-        "extract": cfg.extractor, "cases": list(cfg.cases), "sandbox": sandbox_mode, "workers": cfg.n_workers,
+        "extract": cfg.extractor, "cases": list(cfg.cases), "sandbox": ctx.sandbox_mode, "workers": cfg.n_workers,
+        **executor_meta,
         "tasks": str(tasks) if isinstance(tasks, (str, os.PathLike)) else f"{len(task_by_id)} tasks",
         "tasks_in_file": len(task_by_id),
         "generations": str(generations_path), "evaluated_now": len(todo), "resumed": len(gens) - len(todo),
@@ -164,6 +186,18 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[Task], generations_path: s
                         missing_as_failed=cfg.allow_missing, meta=meta)
     write_report(summary, results_path.parent)
     return summary
+
+
+def _run_local(ctx: EvalContext, todo: list[GenerationRecord], task_by_id: dict[int, Task], invalid: dict[int, str],
+               record: Callable[[SampleResult], None]) -> None:
+    pool = ThreadPoolExecutor(max_workers=ctx.cfg.n_workers, thread_name_prefix="eval")
+    try:
+        futures = [pool.submit(ctx.evaluate, g, task_by_id.get(g.task_id), invalid.get(g.task_id, "")) for g in todo]
+        for fut in as_completed(futures):
+            record(fut.result())
+    finally:
+        # On Ctrl-C or an error, drop queued samples; finished ones are already saved.
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class _progress:

@@ -24,12 +24,14 @@ class Status(str, Enum):
     MEMORY_LIMIT = "memory_limit"    # the program's process tree exceeded its memory budget (cgroup)
     DISK_LIMIT = "disk_limit"        # the program filled its run dir's disk quota
     SKIPPED = "skipped"              # data exceed the backend's budget; left out of denominators
+    INFRA_ERROR = "infra_error"      # the evaluation's own machinery failed (a Ray worker died, retries spent);
+                                     # not the program's fault: left out of denominators and listed
     PASSED = "passed"
 
     @property
     def compiled(self) -> bool:
         """Did the program get past compilation? (No for statuses decided before it.)"""
-        return self not in (Status.NO_CODE, Status.COMPILE_ERROR, Status.SKIPPED)
+        return self not in (Status.NO_CODE, Status.COMPILE_ERROR, Status.SKIPPED, Status.INFRA_ERROR)
 
 
 def truncate_log(text: str | bytes | None, limit: int = LOG_LIMIT) -> str:

@@ -1,0 +1,134 @@
+"""`executor=ray`: each sample's pipeline runs as a Ray task; this process alone writes results.
+
+    cuset eval TASKS GENS --out DIR executor=ray                    # an embedded local cluster
+    ray start --head; cuset eval TASKS GENS --out DIR executor=ray ray_address=auto
+
+Every Ray worker process builds the same `EvalContext` as the local executor (backend,
+sandboxed workspace, content-addressed compile cache) from the driver's config and keeps it
+for the samples it is given, so a sample runs exactly the code it runs locally and gets
+the same result. The compile cache lives under `cache_dir`: on one node every worker shares
+it; across nodes, point `cache_dir` at a shared directory for one compile per cluster
+(otherwise one per node).
+
+Resources per sample: one GPU (and a core) for the gpu backend; for the cpu backend as
+many cores as the run's block threads (`backend_options.workers`, default 1). An embedded
+cluster gets `workers` cores (default: all), so as many samples run at once as locally.
+
+Faults: a sample whose worker process dies (killed, OOM, node lost) is retried
+`ray_max_retries` times, then recorded as `infra_error` (listed, out of every
+denominator). Results reach the file only from the driver, one line per sample, as
+tasks finish: a sample is never recorded twice, and Ctrl-C cancels what is left and
+leaves a file that either executor resumes.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import logging
+import os
+import pickle
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from cuset.evaluate.config import EvalConfig
+from cuset.evaluate.records import SampleResult
+from cuset.execute.result import Status
+from cuset.generate.records import GenerationRecord
+from cuset.tasks import Task
+
+# Tests set it to a directory: each worker writes `<pid>.<task>.<sample>` before running a sample.
+PID_DIR_ENV = "CUSET_RAY_PID_DIR"
+
+_CONTEXTS: dict[str, object] = {}  # in each worker process: EvalContext by config
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError("executor=ray needs Ray: pip install 'cuset[ray]' (or use executor=local)") from None
+    return ray
+
+
+def _close_contexts() -> None:
+    for ctx in _CONTEXTS.values():
+        ctx.close()
+    _CONTEXTS.clear()
+
+
+def _context(cfg: EvalConfig):
+    key = hashlib.sha256(pickle.dumps(cfg)).hexdigest()
+    ctx = _CONTEXTS.get(key)
+    if ctx is None:
+        from cuset.evaluate.runner import EvalContext
+
+        if not _CONTEXTS:
+            atexit.register(_close_contexts)
+        ctx = _CONTEXTS[key] = EvalContext(cfg)
+    return ctx
+
+
+def evaluate_on_worker(cfg: EvalConfig, rec: GenerationRecord, task: Task | None, missing_reason: str) -> SampleResult:
+    """The body of one Ray task (module-level, so workers import it rather than unpickle a closure)."""
+    pid_dir = os.environ.get(PID_DIR_ENV)
+    if pid_dir:
+        Path(pid_dir, f"{os.getpid()}.{rec.task_id}.{rec.sample}").touch()
+    return _context(cfg).evaluate(rec, task, missing_reason)
+
+
+def sample_resources(cfg: EvalConfig) -> tuple[EvalConfig, dict]:
+    """The config workers use and the resources one sample asks for."""
+    if cfg.backend_name() == "gpu":
+        return cfg, {"num_gpus": 1, "num_cpus": 1}
+    threads = int(cfg.backend_options.get("workers", 1))
+    return replace(cfg, backend_options={**cfg.backend_options, "workers": threads}), {"num_cpus": threads}
+
+
+def run_on_ray(todo: list[GenerationRecord], cfg: EvalConfig, task_by_id: dict[int, Task], invalid: dict[int, str],
+               record: Callable[[SampleResult], None]) -> dict:
+    """Evaluate `todo` on Ray, calling `record` for each result as it arrives; returns summary meta."""
+    ray = import_ray()
+    from ray.exceptions import NodeDiedError, ObjectLostError, OutOfMemoryError, WorkerCrashedError
+
+    lost = (WorkerCrashedError, NodeDiedError, ObjectLostError, OutOfMemoryError)
+    started_here = not ray.is_initialized()
+    if started_here:
+        kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+        if cfg.ray_address:
+            ray.init(address=cfg.ray_address, **kwargs)
+        else:
+            ray.init(num_cpus=cfg.n_workers, **kwargs)
+    worker_cfg, resources = sample_resources(cfg)
+    remote = ray.remote(evaluate_on_worker).options(max_retries=cfg.ray_max_retries, retry_exceptions=False,
+                                                     **resources)
+    cfg_ref = ray.put(worker_cfg)
+    task_refs = {tid: ray.put(t) for tid, t in task_by_id.items() if tid in {g.task_id for g in todo}}
+    pending = {remote.remote(cfg_ref, g, task_refs.get(g.task_id), invalid.get(g.task_id, "")): g for g in todo}
+    infra = 0
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                g = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except lost as err:
+                    infra += 1
+                    task = task_by_id.get(g.task_id)
+                    result = SampleResult(g.task_id, g.task_name, task.family_name if task else g.task_name, g.sample,
+                                          Status.INFRA_ERROR,
+                                          f"the Ray worker running it was lost {cfg.ray_max_retries + 1} time(s) "
+                                          f"({type(err).__name__})", n_tokens=g.n_tokens, backend=cfg.backend_name())
+                record(result)
+    except BaseException:
+        for ref in pending:  # Ctrl-C or an error: nothing more runs; finished samples are in the file
+            ray.cancel(ref, force=True)
+        raise
+    finally:
+        address = ray.get_runtime_context().gcs_address if ray.is_initialized() else None
+        if started_here:
+            ray.shutdown()
+    return {"executor": "ray", "ray_address": cfg.ray_address or f"embedded ({address})",
+            "ray_resources_per_sample": resources, "infra_errors": infra}
