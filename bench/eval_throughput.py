@@ -21,7 +21,11 @@ program). nvcc judging is what `cuset eval` does by default wherever nvcc is ins
 - cuset warm: the same again into a new results file, caches now warm.
 Targets on 2 cores: cold >= 1.8x and warm >= 10x faster than harness-style.
 
-    .venv/bin/python bench/eval_throughput.py [--distinct 100] [--repeats 1] [--backend cpu]
+`--executor ray` instead times `cuset eval` with executor=local and executor=ray side by
+side (cold caches each, then warm), on a local Ray cluster started before the clock
+(its start-up is printed apart): Ray's overhead, target within 15% of local on 2 cores.
+
+    .venv/bin/python bench/eval_throughput.py [--distinct 100] [--repeats 1] [--backend cpu] [--executor ray]
 """
 
 from __future__ import annotations
@@ -149,10 +153,12 @@ def harness_style(tasks, samples, backend, workdir: Path) -> tuple[float, int]:
     return time.perf_counter() - start, passed
 
 
-def cuset_run(tasks, gens_path: Path, out: Path, cache: Path, backend) -> tuple[float, int, dict]:
+def cuset_run(tasks, gens_path: Path, out: Path, cache: Path, backend, executor: str = "local",
+              compile_judge: str = "auto") -> tuple[float, int, dict]:
     from cuset.evaluate import EvalConfig, evaluate_file
 
-    cfg = EvalConfig(backend=backend.name, cache_dir=str(cache), progress=True)
+    cfg = EvalConfig(backend=backend.name, cache_dir=str(cache), progress=True, executor=executor,
+                     compile_judge=compile_judge)
     start = time.perf_counter()
     summary = evaluate_file(tasks, gens_path, out, cfg, backend=backend)
     seconds = time.perf_counter() - start
@@ -171,7 +177,11 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="times each program is submitted (default: once)")
     ap.add_argument("--backend", default="cpu", help="execution backend: cpu, gpu or auto")
     ap.add_argument("--skip-harness", action="store_true", help="only time cuset (no side-by-side ratio)")
+    ap.add_argument("--executor", choices=("local", "ray"), default="local",
+                    help="ray: time executor=ray next to executor=local instead of the harness comparison")
     args = ap.parse_args()
+    if args.executor == "ray":
+        return ray_overhead(args)
 
     # Two pairs, each doing the same compile work on both sides: the backend's own
     # compiler (g++ on the CPU backend), and nvcc judging compilation as the official
@@ -219,6 +229,43 @@ def main() -> None:
         for label, base, cold, warm in rows:
             verdict = "ok" if base / cold >= TARGET_COLD and base / warm >= TARGET_WARM else "MISSED"
             print(f"{label:34s}{base:10.1f}{cold:8.1f}{warm:8.1f}{base / cold:8.2f}{base / warm:8.2f}   {verdict}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def ray_overhead(args) -> None:
+    """cuset eval with executor=local and executor=ray, cold then warm, on the same samples."""
+    import ray
+
+    from cuset.evaluate import EvalConfig
+    from cuset.generate.records import GenerationRecord, save_generations
+
+    backend = EvalConfig(backend=args.backend, compile_judge="backend").make_backend()
+    tasks, programs = make_tasks_and_programs(args.distinct)
+    samples = [(t, code) for r in range(args.repeats) for t, code in programs]
+    root = Path(tempfile.mkdtemp(prefix="cuset-bench-ray-"))
+    try:
+        save_generations(root / "gens.jsonl", [
+            GenerationRecord(t, f"Affine_{t}", k, "bench", 1, f"```cuda\n{code}```", code, len(code) // 4, "stop", 0.0)
+            for k, (t, code) in enumerate(samples)])
+        print(f"{len(samples)} samples, {len(programs)} distinct programs, {os.cpu_count()} cores, compilation judged "
+              f"by the backend, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        t = time.perf_counter()
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
+        print(f"ray start-up (not in the times below): {time.perf_counter() - t:.1f} s")
+        times = {}
+        for executor in ("local", "ray"):
+            cache = root / f"cache-{executor}"
+            for phase in ("cold", "warm"):
+                sec, passed, cc = cuset_run(tasks, root / "gens.jsonl", root / executor / f"{phase}.jsonl", cache,
+                                            backend, executor=executor, compile_judge="backend")
+                times[executor, phase] = sec
+                print(f"{executor:5s} {phase}: {sec:7.1f} s  passed {passed}  compile cache {cc}")
+        ray.shutdown()
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        for phase in ("cold", "warm"):
+            ratio = times["ray", phase] / times["local", phase]
+            print(f"ray / local, {phase}: {ratio:.2f}x   target <= 1.15x   {'ok' if ratio <= 1.15 else 'MISSED'}")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -179,7 +179,10 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[Task], generations_path: s
         "tasks": str(tasks) if isinstance(tasks, (str, os.PathLike)) else f"{len(task_by_id)} tasks",
         "tasks_in_file": len(task_by_id),
         "generations": str(generations_path), "evaluated_now": len(todo), "resumed": len(gens) - len(todo),
-        "compile_cache": {"hits": cache.hits, "misses": cache.misses}, "seconds": time.perf_counter() - t0,
+        # on Ray each worker process keeps its own counts (the cache on disk is shared; its counts are not)
+        "compile_cache": ({"hits": cache.hits, "misses": cache.misses} if cfg.executor == "local"
+                          else "counted in the Ray workers, not collected"),
+        "seconds": time.perf_counter() - t0,
         "cuda_mapped_tasks": sorted({r.task_id for r in all_results if r.notes}),
     }
     summary = summarize(all_results, expected_task_ids=sorted(set(task_by_id) | {g.task_id for g in gens}),

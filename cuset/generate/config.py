@@ -42,8 +42,11 @@ class VLLMConfig:
 @dataclass
 class OpenAIConfig:
     base_url: str = option("http://127.0.0.1:8000/v1", help="OpenAI-compatible server, up to /v1")
+    base_urls: list[str] = option(default_factory=list, help="several servers serving the same model (e.g. one "
+                                  "`vllm serve` per node): requests are spread over them with `concurrency` slots "
+                                  "each and fail over when one is down; overrides base_url")
     api_key_env: str = option("OPENAI_API_KEY", help="environment variable holding the API key (optional)")
-    concurrency: int = option(8, help="requests in flight at most")
+    concurrency: int = option(8, help="requests in flight at most (per endpoint)")
     max_retries: int = option(6, help="retries on 429, 5xx and connection errors")
     backoff_initial: float = option(1.0, help="seconds before the first retry; doubles each time")
     backoff_max: float = option(60.0, help="longest wait between retries")

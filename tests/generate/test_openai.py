@@ -156,3 +156,27 @@ def test_token_count_with_local_tokenizer(tmp_path, make_record, server_factory,
     (r,) = load_generations(cfg.out)
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     assert r.n_tokens == len(tok.encode(r.response, add_special_tokens=False)) != 17
+
+
+def test_several_endpoints_share_the_load_and_fail_over(tmp_path, make_record, server_factory):
+    a, b, down = server_factory(delay=0.05), server_factory(delay=0.05), server_factory()
+    down.close()  # connection refused: as a node whose vllm serve died
+    urls = f"[{a.url},{down.url},{b.url}]"
+    cfg = setup(tmp_path, make_record, a, n_tasks=6, **{"openai.base_urls": urls, "openai.max_retries": 3})
+    stats = generate_file(cfg)
+    assert stats.requested == 12
+    recs = {r.key: r for r in load_generations(cfg.out)}
+    assert sorted(recs) == [(t, s) for t in range(6) for s in range(2)]
+    assert all(r.code and r.finish_reason == "stop" for r in recs.values())
+    assert len(a.requests) + len(b.requests) == 12  # each sample answered once, by a live endpoint
+    assert len(a.requests) >= 3 and len(b.requests) >= 3  # spread over both
+    assert a.max_in_flight <= 2 and b.max_in_flight <= 2  # concurrency is per endpoint
+
+
+def test_several_endpoints_all_down_give_up_naming_them(tmp_path, make_record, server_factory):
+    x, y = server_factory(always=503), server_factory(always=503)
+    cfg = setup(tmp_path, make_record, x, n_tasks=1, n_samples=1,
+                **{"openai.base_urls": f"[{x.url},{y.url}]", "openai.max_retries": 3})
+    with pytest.raises(GenerationError, match="2 endpoints: giving up on task 0 sample 0 after 4 attempts"):
+        generate_file(cfg)
+    assert len(x.requests) + len(y.requests) == 4 and x.requests and y.requests
