@@ -2,8 +2,13 @@
 //
 // The standard functions (sinf, expf, ...) come from <math.h>, whose C++
 // overloads (sqrt(float), ...) are in the global namespace as in CUDA. Fast
-// intrinsics (__expf, __sinf, ...) are computed accurately: a GPU's
-// approximations differ from them in the last bits only. Float-to-integer
+// intrinsics (__expf, __sinf, __powf, __fdividef, ...) follow the GPU's
+// documented algorithms (CUDA C++ Programming Guide, "Intrinsic Functions"):
+// they are built on the special-function unit's approximate exp2, log2, rcp,
+// sin and cos, which flush denormal inputs and results to zero, so their
+// special cases (__powf(-2, 2) = NaN, __fdividef(x, y) = 0 for 2^126 < |y| <
+// 2^128) and their error growth (__expf's with |x|, __sinf's outside [-pi, pi])
+// are a GPU's; the standard functions keep their accurate versions. Float-to-integer
 // conversions saturate and map NaN to 0, as the GPU's cvt instructions do.
 #pragma once
 
@@ -197,21 +202,40 @@ inline float fdividef(float a, float b) { return a / b; }
 inline float saturatef(float x) { return x != x ? 0.0f : (x < 0.0f ? 0.0f : (x > 1.0f ? 1.0f : x)); }
 
 // ---- fast-math intrinsics ----
-inline float __expf(float x) { return expf(x); }
-inline float __exp10f(float x) { return exp10f(x); }
-inline float __logf(float x) { return logf(x); }
-inline float __log2f(float x) { return log2f(x); }
-inline float __log10f(float x) { return log10f(x); }
-inline float __powf(float a, float b) { return powf(a, b); }
-inline float __sinf(float x) { return sinf(x); }
-inline float __cosf(float x) { return cosf(x); }
-inline float __tanf(float x) { return tanf(x); }
+namespace cuset {
+namespace rt {
+// The special-function unit (MUFU): exact here up to the last bits, but with the
+// GPU's flush-to-zero of denormal inputs and results and its special cases.
+inline float ftz(float x) { return fabsf(x) < 1.17549435e-38f ? copysignf(0.0f, x) : x; }
+inline float sfu_ex2(float t) { return ftz(exp2f(ftz(t))); }
+inline float sfu_lg2(float x) { return log2f(ftz(x)); }  // x < 0: NaN; 0 (or denormal): -inf
+inline float sfu_rcp(float y) { return ftz(1.0f / ftz(y)); }  // |y| > 2^126: a denormal, flushed to 0
+// sin/cos of x: the argument is scaled to revolutions in float (x / 2pi, rounded),
+// so the error grows with |x| as on a GPU, whose hardware reduction does the same.
+inline float sfu_revolutions(float x) {
+  float t = ftz(x) * 0.159154943f;
+  return t - rintf(t);
+}
+inline float sfu_sin(float x) { return ftz((float)sin(6.283185307179586 * (double)sfu_revolutions(x))); }
+inline float sfu_cos(float x) { return ftz((float)cos(6.283185307179586 * (double)sfu_revolutions(x))); }
+}  // namespace rt
+}  // namespace cuset
+
+inline float __expf(float x) { return ::cuset::rt::sfu_ex2(x * 1.44269504f); }        // 2 + 1.173|x| ulp
+inline float __exp10f(float x) { return ::cuset::rt::sfu_ex2(x * 3.32192809f); }      // 2 + 2.97|x| ulp
+inline float __log2f(float x) { return ::cuset::rt::sfu_lg2(x); }
+inline float __logf(float x) { return ::cuset::rt::sfu_lg2(x) * 0.693147181f; }
+inline float __log10f(float x) { return ::cuset::rt::sfu_lg2(x) * 0.301029996f; }
+inline float __powf(float a, float b) { return ::cuset::rt::sfu_ex2(b * ::cuset::rt::sfu_lg2(a)); }
+inline float __sinf(float x) { return ::cuset::rt::sfu_sin(x); }
+inline float __cosf(float x) { return ::cuset::rt::sfu_cos(x); }
+inline float __tanf(float x) { return __sinf(x) * ::cuset::rt::sfu_rcp(__cosf(x)); }
 inline float __tanhf(float x) { return tanhf(x); }
 inline void __sincosf(float x, float* s, float* c) {
-  *s = sinf(x);
-  *c = cosf(x);
+  *s = __sinf(x);
+  *c = __cosf(x);
 }
-inline float __fdividef(float a, float b) { return a / b; }
+inline float __fdividef(float a, float b) { return a * ::cuset::rt::sfu_rcp(b); }
 inline float __saturatef(float x) { return saturatef(x); }
 inline float __frsqrt_rn(float x) { return 1.0f / sqrtf(x); }
 
