@@ -106,12 +106,14 @@ def _validation(cfg, run: Path, bar, synth, ok: list[dict], evaluate, backend) -
     backend = backend or make_backend(cfg.validation.backend)
     store = StageStore(run, "3_validation", {"backend": backend.name, "fingerprint": backend.fingerprint(),
                                              "cases": list(cfg.validation.cases)})
+    on_ray = cfg.validation.executor == "ray"
     with ExitStack() as stack:
-        if evaluate is None and any(store.get(task_key(r["task"])) is None for r in ok):
+        if evaluate is None and not on_ray and any(store.get(task_key(r["task"])) is None for r in ok):
             evaluate = stack.enter_context(pipeline_evaluator(cfg.validation, backend))
-        with bar(f"3/5 validation ({backend.name})", len(ok)) as advance:
+        with bar(f"3/5 validation ({backend.name}{', ray' if on_ray else ''})", len(ok)) as advance:
             return validate_tasks(synth.records, store, evaluate=evaluate, backend=backend,
-                                  cases=tuple(cfg.validation.cases), workers=cfg.validation.n_workers, advance=advance)
+                                  cases=tuple(cfg.validation.cases), workers=cfg.validation.n_workers, advance=advance,
+                                  ray=cfg.validation if on_ray else None)
 
 
 def _dedup(cfg, run: Path, good: list[str], task_of: dict, origin: dict):

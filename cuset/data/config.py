@@ -72,10 +72,18 @@ class ValidationConfig:
     compile_timeout_s: float = option(120.0, "Seconds one compile may take.")
     run_timeout_s: float = option(60.0, "Seconds one run of the program may take per case.")
     compare_timeout_s: float = option(120.0, "Seconds compare.py may take per case.")
+    executor: str = option("local", "Where programs are validated: local (threads of this process) or ray "
+                           "(tasks on a Ray cluster; pip install 'cuset[ray]').", choices=("local", "ray"))
+    ray_address: str | None = option(None, "executor=ray: an existing cluster's address (auto = the one `ray start` "
+                                     "made here); none = an embedded local cluster for this command.")
+    ray_max_retries: int = option(2, "executor=ray: retries of a program whose worker process died; then its "
+                                  "task is recorded as infra_error (not kept; delete the record to retry).")
 
     def __post_init__(self):
         if not self.cases:
             raise ValueError("validation.cases must name at least one case")
+        if self.ray_max_retries < 0:
+            raise ValueError("validation.ray_max_retries must be >= 0")
         if min(self.gen_timeout_s, self.compile_timeout_s, self.run_timeout_s, self.compare_timeout_s) <= 0:
             raise ValueError("validation timeouts must be positive")
 

@@ -68,10 +68,13 @@ def make_backend(name: str):
         raise ValidationUnavailable(f"execution backend {name!r} is not available: {e}") from None
 
 
-def validate_tasks(synth_records: list[dict], store: StageStore, *, evaluate: Evaluate, backend,
-                   cases: tuple[int, ...], workers: int, advance=None) -> list[dict]:
+def validate_tasks(synth_records: list[dict], store: StageStore, *, evaluate: Evaluate | None, backend,
+                   cases: tuple[int, ...], workers: int, advance=None,
+                   ray: ValidationConfig | None = None) -> list[dict]:
     """Validate the `ok` records of stage 2; returns one validation record per such
-    record, in order (two candidates that became the same task share one run)."""
+    record, in order (two candidates that became the same task share one run).
+    `ray`: the validation config of an executor=ray run (programs run on Ray workers,
+    each with its own evaluation pipeline; `evaluate` is then unused)."""
     ok = [rec for rec in synth_records if rec["status"] == "ok"]
     jobs: dict[str, tuple[dict, dict]] = {}
     for rec in ok:
@@ -89,11 +92,14 @@ def validate_tasks(synth_records: list[dict], store: StageStore, *, evaluate: Ev
             if advance is not None:
                 advance()
 
-    pool = ThreadPoolExecutor(max_workers=max(1, workers))
-    try:
-        list(pool.map(work, jobs.items()))
-    finally:  # on Ctrl-C or an error: finish the programs running, start no new ones
-        pool.shutdown(wait=True, cancel_futures=True)
+    if ray is not None:
+        _validate_on_ray(list(jobs.items()), store, ray, backend, cases, advance)
+    else:
+        pool = ThreadPoolExecutor(max_workers=max(1, workers))
+        try:
+            list(pool.map(work, jobs.items()))
+        finally:  # on Ctrl-C or an error: finish the programs running, start no new ones
+            pool.shutdown(wait=True, cancel_futures=True)
     by_key = {r["key"]: r for r in store.finish(list(dict.fromkeys(task_key(r["task"]) for r in ok)))}
     return [{**by_key[task_key(rec["task"])], "candidate": rec["key"], "origin": rec.get("origin", "")} for rec in ok]
 
@@ -106,6 +112,46 @@ def _validate_one(key: str, rec: dict, task: Task, evaluate: Evaluate, backend, 
     return {"key": key, "candidate": rec["key"], "origin": rec.get("origin", ""), "task_name": task.task_name,
             "status": result.status.value, "detail": result.detail,
             "seconds": round(time.perf_counter() - start, 3)}
+
+
+_WORKER_EVALUATORS: dict[str, tuple] = {}  # in each Ray worker process: (evaluate, its context) by config
+
+
+def validate_on_worker(cfg: ValidationConfig, backend_name: str, key: str, rec: dict, task_json: dict,
+                       cases: tuple[int, ...]) -> dict:
+    """One program's validation on a Ray worker, with a pipeline kept for the worker's life."""
+    import atexit
+
+    ident = f"{backend_name}|{cfg!r}"
+    if ident not in _WORKER_EVALUATORS:
+        backend = make_backend(backend_name)
+        ctx = pipeline_evaluator(cfg, backend)
+        _WORKER_EVALUATORS[ident] = (ctx.__enter__(), backend)
+        atexit.register(ctx.__exit__, None, None, None)
+    evaluate, backend = _WORKER_EVALUATORS[ident]
+    return _validate_one(key, rec, Task.from_json(task_json), evaluate, backend, cases)
+
+
+def _validate_on_ray(jobs: list, store: StageStore, cfg: ValidationConfig, backend, cases, advance) -> None:
+    from cuset.execute.ray_tasks import ray_map, ray_session
+
+    def done(i: int, record: dict) -> None:
+        store.put(record)
+        if advance is not None:
+            advance()
+
+    def lost(i: int, err: BaseException) -> None:
+        key, (rec, task_json) = jobs[i]
+        done(i, {"key": key, "candidate": rec["key"], "origin": rec.get("origin", ""),
+                 "task_name": task_json.get("task_name", ""), "status": Status.INFRA_ERROR.value,
+                 "detail": f"the Ray worker validating it was lost {cfg.ray_max_retries + 1} time(s) "
+                           f"({type(err).__name__})", "seconds": 0.0})
+
+    resources = {"num_gpus": 1, "num_cpus": 1} if backend.name == "gpu" else {"num_cpus": 1}
+    with ray_session(cfg.ray_address, cfg.n_workers):
+        ray_map(validate_on_worker, [(key, rec, task_json, tuple(cases)) for key, (rec, task_json) in jobs],
+                resources=resources, max_retries=cfg.ray_max_retries, shared=(cfg, backend.name),
+                on_result=done, on_lost=lost)
 
 
 def passed(record: dict) -> bool:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-import logging
 import os
 import pickle
 from dataclasses import replace
@@ -42,14 +41,6 @@ from cuset.tasks import Task
 PID_DIR_ENV = "CUSET_RAY_PID_DIR"
 
 _CONTEXTS: dict[str, object] = {}  # in each worker process: EvalContext by config
-
-
-def import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise RuntimeError("executor=ray needs Ray: pip install 'cuset[ray]' (or use executor=local)") from None
-    return ray
 
 
 def _close_contexts() -> None:
@@ -89,46 +80,22 @@ def sample_resources(cfg: EvalConfig) -> tuple[EvalConfig, dict]:
 def run_on_ray(todo: list[GenerationRecord], cfg: EvalConfig, task_by_id: dict[int, Task], invalid: dict[int, str],
                record: Callable[[SampleResult], None]) -> dict:
     """Evaluate `todo` on Ray, calling `record` for each result as it arrives; returns summary meta."""
-    ray = import_ray()
-    from ray.exceptions import NodeDiedError, ObjectLostError, OutOfMemoryError, WorkerCrashedError
+    from cuset.execute.ray_tasks import ray_map, ray_session
 
-    lost = (WorkerCrashedError, NodeDiedError, ObjectLostError, OutOfMemoryError)
-    started_here = not ray.is_initialized()
-    if started_here:
-        kwargs = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
-        if cfg.ray_address:
-            ray.init(address=cfg.ray_address, **kwargs)
-        else:
-            ray.init(num_cpus=cfg.n_workers, **kwargs)
     worker_cfg, resources = sample_resources(cfg)
-    remote = ray.remote(evaluate_on_worker).options(max_retries=cfg.ray_max_retries, retry_exceptions=False,
-                                                     **resources)
-    cfg_ref = ray.put(worker_cfg)
-    task_refs = {tid: ray.put(t) for tid, t in task_by_id.items() if tid in {g.task_id for g in todo}}
-    pending = {remote.remote(cfg_ref, g, task_refs.get(g.task_id), invalid.get(g.task_id, "")): g for g in todo}
-    infra = 0
-    try:
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                g = pending.pop(ref)
-                try:
-                    result = ray.get(ref)
-                except lost as err:
-                    infra += 1
-                    task = task_by_id.get(g.task_id)
-                    result = SampleResult(g.task_id, g.task_name, task.family_name if task else g.task_name, g.sample,
-                                          Status.INFRA_ERROR,
-                                          f"the Ray worker running it was lost {cfg.ray_max_retries + 1} time(s) "
-                                          f"({type(err).__name__})", n_tokens=g.n_tokens, backend=cfg.backend_name())
-                record(result)
-    except BaseException:
-        for ref in pending:  # Ctrl-C or an error: nothing more runs; finished samples are in the file
-            ray.cancel(ref, force=True)
-        raise
-    finally:
-        address = ray.get_runtime_context().gcs_address if ray.is_initialized() else None
-        if started_here:
-            ray.shutdown()
-    return {"executor": "ray", "ray_address": cfg.ray_address or f"embedded ({address})",
-            "ray_resources_per_sample": resources, "infra_errors": infra}
+    infra = []
+
+    def lost(i: int, err: BaseException) -> None:
+        g = todo[i]
+        task = task_by_id.get(g.task_id)
+        infra.append(g.key)
+        record(SampleResult(g.task_id, g.task_name, task.family_name if task else g.task_name, g.sample,
+                            Status.INFRA_ERROR, f"the Ray worker running it was lost {cfg.ray_max_retries + 1} "
+                            f"time(s) ({type(err).__name__})", n_tokens=g.n_tokens, backend=cfg.backend_name()))
+
+    with ray_session(cfg.ray_address, cfg.n_workers) as cluster:
+        ray_map(evaluate_on_worker, [(g, task_by_id.get(g.task_id), invalid.get(g.task_id, "")) for g in todo],
+                resources=resources, max_retries=cfg.ray_max_retries, shared=(worker_cfg,),
+                on_result=lambda i, result: record(result), on_lost=lost)
+    return {"executor": "ray", "ray_address": cluster, "ray_resources_per_sample": resources,
+            "infra_errors": len(infra)}

@@ -133,3 +133,21 @@ def test_missing_backend_stops_after_synthesis_with_a_clear_error(build_config, 
     scripted = ScriptedValidation()
     check_manifest(build_dataset(cfg, evaluate=scripted, backend=scripted, progress=False).manifest)
     assert fake_llm.requests == LLM_REQUESTS
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU backend needs g++")
+@pytest.mark.timeout(900)
+def test_validation_on_a_local_ray_cluster_keeps_the_same_tasks(build_config, fake_llm, tmp_path, monkeypatch):
+    pytest.importorskip("ray", reason="executor=ray needs the `ray` extra (make test installs it)")
+    monkeypatch.setenv("CUSET_CACHE", str(tmp_path / "cuset_cache"))
+    import cuset.data.validation as validation
+
+    def no_local_pool(*a, **k):
+        raise AssertionError("executor=ray validated on the local thread pool")
+
+    monkeypatch.setattr(validation, "ThreadPoolExecutor", no_local_pool)
+    cfg = build_config(validation={"backend": "cpu", "workers": 2, "executor": "ray"})
+    result = build_dataset(cfg, progress=False)
+    _check_run(result, fake_llm)  # the same statuses, kept tasks and report as the local executor's
+    assert {r["status"] for r in read_jsonl(result.run_dir / "3_validation.jsonl")} <= \
+        {"passed", "compile_error", "runtime_error", "wrong"}
