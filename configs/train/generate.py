@@ -32,7 +32,7 @@ OBJECTIVES = {
     "sft": {},
     "dft": {},
     "eaft": {"eaft_alpha": 1.0, "eaft_topk": 20},
-    "asft": {"asft_beta": 0.05},
+    "asft": {"asft_beta": 0.1, "reduction": "micro_batch_mean"},  # as LLaMA-Factory runs it
     "profit": {"profit_threshold": 0.1},
     "cuset": {"tau": 0.1, "lam": 1.0, "window": 256, "conf_mask": "true", "cuda_mask": "true", "region_weight": "true"},
 }
@@ -60,7 +60,6 @@ lora:
   target_modules: [all-linear]
 loss:
   name: {objective}
-  reduction: token
 {loss_extra}optim:
   learning_rate: 1.0e-4
   epochs: 3
@@ -82,7 +81,7 @@ def render(slug: str, objective: str) -> str:
     hub_id, model_extra, data_extra = MODELS[slug]
     return TEMPLATE.format(hub_id=hub_id, slug=slug, objective=objective, path=f"configs/train/{slug}/{objective}.yaml",
                            model_extra=_block(model_extra), data_extra=_block(data_extra),
-                           loss_extra=_block(OBJECTIVES[objective]))
+                           loss_extra=_block({"reduction": "token", **OBJECTIVES[objective]}))
 
 
 def expected_files() -> dict[Path, str]:

@@ -7,7 +7,9 @@ Normalisation (shared/notes/method.md): `reduction=token` divides the summed
 loss by the supervised tokens of the *whole optimizer step* (all accumulated
 micro-batches on all devices; transformers' `num_items_in_batch`); the sample
 reductions divide by the supervised samples of the step (`num_samples_in_batch`).
-Without them this micro-batch's own count is used. The result is multiplied by
+Without them this micro-batch's own count is used. `reduction=micro_batch_mean`
+divides by this micro-batch's tokens and by the step's micro-batches on all devices
+(`num_micro_batches`, default 1), as LLaMA-Factory averages ASFT. The result is multiplied by
 `world_size` because DDP averages gradients over processes; pass world_size=1
 when your trainer already does that scaling itself (HF Trainer with
 `average_tokens_across_devices` and a model that accepts loss kwargs does).
@@ -213,7 +215,7 @@ def head_forward_replaced(head: torch.nn.Module, forward: Callable[[torch.Tensor
 
 
 def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_items_in_batch: Any = None,
-                 num_samples_in_batch: Any = None, world_size: int = 1,
+                 num_samples_in_batch: Any = None, num_micro_batches: Any = None, world_size: int = 1,
                  ref_model_ctx: torch.nn.Module | Callable[[], contextlib.AbstractContextManager] | None = None,
                  ) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss, metrics) of `cfg.name` on one micro-batch; see the module docstring for normalisation.
@@ -270,7 +272,8 @@ def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_it
     if "plain" not in results:
         raise RuntimeError(f"{type(lm).__name__}.forward did not call its output embedding "
                            f"({type(head).__name__}); the loss is computed inside that call")
-    loss = loss_sum / _denominator(cfg, targets, num_items_in_batch, num_samples_in_batch) * world_size
+    loss = loss_sum / _denominator(cfg, targets, num_items_in_batch, num_samples_in_batch, num_micro_batches) \
+        * world_size
     return loss, _to_floats(loss, results["plain"], results["metrics"], targets)
 
 
@@ -309,9 +312,13 @@ def head_loss_sum(cfg: LossConfig, hidden: torch.Tensor, weight: torch.Tensor, b
     return loss_sum, plain, metrics
 
 
-def _denominator(cfg: LossConfig, targets: Targets, num_items_in_batch, num_samples_in_batch) -> float:
+def _denominator(cfg: LossConfig, targets: Targets, num_items_in_batch, num_samples_in_batch,
+                 num_micro_batches=None) -> float:
     if cfg.reduction == "token":
         count = targets.n_tokens if num_items_in_batch is None else num_items_in_batch
+    elif cfg.reduction == "micro_batch_mean":
+        micro = 1 if num_micro_batches is None else num_micro_batches
+        return max(float(targets.n_tokens), 1.0) * max(float(micro), 1.0)
     else:
         count = targets.n_samples if num_samples_in_batch is None else num_samples_in_batch
     return max(float(count), 1.0)

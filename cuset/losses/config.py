@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from cuset.config import option
 
-REDUCTIONS = ("token", "sample_sum", "sample_mean")
+REDUCTIONS = ("token", "sample_sum", "sample_mean", "micro_batch_mean")
 
 
 @dataclass(frozen=True)
@@ -23,13 +23,16 @@ class LossConfig:
         "token", choices=REDUCTIONS,
         help="token: sum over the step's target tokens / supervised tokens in the optimizer step "
              "(num_items_in_batch, as TRL/LLaMA-Factory baselines); sample_sum: per-sample sums averaged "
-             "over the step's samples (paper eq. 9 literally); sample_mean: per-sample means averaged over samples")
+             "over the step's samples (paper eq. 9 literally); sample_mean: per-sample means averaged over samples; "
+             "micro_batch_mean: each micro-batch's token mean, averaged over the step's micro-batches (how "
+             "LLaMA-Factory runs ASFT)")
     conf_mask: bool = option(True, help="CuSeT ablation: off => every target token passes the confidence mask")
     cuda_mask: bool = option(True, help="CuSeT ablation: off => lambda = 0 (no CUDA-span bonus)")
     region_weight: bool = option(True, help="CuSeT ablation: off => sample weight w_n = 1")
     eaft_alpha: float = option(1.0, help="EAFT exponent alpha on the normalised top-k entropy (H/3.0)^alpha")
     eaft_topk: int = option(20, help="EAFT: entropy of the softmax renormalised over the top-k logits")
-    asft_beta: float = option(0.05, help="ASFT weight beta of KL(pi_ref || pi_theta) (README value; code default 0.1)")
+    asft_beta: float = option(0.1, help="ASFT weight beta of KL(pi_ref || pi_theta) (the official train.py default "
+                                        "and LLaMA-Factory's asft_alpha; one README example uses 0.05)")
     profit_threshold: float = option(0.1, help="ProFit: keep a target token when sg(p) >= threshold")
     chunk_size: int = option(
         512, help="target tokens per chunk of the LM head: it holds chunk_size x vocab fp32 values (x3 for ASFT) "

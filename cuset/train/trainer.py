@@ -32,6 +32,7 @@ class CusetTrainer(Trainer):
         self.ref_model = ref_model
         self.step_metrics = StepMetrics()
         self._samples_in_step = None
+        self._micro_batches_in_step = None
         self._checkpoint_root: str | None = None
 
     # -- loss ---------------------------------------------------------------------
@@ -57,10 +58,12 @@ class CusetTrainer(Trainer):
             except StopIteration:
                 break
         counts = [count_loss_items(b) for b in batches]
-        totals = torch.tensor([sum(c["tokens"] for c in counts), sum(c["samples"] for c in counts)], device=device)
+        totals = torch.tensor([sum(c["tokens"] for c in counts), sum(c["samples"] for c in counts), len(batches)],
+                              device=device)
         if self.args.average_tokens_across_devices and self.accelerator.num_processes > 1:
             totals = self.accelerator.reduce(totals, reduction="sum")
         self._samples_in_step = totals[1]
+        self._micro_batches_in_step = totals[2]
         self.step_metrics.new_step()
         return batches, totals[0]
 
@@ -69,6 +72,7 @@ class CusetTrainer(Trainer):
 
         loss, metrics = compute_loss(model, inputs, self.loss_config, num_items_in_batch=num_items_in_batch,
                                      num_samples_in_batch=self._samples_in_step if model.training else None,
+                                     num_micro_batches=self._micro_batches_in_step if model.training else None,
                                      world_size=self._loss_world_size(), ref_model_ctx=self.ref_model)
         if model.training:
             self.step_metrics.add(loss, metrics, samples=inputs["input_ids"].shape[0],

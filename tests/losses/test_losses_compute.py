@@ -285,3 +285,29 @@ def test_batch_errors_are_clear(lora_model):
         compute_loss(lora_model, out_of_vocab, LossConfig(name="sft"))
     with pytest.raises(ValueError, match="missing 'labels'"):
         compute_loss(lora_model, {"input_ids": batch["input_ids"]}, LossConfig(name="sft"))
+
+
+def test_asft_defaults_follow_the_official_code():
+    cfg = LossConfig(name="asft")
+    assert cfg.asft_beta == 0.1
+
+
+def test_micro_batch_mean_averages_each_micro_batch_token_mean(lora_model):
+    """LLaMA-Factory's ASFT: mean over each micro-batch's tokens, then over the step's micro-batches
+    (here 2 micro-batches of different token counts on one device, then the same on 2 devices)."""
+    batches = [make_batch(lora_model, lengths=(9, 12), prompt=(3, 4), seed=0),
+               make_batch(lora_model, lengths=(7,), prompt=(2,), seed=1)]
+    cfg = LossConfig(name="asft", reduction="micro_batch_mean", chunk_size=5)
+    token = LossConfig(name="asft", reduction="token", chunk_size=5)
+    n = [count_loss_items(b)["tokens"] for b in batches]
+    assert n[0] != n[1]
+    for b, n_b in zip(batches, n):
+        got, _ = compute_loss(lora_model, b, cfg, num_micro_batches=2)
+        own_mean, _ = compute_loss(lora_model, b, token, num_items_in_batch=n_b)
+        close(got, own_mean / 2)
+        on_two_devices, _ = compute_loss(lora_model, b, cfg, num_micro_batches=4, world_size=2)
+        close(on_two_devices, own_mean / 2)  # DDP then averages the gradients of the 2 devices
+    # it differs from the token reduction whenever the micro-batches hold different token counts
+    mb = sum(compute_loss(lora_model, b, cfg, num_micro_batches=2)[0] for b in batches)
+    tok = sum(compute_loss(lora_model, b, token, num_items_in_batch=sum(n))[0] for b in batches)
+    assert abs(mb.item() - tok.item()) > 1e-4

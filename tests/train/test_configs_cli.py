@@ -39,7 +39,9 @@ def test_paper_configs_cover_every_model_and_objective_with_the_paper_setup():
         assert cfg.loss.name == path.stem
         assert (cfg.finetune, cfg.lora.r, cfg.lora.alpha, cfg.lora.dropout, cfg.lora.target_modules) == ("lora", 8, 16, 0.05, ["all-linear"])
         assert (cfg.optim.learning_rate, cfg.optim.epochs, cfg.optim.per_device_batch_size, cfg.data.max_length) == (1e-4, 3.0, 1, 4096)
-        assert cfg.loss.reduction == "token"
+        # ASFT as LLaMA-Factory runs it (beta 0.1, per-micro-batch mean); the others over num_items
+        assert cfg.loss.reduction == ("micro_batch_mean" if cfg.loss.name == "asft" else "token")
+        assert cfg.loss.name != "asft" or cfg.loss.asft_beta == 0.1
         if cfg.loss.name == "cuset":
             assert (cfg.loss.tau, cfg.loss.lam, cfg.loss.window) == (0.1, 1.0, 256)
         if "Qwen3" in cfg.model.name_or_path:
