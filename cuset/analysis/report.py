@@ -14,7 +14,8 @@ from typing import Sequence
 
 from cuset.analysis import plots
 from cuset.analysis.published import PUBLISHED_LABEL, published
-from cuset.analysis.results import RunResults
+from cuset.analysis.paired import common_tasks, paired_bootstrap, task_matrix
+from cuset.analysis.results import METRIC_KEYS, RunResults, method_name, parse_label_arg
 from cuset.analysis.tables import (
     HPARAMS, MEASURED, hparam_markdown, hparam_series, published_points, table2_markdown, table2_rows,
     table3_markdown, table3_rows, table5_markdown, table5_rows,
@@ -30,8 +31,13 @@ DEFINITION_TEXT = {
 
 
 def build_report(runs: Sequence[RunResults], out_dir: str | Path, *, published_mode: str = "matched",
-                 definition: str = "unbiased", title: str = "CuSeT evaluation report") -> dict:
-    """Write report.md, report.json and the figures; return the JSON document."""
+                 definition: str = "unbiased", title: str = "CuSeT evaluation report",
+                 compare: Sequence[str] = ()) -> dict:
+    """Write report.md, report.json and the figures; return the JSON document.
+
+    `compare`: "A:B" label selectors (e.g. "method=SFT:method=CuSeT"), each a paired bootstrap of
+    B - A over the tasks both score (runs matching a selector are its seeds); with none and
+    exactly two runs, run 2 is compared with run 1."""
     if not runs:
         raise ValueError("no runs to report")
     out = Path(out_dir)
@@ -50,11 +56,51 @@ def build_report(runs: Sequence[RunResults], out_dir: str | Path, *, published_m
         "table5": t5 if any(r["source"] == MEASURED for r in t5) else [],
         "figure4": {p: s for p, s in curves.items() if s},
         "figures": {},
+        "paired": paired_comparisons(runs, compare),
     }
     doc["figures"].update(_figures(out, t2, curves))
     (out / "report.json").write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
     (out / "report.md").write_text(report_markdown(doc), encoding="utf-8")
     return doc
+
+
+def _select(runs: Sequence[RunResults], selector: str) -> list[int]:
+    wanted = parse_label_arg(selector)
+    if "method" in wanted:
+        wanted["method"] = method_name(wanted["method"])
+    return [i for i, r in enumerate(runs) if all(str(r.labels.get(k)) == str(v) for k, v in wanted.items())]
+
+
+def paired_comparisons(runs: Sequence[RunResults], compare: Sequence[str]) -> list[dict]:
+    """Paired bootstraps (cuset.analysis.paired) for each "A:B" selector pair."""
+    pairs = []
+    for spec in compare:
+        if spec.count(":") != 1:
+            raise ValueError(f"--compare {spec!r}: write two label selectors separated by ':', "
+                             "e.g. method=SFT:method=CuSeT")
+        sel_a, sel_b = spec.split(":")
+        a, b = _select(runs, sel_a), _select(runs, sel_b)
+        for sel, idx in ((sel_a, a), (sel_b, b)):
+            if not idx:
+                raise ValueError(f"--compare {spec!r}: no run has the labels {sel!r} "
+                                 f"(labels: {[r.labels for r in runs]})")
+        pairs.append((sel_a, a, sel_b, b))
+    if not compare and len(runs) == 2:
+        pairs.append(("run 1", [0], "run 2", [1]))
+    out = []
+    for name_a, a, name_b, b in pairs:
+        rows = []
+        for metric in METRIC_KEYS:
+            per_run = [{t: m.get(metric) for t, m in runs[i].task_metrics.items()} for i in a + b]
+            tasks = common_tasks(per_run)
+            if len(tasks) < 2:
+                continue
+            d = paired_bootstrap(task_matrix(per_run[:len(a)], tasks), task_matrix(per_run[len(a):], tasks),
+                                 metric=metric)
+            rows.append({**d.to_json(), "sentence": d.sentence(name_a, name_b)})
+        out.append({"a": name_a, "b": name_b, "runs_a": [i + 1 for i in a], "runs_b": [i + 1 for i in b],
+                    "rows": rows})
+    return out
 
 
 def _figures(out: Path, t2: list[dict], curves: dict) -> dict:
@@ -116,6 +162,17 @@ def report_markdown(doc: dict) -> str:
         c = r["counts"]
         lines.append(f"| {i} | `{r['source']}` | {labels} | {c.get('n_tasks')} | {c.get('n_samples')} | {c.get('n_skipped_tasks', 0)} |")
     lines += ["", "## Main results (shaped like Table 2)", "", table2_markdown(doc["table2"]), ""]
+    for cmp in doc.get("paired", []):
+        lines += [f"## Paired comparison: {cmp['b']} (runs {cmp['runs_b']}) vs {cmp['a']} (runs {cmp['runs_a']})", "",
+                  "Bootstrap over the tasks both score (and over seeds where a side has several runs), 10,000 "
+                  "resamples; differences in percentage points.", "",
+                  "| metric | tasks | A | B | B - A | 95% interval | p | significant |",
+                  "|---|---:|---:|---:|---:|---|---:|---|"]
+        for r in cmp["rows"]:
+            lines.append(f"| {r['metric']} | {r['n_tasks']} | {100 * r['mean_a']:.1f} | {100 * r['mean_b']:.1f} | "
+                         f"{100 * r['delta']:+.1f} | [{100 * r['low']:+.1f}, {100 * r['high']:+.1f}] | "
+                         f"{r['p_value']:.3g} | {'yes' if r['significant'] else 'no'} |")
+        lines += [""] + [f"- {r['sentence']}" for r in cmp["rows"]] + [""]
     if "table2" in doc["figures"]:
         lines += [f"![Table 2]({doc['figures']['table2']})", ""]
     lines += ["## Models, size and generation cost (shaped like Table 3)", "", table3_markdown(doc["table3"]), ""]

@@ -57,6 +57,7 @@ class RunResults:
     labels: dict[str, Any]
     metrics: dict[str, float | None]          # METRIC_KEYS as fractions, plus avg_tokens
     counts: dict[str, Any] = field(default_factory=dict)  # n_tasks, n_samples, statuses, skipped
+    task_metrics: dict[int, dict[str, float | None]] = field(default_factory=dict)  # per task: METRIC_KEYS
 
     def label(self, key: str, default=None):
         return self.labels.get(key, default)
@@ -234,7 +235,11 @@ def load_run(arg: str | Path, *, labels: dict | None = None, definition: str = "
     overall = summary["overall"]
     counts = {"n_tasks": overall.get("n_tasks"), "n_samples": overall.get("n_samples"),
               "statuses": overall.get("statuses", {}), "n_skipped_tasks": len(summary.get("skipped_tasks", []))}
-    return RunResults(str(path), run_labels, _pick_metrics(overall, definition, where), counts)
+    per_task = {}
+    for tid, t in (summary.get("tasks") or {}).items():
+        src = t if definition == "unbiased" else t.get(definition, {})
+        per_task[int(tid)] = {k: src.get(k) for k in METRIC_KEYS}
+    return RunResults(str(path), run_labels, _pick_metrics(overall, definition, where), counts, per_task)
 
 
 def load_runs(args: Sequence[str | Path], label_args: Sequence[str] = (), *, definition: str = "unbiased") -> list[RunResults]:

@@ -33,6 +33,10 @@ def register(root: typer.Typer) -> None:
         published: str = typer.Option("matched", "--published", help="Reference rows from the paper: matched (models you evaluated), all, none."),
         definition: str = typer.Option("unbiased", "--definition", help="Metrics: unbiased (pass@k estimator), compat (official harness), compat_quirk."),
         title: str = typer.Option("CuSeT evaluation report", "--title", help="Report title."),
+        compare: Optional[List[str]] = typer.Option(None, "--compare", help="A:B label selectors, e.g. "
+                                                    "method=SFT:method=CuSeT: paired bootstrap of B - A over the "
+                                                    "common tasks (runs matching a selector are its seeds); "
+                                                    "repeatable. Two RESULTS and no --compare: run 2 vs run 1."),
     ):
         from cuset.analysis.report import build_report
         from cuset.analysis.results import DEFINITIONS, ResultsError, load_runs
@@ -44,12 +48,16 @@ def register(root: typer.Typer) -> None:
             fail(f"--definition must be one of {', '.join(DEFINITIONS)}, got {definition!r}")
         try:
             runs = load_runs(results, label or (), definition=definition)
-            doc = build_report(runs, out_dir, published_mode=published, definition=definition, title=title)
+            doc = build_report(runs, out_dir, published_mode=published, definition=definition, title=title,
+                               compare=compare or ())
         except ResultsError as e:
             fail(str(e))
         except ValueError as e:
             fail(str(e))
         _print_table2(doc)
+        for cmp in doc["paired"]:
+            for row in cmp["rows"]:
+                out.print(row["sentence"])
         console.print(f"report: {out_dir / 'report.md'}  json: {out_dir / 'report.json'}  "
                       f"figures: {', '.join(doc['figures'].values()) or 'none'}")
 
