@@ -50,7 +50,8 @@ constructs are parsed as code too. Where the grammar gives up (ERROR nodes, e.g.
 truncated response whose last kernel never closes), a fallback scans the text outside
 comments and strings: an uncovered ``__global__``/``__device__`` followed by ``{`` before
 any ``;`` gives a kernel_body up to the matching ``}`` (or the end of the code), and an
-uncovered ``<<<`` ... ``>>>`` gives a launch_config.
+uncovered ``<<<`` ... ``>>>`` followed by an argument list ``(`` (or the end of the text)
+gives a launch_config; chevrons in prose ("launch k<<<g, b>>> with ...") are not marked.
 """
 
 from __future__ import annotations

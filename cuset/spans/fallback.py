@@ -75,11 +75,18 @@ def _definition_start(code: str, keyword_start: int) -> int:
     return match.start() if match else keyword_start
 
 
+_ARGUMENTS_FOLLOW = re.compile(r"[ \t\r\n]*(?:\(|\Z)")
+
+
 def _launch_end(code: str, start: int) -> int | None:
+    """End of the configuration `<<<...>>>` starting at `start`, or None when it is not a launch:
+    a `;`/brace comes first, or no argument list follows (chevrons in prose, "we launch
+    k<<<g, b>>> with one block per row", are not code). A configuration cut off by the end
+    of the text (a truncated answer) still counts."""
     for lexeme in _LEXEME.finditer(code, start + 3):
         token = lexeme.group()
         if token == ">>>":
-            return lexeme.end()
+            return lexeme.end() if _ARGUMENTS_FOLLOW.match(code, lexeme.end()) else None
         if token in (";", "{", "}"):
             return None
     return len(code)  # truncated inside the configuration

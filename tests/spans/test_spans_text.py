@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cuset.spans import detect
 from cuset.spans.text import ByteToChar, code_segments, encode
 
@@ -49,3 +51,17 @@ def test_lone_surrogates_keep_offsets_consistent():
     text = "x\ud800y __global__ void k() {}"
     spans = detect(text)
     assert [(s.kind, s.text(text)) for s in spans] == [("kernel_body", "__global__ void k() {}")]
+
+
+@pytest.mark.parametrize("text, launches", [
+    ("We launch kernel<<<grid, block>>> with one block per row.", []),           # prose
+    ("Then call k<<<n / 256, 256>>>.\nEach thread adds one element.", []),
+    ("kernel<<<grid, block>>>(x, n);", ["<<<grid, block>>>"]),                   # unfenced code
+    ("int main() { k<<<g, b>>>\n    (x, n); }", ["<<<g, b>>>"]),                  # arguments on the next line
+    ("int main() { k<<<g, b", ["<<<g, b"]),                                      # truncated answers still count
+    ("int main() { k<<<g, b>>>", ["<<<g, b>>>"]),
+])
+def test_chevrons_in_prose_are_not_launches(text, launches):
+    from cuset.spans import detect
+
+    assert [text[s.start:s.end] for s in detect(text) if s.kind == "launch_config"] == launches
