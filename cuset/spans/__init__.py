@@ -7,10 +7,10 @@ the tokenizer's offset mapping. The CuSeT CUDA mask (paper eq. 3) is
 """
 
 from cuset.spans.align import align, token_kinds
-from cuset.spans.detector import detect
+from cuset.spans.detector import SPAN_MODES, detect
 from cuset.spans.span import ALL_KINDS, CUSET_KINDS, FINE_KINDS, KIND_HELP, Span, span_sort_key
 
 __all__ = [
-    "Span", "detect", "align", "token_kinds",
+    "Span", "detect", "align", "token_kinds", "SPAN_MODES",
     "CUSET_KINDS", "FINE_KINDS", "ALL_KINDS", "KIND_HELP", "span_sort_key",
 ]

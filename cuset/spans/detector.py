@@ -44,6 +44,12 @@ sync, atomic, warp, memory_api
     ``cudaMemcpy(...)``), including cooperative-groups forms (``block.sync()``,
     ``cg::reduce(tile, v, op)``, ``tile.shfl_down(v, 1)``, ``cg::tiled_partition<32>(b)``).
 
+Modes: ``broad`` (the default) is everything above. ``paper`` follows the paper's wording
+literally: only the definitions of ``__global__`` functions (no ``__device__`` helpers, no
+namespace-scope variables, no finer kinds outside them) and launch configurations
+(``<<<...>>>``, the launch API calls, and the statements that give a value to a variable
+named *directly* in a configuration, without following what those statements read).
+
 Where the text is parsed: see `cuset.spans.text.code_segments` (whole text, or the
 fenced code blocks of a markdown answer). Macro bodies (``#define``) that mention CUDA
 constructs are parsed as code too. Where the grammar gives up (ERROR nodes, e.g. a
@@ -73,14 +79,20 @@ _WRAPPERS_OF_DEFINITION = frozenset({"template_declaration"})
 _EXPRESSION_PARENTS = frozenset({"argument_list", "call_expression", "parenthesized_expression", "comma_expression", "cast_expression", "assignment_expression"})
 
 
-def detect(code: str | bytes | None) -> list[Span]:
+SPAN_MODES = ("broad", "paper")
+_PAPER_KINDS = frozenset({"kernel_body", "launch_config"})
+
+
+def detect(code: str | bytes | None, mode: str = "broad") -> list[Span]:
     """CUDA-sensitive spans of `code`, sorted by (start, end, kind), duplicates removed.
 
     `code`: the response text (str), or raw bytes decoded as UTF-8 with replacement
     characters, in which case offsets refer to ``code.decode("utf-8", "replace")``.
     Never raises: unparsable input gives whatever the parser and fallback recover, empty
-    input gives ``[]``. See the module docstring for what each kind covers.
+    input gives ``[]``. See the module docstring for what each kind and mode covers.
     """
+    if mode not in SPAN_MODES:
+        raise ValueError(f"span mode {mode!r}: use one of {', '.join(SPAN_MODES)}")
     text = decode(code)
     found: set[tuple[str, int, int]] = set()
     if not text or grammar.CUDA_MARKERS.search(text) is None:
@@ -88,7 +100,7 @@ def detect(code: str | bytes | None) -> list[Span]:
     for segment in code_segments(text):
         piece = text[segment.start:segment.end]
         try:
-            spans = _detect_code(piece)
+            spans = _detect_code(piece, mode=mode)
         except Exception:  # a parser/grammar surprise must not kill a training run
             if RAISE_INTERNAL_ERRORS:
                 raise
@@ -98,29 +110,33 @@ def detect(code: str | bytes | None) -> list[Span]:
     return sorted((Span(kind, start, end) for kind, start, end in found if end > start), key=span_sort_key)
 
 
-def _detect_code(code: str, *, in_macro: bool = False) -> set[tuple[str, int, int]]:
+def _detect_code(code: str, *, in_macro: bool = False, mode: str = "broad") -> set[tuple[str, int, int]]:
     """Spans (kind, start, end) in character offsets of `code`, a piece of CUDA/C++."""
     if grammar.CUDA_MARKERS.search(code) is None:
         return set()
+    paper = mode == "paper"
     data = encode(code)
     tree = grammar.parser().parse(data)
     root = tree.root_node
     byte_spans = _Spans()
     captures = grammar.cursor(grammar.MAIN_QUERY).captures(root)
-    _kernels(captures, byte_spans)
-    _variables(captures, byte_spans)
+    _kernels(captures, byte_spans, global_only=paper)
+    if not paper:
+        _variables(captures, byte_spans)
     launches = _calls_and_launches(captures, byte_spans)
     _thread_indices(captures, byte_spans)
     if launches:
-        _launch_slices(launches, root, byte_spans)
+        _launch_slices(launches, root, byte_spans, transitive=not paper)
     to_char = ByteToChar(code, data)
     spans = {(kind, to_char(start), to_char(end)) for kind, start, end in byte_spans.items}
     if not in_macro:
         for body in captures.get("macro_body", ()):
             start, end = to_char(body.start_byte), to_char(body.end_byte)
             body_code = _macro_as_code(code[start:end])
-            spans.update((k, s + start, e + start) for k, s, e in _detect_code(body_code, in_macro=True))
-    spans.update(recover(code, spans, captures, root, to_char))
+            spans.update((k, s + start, e + start) for k, s, e in _detect_code(body_code, in_macro=True, mode=mode))
+    spans.update(recover(code, spans, captures, root, to_char, global_only=paper))
+    if paper:
+        spans = {span for span in spans if span[0] in _PAPER_KINDS}
     return _outermost_kernel_bodies(spans)
 
 
@@ -163,8 +179,17 @@ class _Spans:
         self.items.add((kind, start, end))
 
 
-def _kernels(captures: dict, spans: _Spans) -> None:
+def _declared_global(function) -> bool:
+    """`__global__` among the specifiers before the function's body."""
+    body = function.child_by_field_name("body")
+    head = function.text[:body.start_byte - function.start_byte] if body is not None else function.text
+    return b"__global__" in head
+
+
+def _kernels(captures: dict, spans: _Spans, *, global_only: bool = False) -> None:
     for function in captures.get("kernel_function", ()):
+        if global_only and not _declared_global(function):
+            continue
         start = function.start_byte
         parent = function.parent
         while parent is not None and parent.type in _WRAPPERS_OF_DEFINITION:
@@ -173,7 +198,7 @@ def _kernels(captures: dict, spans: _Spans) -> None:
         if parent is not None and parent.type == "linkage_specification" and parent.child_by_field_name("body") == function:
             start = parent.start_byte  # extern "C" __global__ void k(...) { ... }
         spans.add_range("kernel_body", start, function.end_byte)
-    for error in captures.get("lambda_error", ()):
+    for error in () if global_only else captures.get("lambda_error", ()):
         if error.text in (b"__device__", b"__host__ __device__", b"__device__ __host__"):
             spans.add("kernel_body", error.parent)
 
@@ -362,7 +387,7 @@ def _assignments(scope) -> dict[bytes, list[tuple[object, object]]]:
     return index
 
 
-def _launch_slices(launches: list[tuple[object, list]], root, spans: _Spans) -> None:
+def _launch_slices(launches: list[tuple[object, list]], root, spans: _Spans, *, transitive: bool = True) -> None:
     by_scope: dict[tuple[int, int], tuple[object, list[bytes]]] = {}
     for site, configuration in launches:
         scope = _scope_of(site, root)
@@ -379,7 +404,7 @@ def _launch_slices(launches: list[tuple[object, list]], root, spans: _Spans) -> 
         while pending:
             for statement, value in index.get(pending.pop(), ()):
                 spans.add("launch_config", statement)
-                if value is None:
+                if value is None or not transitive:
                     continue
                 for name in _names_in(value):
                     if name not in seen:

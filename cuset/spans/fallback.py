@@ -92,9 +92,15 @@ def _launch_end(code: str, start: int) -> int | None:
     return len(code)  # truncated inside the configuration
 
 
-def recover(code: str, spans: set[tuple[str, int, int]], captures: dict, root, to_char) -> set[tuple[str, int, int]]:
-    """Extra spans (character offsets of `code`) for what the parse tree did not cover."""
-    keywords = [m.start() for m in _KEYWORD.finditer(code)] if ("__global__" in code or "__device__" in code) else []
+_GLOBAL_KEYWORD = re.compile(r"\b__global__\b")
+
+
+def recover(code: str, spans: set[tuple[str, int, int]], captures: dict, root, to_char, *,
+            global_only: bool = False) -> set[tuple[str, int, int]]:
+    """Extra spans (character offsets of `code`) for what the parse tree did not cover
+    (`global_only`: kernels are `__global__` definitions only, the paper's span mode)."""
+    keyword_re = _GLOBAL_KEYWORD if global_only else _KEYWORD
+    keywords = [m.start() for m in keyword_re.finditer(code)] if ("__global__" in code or "__device__" in code) else []
     chevrons = [m.start() for m in _CHEVRON.finditer(code)] if "<<<" in code else []
     if not keywords and not chevrons:
         return set()

@@ -250,8 +250,9 @@ def train(cfg: TrainConfig, *, resume: bool = False, callbacks: tuple = ()) -> d
     tokenizer = load_tokenizer(cfg.model)
     with args.main_process_first(desc="tokenize"):
         dataset, report = build_dataset(cfg.data, tokenizer, progress=is_main and cfg.progress)
-    log.info("data: %d examples, %d supervised tokens, %d skipped %s", report.examples, report.supervised_tokens,
-             sum(report.skipped.values()), dict(report.skipped) or "")
+    log.info("data: %d examples, %d supervised tokens (%.1f%% CUDA-marked, cuda_spans=%s), %d skipped %s",
+             report.examples, report.supervised_tokens, 100 * report.cuda_tokens / max(1, report.supervised_tokens),
+             cfg.data.cuda_spans, sum(report.skipped.values()), dict(report.skipped) or "")
 
     set_seed(cfg.seed)  # adapter initialisation draws from the global RNG
     model = build_model(cfg)

@@ -173,3 +173,21 @@ def test_cuda_mask_column_is_built_from_spans(tmp_path, tokenizer, tasks_jsonl):
         assert sum(row["cuda_mask"]) > 0
     off, _ = build_dataset(DataConfig(paths=[str(tasks_jsonl)], cache_dir=str(tmp_path), cuda_mask=False), tokenizer, progress=False)
     assert off["input_ids"] == ds["input_ids"] and all(sum(r) == 0 for r in off["cuda_mask"])
+
+
+def test_cuda_spans_paper_marks_fewer_tokens_than_broad(tmp_path, tokenizer):
+    helper = ("__device__ float twice(float v) { return 2.0f * v; }\n" + VECTOR_ADD)
+    path = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "Write it.", "completion": f"```cuda\n{helper}```"}])
+    reports = {}
+    for mode in ("broad", "paper"):
+        cfg = DataConfig(paths=[str(path)], cache_dir=str(tmp_path / "cache"), cuda_spans=mode)
+        ds, reports[mode] = build_dataset(cfg, tokenizer, progress=False)
+        assert sum(ds[0]["cuda_mask"]) == reports[mode].cuda_tokens
+    broad, paper = reports["broad"], reports["paper"]
+    assert broad.supervised_tokens == paper.supervised_tokens
+    assert 0 < paper.cuda_tokens < broad.cuda_tokens  # the __device__ helper and the cudaMalloc calls drop out
+    assert broad.cache_key != paper.cache_key
+    from cuset.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="cuda_spans: must be one of 'broad', 'paper', got 'narrow'"):
+        load_config(DataConfig, None, ["cuda_spans=narrow"])

@@ -131,7 +131,7 @@ def cache_root(cfg: DataConfig) -> Path:
 
 
 def _tokenize_one(example: Example, cfg: DataConfig, tokenizer) -> dict | Problem:
-    spans = response_spans(example.response, example.code_range) if cfg.cuda_mask else None
+    spans = response_spans(example.response, example.code_range, cfg.cuda_spans) if cfg.cuda_mask else None
     try:
         return tokenize_example(tokenizer, list(example.prompt), example.response, max_length=cfg.max_length,
                                 spans=spans, chat_template_kwargs=cfg.chat_template_kwargs)

@@ -23,6 +23,10 @@ class DataConfig:
     chat_template_kwargs: dict = option(default_factory=dict, help="Extra variables for the chat template, e.g. {enable_thinking: false} for Qwen3.")
     max_length: int = option(4096, help="Tokens per example; input_ids, labels and the CUDA mask are truncated together.")
     cuda_mask: bool = option(True, help="Compute the CUDA-mask column with the span detector (off: all zeros).")
+    cuda_spans: str = option("broad", help="What the CUDA mask covers: broad (kernel and __device__ bodies, device "
+                             "variables, launch configurations with their whole backward slice, CUDA calls) or paper "
+                             "(the paper's wording: __global__ bodies, <<<...>>> and the declarations used directly "
+                             "by it).", choices=("broad", "paper"))
     strict: bool = option(True, help="Bad records (missing field, empty response, invalid UTF-8, prompt over max_length) "
                           "raise an error naming file:line; false skips them and counts them by reason.")
     cache_dir: str | None = option(None, help="Where tokenised datasets are cached (default $CUSET_CACHE_DIR or ~/.cache/cuset, /tokenized).")

@@ -21,12 +21,13 @@ def code_ranges(response: str) -> list[tuple[int, int]]:
     return ranges or [(0, len(response))]
 
 
-def response_spans(response: str, code_range: tuple[int, int] | None = None) -> list:
-    """CUDA spans (cuset.spans.Span) of `response`, offsets relative to `response`."""
+def response_spans(response: str, code_range: tuple[int, int] | None = None, mode: str = "broad") -> list:
+    """CUDA spans (cuset.spans.Span) of `response`, offsets relative to `response`
+    (`mode`: the detector's broad or paper span set, see cuset.spans.detector)."""
     from cuset.spans import detect  # lazy: loads tree-sitter
 
     spans = []
     for start, end in ([code_range] if code_range is not None else code_ranges(response)):
-        for span in detect(response[start:end]):
+        for span in detect(response[start:end], mode=mode):
             spans.append(dataclasses.replace(span, start=span.start + start, end=span.end + start))
     return spans
