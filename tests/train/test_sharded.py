@@ -19,7 +19,7 @@ import torch
 from cuset.train.callbacks import read_log
 
 from . import sharded_worker
-from .helpers import ROOT, TINY_FULL, TINY_LORA, cli_env, load_weights, max_abs_diff, overrides, tiny_config
+from .helpers import ROOT, TINY_FULL, TINY_LORA, cli_env, free_port, load_weights, max_abs_diff, overrides, tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -88,6 +88,7 @@ def test_zero_two_processes_match_one_process(accelerate_config, base, objective
                      "optim.gradient_accumulation_steps=1")
     proc = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
                            str(ROOT / "configs" / "accelerate" / accelerate_config), "--num_processes", "2",
+                           "--main_process_port", str(free_port()),
                            "-m", "cuset.cli.main", "train", str(base), *args],
                           cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-6000:]
@@ -116,7 +117,8 @@ def test_zero3_head_is_an_empty_placeholder_outside_the_forward(warm_model_dir):
     from cuset.losses import compute_loss
     from cuset.losses.config import LossConfig
 
-    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"}
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port())}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
