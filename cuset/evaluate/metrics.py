@@ -107,8 +107,18 @@ def aggregate(task_rows: Sequence[dict], samples: Sequence[SampleResult], ks: Se
                      for key in (task_rows[0][mode] if task_rows else {})}
     tokens = [r.n_tokens for r in samples if r.n_tokens is not None]
     out["avg_tokens"] = fmean(tokens) if tokens else None
+    out.update(reasoning_token_averages(samples))
     out["statuses"] = dict(Counter(r.status.value for r in samples))
     return out
+
+
+def reasoning_token_averages(samples: Sequence[SampleResult]) -> dict:
+    """Average reasoning and answer tokens over the samples whose trace was counted (None without any)."""
+    both = [(r.reasoning_tokens, r.n_tokens - r.reasoning_tokens) for r in samples
+            if r.reasoning_tokens is not None and r.n_tokens is not None]
+    if not both:
+        return {"avg_reasoning_tokens": None, "avg_answer_tokens": None}
+    return {"avg_reasoning_tokens": fmean(b[0] for b in both), "avg_answer_tokens": fmean(b[1] for b in both)}
 
 
 @dataclass(frozen=True)

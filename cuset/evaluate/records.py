@@ -34,6 +34,7 @@ class SampleResult:
     code_sha256: str | None = None
     steps: tuple[StepResult, ...] = ()   # logs already truncated by run_step
     notes: tuple[str, ...] = ()          # e.g. gen.py's CUDA device requests were mapped to the CPU
+    reasoning_tokens: int | None = None  # of n_tokens, the reasoning trace's (reasoning models)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -46,13 +47,13 @@ class SampleResult:
     @classmethod
     def from_exec(cls, exec_result: ExecResult, *, task_id: int, task_name: str, family: str, sample: int,
                   compiled: bool, ran_ok: bool, n_tokens: int | None, code_sha256: str | None,
-                  notes: tuple[str, ...] = ()) -> "SampleResult":
+                  notes: tuple[str, ...] = (), reasoning_tokens: int | None = None) -> "SampleResult":
         return cls(
             task_id=task_id, task_name=task_name, family=family, sample=sample,
             status=exec_result.status, detail=exec_result.detail, compiled=compiled, ran_ok=ran_ok,
             passed=exec_result.passed, n_tokens=n_tokens, timings=dict(exec_result.timings),
             backend=exec_result.backend, code_sha256=code_sha256, steps=tuple(exec_result.steps),
-            notes=tuple(notes),
+            notes=tuple(notes), reasoning_tokens=reasoning_tokens,
         )
 
     def to_json(self) -> dict:

@@ -41,6 +41,10 @@ def render_markdown(summary: Summary) -> str:
         lines += ["## Per family (unbiased pass@k)", "", HEADER.format(scope="family")]
         lines += [_row(f"{name} ({fam['n_tasks']} tasks)", fam, fam["avg_tokens"]) for name, fam in summary.families.items()]
         lines.append("")
+    if o.get("avg_reasoning_tokens") is not None:
+        lines += [f"Generated tokens per sample: {o['avg_tokens']:,.0f} on average, of which reasoning "
+                  f"{o['avg_reasoning_tokens']:,.0f} and answer (code and prose) {o['avg_answer_tokens']:,.0f} "
+                  "(over the samples whose reasoning was counted).", ""]
     lines += ["## Outcomes", "", "| status | samples |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(o["statuses"].items(), key=lambda kv: -kv[1])]
     lines.append("")
@@ -48,6 +52,10 @@ def render_markdown(summary: Summary) -> str:
         lines += [f"## Skipped tasks ({len(summary.skipped_tasks)}, not in any denominator)", ""]
         lines += [f"- {s['task_id']} {s['task_name']}: {s['reason']}" for s in summary.skipped_tasks]
         lines.append("")
+    if meta.get("no_code_reasons", {}).get("unterminated_reasoning"):
+        lines += [f"No code because the reasoning never ended (`<think>` not closed, token limit reached): "
+                  f"{meta['no_code_reasons']['unterminated_reasoning']} sample(s) of the "
+                  f"{sum(meta['no_code_reasons'].values())} without code.", ""]
     if summary.infra_errors:
         lines += [f"## Infrastructure failures ({len(summary.infra_errors)} samples, not in any denominator)", "",
                   "The evaluation's machinery failed on them (e.g. a Ray worker died on every retry); they say "

@@ -9,10 +9,12 @@ next to the results file at the end, from all results in it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable, Sequence
@@ -28,15 +30,18 @@ from cuset.execute.compile_cache import DEFAULT_ROOT, CompileCache
 from cuset.execute.result import ExecResult, Status
 from cuset.execute.sandbox import resolve_mode
 from cuset.generate.extract import get_extractor
+from cuset.generate.reasoning import UNTERMINATED_DETAIL, split_reasoning
 from cuset.generate.records import GenerationRecord, load_generations
 from cuset.tasks import Task, load_tasks
 
 
 def code_for(rec: GenerationRecord, extractor: str) -> str | None:
-    """The program to evaluate: the record's own `code`, or re-extracted from the response."""
+    """The program to evaluate: the record's own `code`, or re-extracted from the response's
+    answer (a reasoning trace is never searched; an unclosed trace leaves no code)."""
     if extractor == "record":
         return rec.code
-    return get_extractor(extractor)(rec.response)
+    split = split_reasoning(rec.response)
+    return None if split.unterminated else get_extractor(extractor)(split.answer)
 
 
 def sample_result(task_id: int, task_name: str, family: str, rec: GenerationRecord, code: str | None,
@@ -49,6 +54,7 @@ def sample_result(task_id: int, task_name: str, family: str, rec: GenerationReco
         ran_ok=bool(runs) and all(s.returncode == 0 and not s.timed_out for s in runs),
         n_tokens=rec.n_tokens, code_sha256=hashlib.sha256(code.encode()).hexdigest() if code else None,
         notes=devicemap.notes(s for s in r.steps if s.name.startswith(("gen[", "compare["))),
+        reasoning_tokens=rec.reasoning_tokens,
     )
 
 
@@ -128,6 +134,8 @@ class EvalContext:
         code = code_for(rec, self.cfg.extractor)
         r = evaluate_program(task, code, backend=self.backend, cache=self.cache, workspace=self.workspace,
                              options=self.options)
+        if r.status is Status.NO_CODE and split_reasoning(rec.response).unterminated:
+            r = dataclasses.replace(r, detail=UNTERMINATED_DETAIL)  # counted under its own reason
         return sample_result(task.id, task.task_name, task.family_name, rec, code, r)
 
     def close(self) -> None:
@@ -184,6 +192,8 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[Task], generations_path: s
                           else "counted in the Ray workers, not collected"),
         "seconds": time.perf_counter() - t0,
         "cuda_mapped_tasks": sorted({r.task_id for r in all_results if r.notes}),
+        "no_code_reasons": dict(Counter("unterminated_reasoning" if r.detail == UNTERMINATED_DETAIL else "no_code"
+                                        for r in all_results if r.status is Status.NO_CODE)),
     }
     summary = summarize(all_results, expected_task_ids=sorted(set(task_by_id) | {g.task_id for g in gens}),
                         missing_as_failed=cfg.allow_missing, meta=meta)

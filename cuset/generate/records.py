@@ -25,6 +25,8 @@ class GenerationRecord:
     n_tokens: int | None        # generated tokens, counted with the model's tokenizer
     finish_reason: str | None   # "stop", "length", ... as the backend reports it
     seconds: float              # wall time spent generating this sample (batch time shared out)
+    reasoning: str | None = None        # a reasoning model's trace, apart from the answer (cuset.generate.reasoning)
+    reasoning_tokens: int | None = None  # its tokens (part of n_tokens), where the backend could count them
 
     @property
     def key(self) -> tuple[int, int]:
@@ -36,13 +38,14 @@ class GenerationRecord:
     @classmethod
     def from_json(cls, d: dict, where: str = "record") -> "GenerationRecord":
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in d]
+        optional = ("reasoning", "reasoning_tokens")  # later additions: older files lack them
+        missing = [n for n in names if n not in d and n not in optional]
         if missing:
             raise ValueError(f"{where}: missing field(s) {', '.join(missing)} "
                              f"(a generations line needs {', '.join(names)})")
         if not isinstance(d["task_id"], int) or not isinstance(d["sample"], int):
             raise ValueError(f"{where}: task_id and sample must be integers")
-        return cls(**{n: d[n] for n in names})
+        return cls(**{n: d[n] for n in names if n in d})
 
 
 def iter_generations(path: str | os.PathLike) -> Iterator[GenerationRecord]:

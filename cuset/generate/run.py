@@ -15,6 +15,7 @@ from pathlib import Path
 from cuset.generate.backends import GenRequest, Generator, get_generator
 from cuset.generate.config import GenerateConfig
 from cuset.generate.extract import get_extractor
+from cuset.generate.reasoning import split_reasoning
 from cuset.generate.records import GenerationRecord, drop_torn_tail, load_generations
 from cuset.tasks import Task, load_tasks, render_prompt
 
@@ -66,10 +67,13 @@ def generate_file(cfg: GenerateConfig, generator: Generator | None = None) -> Ge
     drop_torn_tail(out)
     with open(out, "a", encoding="utf-8") as fh, _bar(len(requests), cfg.progress) as advance:
         for req, comp in generator.generate(requests):
+            # a reasoning model's trace is never searched for code; an unclosed trace leaves no code
+            split = split_reasoning(comp.text, comp.reasoning)
             rec = GenerationRecord(
                 task_id=req.task_id, task_name=names[req.task_id], sample=req.sample, model=generator.model_name,
-                level=cfg.level, response=comp.text, code=extract(comp.text), n_tokens=comp.n_tokens,
-                finish_reason=comp.finish_reason, seconds=round(comp.seconds, 4))
+                level=cfg.level, response=comp.text, code=None if split.unterminated else extract(split.answer),
+                n_tokens=comp.n_tokens, finish_reason=comp.finish_reason, seconds=round(comp.seconds, 4),
+                reasoning=split.reasoning, reasoning_tokens=comp.reasoning_tokens)
             fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
             fh.flush()
             advance()

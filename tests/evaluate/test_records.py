@@ -4,7 +4,7 @@ from cuset.evaluate.records import ResultWriter, SampleResult, load_results, sav
 from cuset.execute.result import Status, StepResult
 
 FIELDS = {"task_id", "task_name", "family", "sample", "status", "detail", "compiled", "ran_ok", "passed",
-          "n_tokens", "timings", "backend", "code_sha256", "steps", "notes"}
+          "n_tokens", "timings", "backend", "code_sha256", "steps", "notes", "reasoning_tokens"}
 
 
 def result(sample=0, status=Status.PASSED):

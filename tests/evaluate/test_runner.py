@@ -113,3 +113,32 @@ def test_invalid_task_record_is_reported_by_id(run_files, make_record):
                       backend=GxxBackend())
     (row,) = s.skipped_tasks
     assert row["task_id"] == 82 and "declares no outputs" in row["reason"] and "t82.jsonl:1" in row["reason"]
+
+
+def test_reasoning_models_traces_unclosed_traces_and_token_averages(tmp_path):
+    save_tasks([make_task(1)], tmp_path / "tasks.jsonl")
+    good = program(256)
+    quoted = f"<think>\nDraft:\n```cpp\n{program(256, body='y[i] = 0;')}```\n</think>\n"  # a wrong draft in the trace
+    gens = [
+        GenerationRecord(1, "Axpb", 0, "m", 1, quoted + f"```cpp\n{good}```", None, 100, "stop", 0.1,
+                         reasoning="Draft", reasoning_tokens=30),
+        GenerationRecord(1, "Axpb", 1, "m", 1, "<think>\nDraft:\n```cpp\n" + good + "```\nand then", None, 150,
+                         "length", 0.1, reasoning="Draft", reasoning_tokens=150),   # cut inside the trace
+        GenerationRecord(1, "Axpb", 2, "m", 1, "No code here.", None, 50, "stop", 0.1, reasoning="x",
+                         reasoning_tokens=50),
+    ]
+    save_generations(tmp_path / "gens.jsonl", gens)
+    cfg = EvalConfig(backend="cpu", cache_dir=str(tmp_path / "cache"), progress=False, workers=1, extract="default")
+    s = evaluate_file(tmp_path / "tasks.jsonl", tmp_path / "gens.jsonl", tmp_path / "out" / "results.jsonl", cfg,
+                      backend=GxxBackend())
+    results = {r.sample: r for r in load_results(tmp_path / "out" / "results.jsonl")}
+    assert results[0].status.value == "passed"   # the answer's program, not the wrong draft in the trace
+    assert results[1].status.value == "no_code" and results[1].detail.startswith("unterminated reasoning")
+    assert results[2].status.value == "no_code" and results[2].detail == "no code was extracted from the response"
+    assert s.meta["no_code_reasons"] == {"unterminated_reasoning": 1, "no_code": 1}
+    assert s.overall["avg_tokens"] == 100.0
+    assert s.overall["avg_reasoning_tokens"] == pytest.approx((30 + 150 + 50) / 3)
+    assert s.overall["avg_answer_tokens"] == pytest.approx((70 + 0 + 0) / 3)
+    report = (tmp_path / "out" / "report.md").read_text()
+    assert "of which reasoning 77 and answer (code and prose) 23" in report
+    assert "No code because the reasoning never ended" in report and "1 sample(s) of the 2 without code" in report

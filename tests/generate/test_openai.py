@@ -18,8 +18,9 @@ class FakeServer:
     """Canned chat completions. `script` lists status codes for the first requests
     (then 200s); `always` forces one status for every request."""
 
-    def __init__(self, script=(), always=None, delay=0.05):
+    def __init__(self, script=(), always=None, delay=0.05, reasoning=None, content=None):
         self.script, self.always, self.delay = list(script), always, delay
+        self.reasoning, self.content = reasoning, content  # a reasoning model's trace / a fixed answer
         self.requests, self.in_flight, self.max_in_flight = [], 0, 0
         self.lock = threading.Lock()
         server = self
@@ -44,10 +45,15 @@ class FakeServer:
                     if status == 429:
                         self.send_header("Retry-After", "0")
                 else:
-                    content = f"Here:\n```cuda\n__global__ void k() {{}}\nint main() {{ return {body['seed']}; }}\n```\n"
-                    payload = json.dumps({"choices": [{"message": {"role": "assistant", "content": content},
-                                                       "finish_reason": "stop"}],
-                                          "usage": {"completion_tokens": 17}}).encode()
+                    content = server.content or (f"Here:\n```cuda\n__global__ void k() {{}}\nint main() {{ return "
+                                                 f"{body['seed']}; }}\n```\n")
+                    message = {"role": "assistant", "content": content}
+                    usage = {"completion_tokens": 17}
+                    if server.reasoning is not None:
+                        message["reasoning_content"] = server.reasoning
+                        usage = {"completion_tokens": 40, "completion_tokens_details": {"reasoning_tokens": 23}}
+                    payload = json.dumps({"choices": [{"message": message, "finish_reason": "stop"}],
+                                          "usage": usage}).encode()
                     self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -180,3 +186,33 @@ def test_several_endpoints_all_down_give_up_naming_them(tmp_path, make_record, s
     with pytest.raises(GenerationError, match="2 endpoints: giving up on task 0 sample 0 after 4 attempts"):
         generate_file(cfg)
     assert len(x.requests) + len(y.requests) == 4 and x.requests and y.requests
+
+
+QUOTED = "```cuda\n__global__ void draft() {}\nint main() { return 99; }\n```"
+
+
+def test_a_reasoning_models_trace_is_kept_apart_and_never_extracted(tmp_path, make_record, server_factory):
+    server = server_factory(reasoning=f"First a draft:\n{QUOTED}\nNo, better:")
+    cfg = setup(tmp_path, make_record, server, n_tasks=1, n_samples=1)
+    generate_file(cfg)
+    (rec,) = load_generations(cfg.out)
+    assert rec.code == "__global__ void k() {}\nint main() { return 0; }\n"  # the answer's, not the draft's
+    assert rec.reasoning.startswith("First a draft:") and "draft()" in rec.reasoning
+    assert rec.n_tokens == 40 and rec.reasoning_tokens == 23
+
+
+def test_an_inline_trace_quoting_code_is_stripped_and_an_unclosed_one_leaves_no_code(tmp_path, make_record,
+                                                                                      server_factory):
+    answer = "```cuda\n__global__ void k() {}\nint main() { return 1; }\n```"
+    closed = server_factory(content=f"<think>\nLet me try:\n{QUOTED}\n</think>\n{answer}")
+    cfg = setup(tmp_path, make_record, closed, n_tasks=1, n_samples=1)
+    generate_file(cfg)
+    (rec,) = load_generations(cfg.out)
+    assert rec.code == "__global__ void k() {}\nint main() { return 1; }\n"
+    assert "draft()" in rec.reasoning and rec.response.startswith("<think>")
+    cut = server_factory(content=f"<think>\nLet me try:\n{QUOTED}\nHmm, and then")  # max tokens inside the trace
+    (tmp_path / "cut").mkdir()
+    cfg = setup(tmp_path / "cut", make_record, cut, n_tasks=1, n_samples=1)
+    generate_file(cfg)
+    (rec,) = load_generations(cfg.out)
+    assert rec.code is None and "draft()" in rec.reasoning

@@ -14,7 +14,11 @@ def test_round_trip_and_field_names(tmp_path):
     save_generations(path, [rec(), rec(sample=1, code=None)])
     line = json.loads(path.read_text().splitlines()[0])
     assert set(line) == {"task_id", "task_name", "sample", "model", "level", "response", "code", "n_tokens",
-                         "finish_reason", "seconds"}
+                         "finish_reason", "seconds", "reasoning", "reasoning_tokens"}
+    older = {k: v for k, v in line.items() if k not in ("reasoning", "reasoning_tokens")}  # files of earlier versions
+    (tmp_path / "old.jsonl").write_text(json.dumps(older) + "\n")
+    (loaded,) = load_generations(tmp_path / "old.jsonl")
+    assert loaded.reasoning is None and loaded.reasoning_tokens is None
     assert load_generations(path) == [rec(), rec(sample=1, code=None)]
 
 

@@ -28,6 +28,8 @@ class Completion:
     n_tokens: int | None
     finish_reason: str | None
     seconds: float
+    reasoning: str | None = None          # the server's separate trace (reasoning_content), if it sent one
+    reasoning_tokens: int | None = None   # tokens of the trace, if counted
 
 
 class Generator(Protocol):

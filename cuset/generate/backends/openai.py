@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Iterator, Sequence
 
 from cuset.generate.backends import Completion, GenerationError, GenRequest
+from cuset.generate.reasoning import split_reasoning
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 FATAL_STATUS = {401, 403, 404}
@@ -188,10 +189,21 @@ class OpenAIGenerator:
             text = choice["message"]["content"] or ""
         except (ValueError, KeyError, IndexError, TypeError) as e:
             raise GenerationError(f"{url} answered 200 without a chat completion ({e}): {resp.text[:300]}") from None
-        n_tokens = None
+        message = choice["message"]
+        reasoning = message.get("reasoning_content") or message.get("reasoning") or None
+        n_tokens = reasoning_tokens = None
+        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         if self.tokenizer is not None:
-            with self._tok_lock:
-                n_tokens = len(self.tokenizer.encode(text, add_special_tokens=False))
-        elif isinstance(data.get("usage"), dict):
-            n_tokens = data["usage"].get("completion_tokens")
-        return Completion(text, n_tokens, choice.get("finish_reason"), seconds)
+            n_tokens = self.count_tokens(text) + (self.count_tokens(reasoning) if reasoning else 0)
+            split = split_reasoning(text, reasoning)
+            reasoning_tokens = self.count_tokens(split.reasoning) if split.reasoning is not None else None
+        else:
+            n_tokens = usage.get("completion_tokens")
+            details = usage.get("completion_tokens_details")
+            if isinstance(details, dict) and details.get("reasoning_tokens") is not None:
+                reasoning_tokens = details["reasoning_tokens"]
+        return Completion(text, n_tokens, choice.get("finish_reason"), seconds, reasoning, reasoning_tokens)
+
+    def count_tokens(self, text: str) -> int:
+        with self._tok_lock:
+            return len(self.tokenizer.encode(text, add_special_tokens=False))
