@@ -18,9 +18,11 @@ class FakeServer:
     """Canned chat completions. `script` lists status codes for the first requests
     (then 200s); `always` forces one status for every request."""
 
-    def __init__(self, script=(), always=None, delay=0.05, reasoning=None, content=None):
+    def __init__(self, script=(), always=None, delay=0.05, reasoning=None, content=None,
+                 reasoning_key="reasoning_content"):
         self.script, self.always, self.delay = list(script), always, delay
         self.reasoning, self.content = reasoning, content  # a reasoning model's trace / a fixed answer
+        self.reasoning_key = reasoning_key  # vLLM/DeepSeek: reasoning_content; some servers: reasoning
         self.requests, self.in_flight, self.max_in_flight = [], 0, 0
         self.lock = threading.Lock()
         server = self
@@ -50,7 +52,7 @@ class FakeServer:
                     message = {"role": "assistant", "content": content}
                     usage = {"completion_tokens": 17}
                     if server.reasoning is not None:
-                        message["reasoning_content"] = server.reasoning
+                        message[server.reasoning_key] = server.reasoning
                         usage = {"completion_tokens": 40, "completion_tokens_details": {"reasoning_tokens": 23}}
                     payload = json.dumps({"choices": [{"message": message, "finish_reason": "stop"}],
                                           "usage": usage}).encode()
@@ -191,8 +193,9 @@ def test_several_endpoints_all_down_give_up_naming_them(tmp_path, make_record, s
 QUOTED = "```cuda\n__global__ void draft() {}\nint main() { return 99; }\n```"
 
 
-def test_a_reasoning_models_trace_is_kept_apart_and_never_extracted(tmp_path, make_record, server_factory):
-    server = server_factory(reasoning=f"First a draft:\n{QUOTED}\nNo, better:")
+@pytest.mark.parametrize("key", ["reasoning_content", "reasoning"])
+def test_a_reasoning_models_trace_is_kept_apart_and_never_extracted(tmp_path, make_record, server_factory, key):
+    server = server_factory(reasoning=f"First a draft:\n{QUOTED}\nNo, better:", reasoning_key=key)
     cfg = setup(tmp_path, make_record, server, n_tasks=1, n_samples=1)
     generate_file(cfg)
     (rec,) = load_generations(cfg.out)
