@@ -62,6 +62,7 @@ def generate_file(cfg: GenerateConfig, generator: Generator | None = None) -> Ge
         return stats
     generator = generator or get_generator(cfg.backend, cfg)
     extract = get_extractor(cfg.extractor)
+    count_tokens = getattr(generator, "count_tokens", None)  # the backend's tokenizer, for inline traces
     names = {t.id: t.task_name for t in tasks}
     out.parent.mkdir(parents=True, exist_ok=True)
     drop_torn_tail(out)
@@ -69,11 +70,14 @@ def generate_file(cfg: GenerateConfig, generator: Generator | None = None) -> Ge
         for req, comp in generator.generate(requests):
             # a reasoning model's trace is never searched for code; an unclosed trace leaves no code
             split = split_reasoning(comp.text, comp.reasoning)
+            reasoning_tokens = comp.reasoning_tokens
+            if reasoning_tokens is None and split.reasoning is not None and count_tokens is not None:
+                reasoning_tokens = count_tokens(split.reasoning)
             rec = GenerationRecord(
                 task_id=req.task_id, task_name=names[req.task_id], sample=req.sample, model=generator.model_name,
                 level=cfg.level, response=comp.text, code=None if split.unterminated else extract(split.answer),
                 n_tokens=comp.n_tokens, finish_reason=comp.finish_reason, seconds=round(comp.seconds, 4),
-                reasoning=split.reasoning, reasoning_tokens=comp.reasoning_tokens)
+                reasoning=split.reasoning, reasoning_tokens=reasoning_tokens)
             fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
             fh.flush()
             advance()

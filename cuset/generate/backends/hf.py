@@ -70,6 +70,10 @@ class HFGenerator:
             ids.add(self.tokenizer.eos_token_id)
         return ids
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` with the model's tokenizer (a reasoning trace's share of n_tokens)."""
+        return len(self.tokenizer.encode(text, add_special_tokens=False))
+
     def generate(self, requests: Sequence[GenRequest]) -> Iterator[tuple[GenRequest, Completion]]:
         import torch
 

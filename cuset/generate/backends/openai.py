@@ -194,9 +194,9 @@ class OpenAIGenerator:
         n_tokens = reasoning_tokens = None
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         if self.tokenizer is not None:
-            n_tokens = self.count_tokens(text) + (self.count_tokens(reasoning) if reasoning else 0)
+            n_tokens = self._count_tokens(text) + (self._count_tokens(reasoning) if reasoning else 0)
             split = split_reasoning(text, reasoning)
-            reasoning_tokens = self.count_tokens(split.reasoning) if split.reasoning is not None else None
+            reasoning_tokens = self._count_tokens(split.reasoning) if split.reasoning is not None else None
         else:
             n_tokens = usage.get("completion_tokens")
             details = usage.get("completion_tokens_details")
@@ -204,6 +204,6 @@ class OpenAIGenerator:
                 reasoning_tokens = details["reasoning_tokens"]
         return Completion(text, n_tokens, choice.get("finish_reason"), seconds, reasoning, reasoning_tokens)
 
-    def count_tokens(self, text: str) -> int:
+    def _count_tokens(self, text: str) -> int:
         with self._tok_lock:
             return len(self.tokenizer.encode(text, add_special_tokens=False))
