@@ -9,6 +9,7 @@ task's content, so an edited task is validated again and an unchanged one never 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -114,21 +115,13 @@ def _validate_one(key: str, rec: dict, task: Task, evaluate: Evaluate, backend, 
             "seconds": round(time.perf_counter() - start, 3)}
 
 
-_WORKER_EVALUATORS: dict[str, tuple] = {}  # in each Ray worker process: (evaluate, its context) by config
-
-
 def validate_on_worker(cfg: ValidationConfig, backend_name: str, key: str, rec: dict, task_json: dict,
                        cases: tuple[int, ...]) -> dict:
     """One program's validation on a Ray worker, with a pipeline kept for the worker's life."""
-    import atexit
+    from cuset.execute.ray_tasks import worker_state
 
-    ident = f"{backend_name}|{cfg!r}"
-    if ident not in _WORKER_EVALUATORS:
-        backend = make_backend(backend_name)
-        ctx = pipeline_evaluator(cfg, backend)
-        _WORKER_EVALUATORS[ident] = (ctx.__enter__(), backend)
-        atexit.register(ctx.__exit__, None, None, None)
-    evaluate, backend = _WORKER_EVALUATORS[ident]
+    backend = worker_state(f"backend|{backend_name}", lambda: contextlib.nullcontext(make_backend(backend_name)))
+    evaluate = worker_state(f"validate|{backend_name}|{cfg!r}", lambda: pipeline_evaluator(cfg, backend))
     return _validate_one(key, rec, Task.from_json(task_json), evaluate, backend, cases)
 
 

@@ -227,7 +227,7 @@ def _run_case(task: Task, case: int, prepared: PreparedData, executable: Path, b
             passing = [o for o, _, p, _ in runs if o not in {f[0] for f in failed}]
             return Status.RACE, (f"case {case}: outputs differ between thread orders {', '.join(o for o, *_ in runs)}; "
                                  f"order {order}: {why}" + (f" (passes under {', '.join(passing)})" if passing else ""))
-        return Status.WRONG, f"case {case}: {why}" + _poison_hint(backend)
+        return Status.WRONG, f"case {case}: {why}" + _wrong_output_note(backend)
     finally:
         for *_, run_dir in runs:
             ws.discard(run_dir)
@@ -254,13 +254,11 @@ def _limit_failure(step: StepResult, run_dir: Path, quota: int, opts: EvalOption
     return None
 
 
-def _poison_hint(backend) -> str:
-    """Wrong outputs under poisoned device memory: name the probable cause."""
-    runner = getattr(backend, "runner", backend)  # NvccCheckedBackend runs with its runner
-    if not getattr(getattr(runner, "options", None), "poison_device_memory", False):
-        return ""
-    return ("; device memory was poisoned (poison_device_memory: new cudaMalloc blocks hold NaN / INT_MAX words): "
-            "the program probably reads global memory it never wrote")
+def _wrong_output_note(backend) -> str:
+    """What the backend knows about why outputs may be wrong (optional `wrong_output_note()`)."""
+    note = getattr(backend, "wrong_output_note", None)
+    text = note() if note is not None else ""
+    return f"; {text}" if text else ""
 
 
 def _run_failure(step: StepResult, backend: Backend, timeout: float) -> tuple[Status, str] | None:

@@ -23,7 +23,7 @@ leaves a file that either executor resumes.
 
 from __future__ import annotations
 
-import atexit
+import contextlib
 import hashlib
 import os
 import pickle
@@ -40,25 +40,13 @@ from cuset.tasks import Task
 # Tests set it to a directory: each worker writes `<pid>.<task>.<sample>` before running a sample.
 PID_DIR_ENV = "CUSET_RAY_PID_DIR"
 
-_CONTEXTS: dict[str, object] = {}  # in each worker process: EvalContext by config
-
-
-def _close_contexts() -> None:
-    for ctx in _CONTEXTS.values():
-        ctx.close()
-    _CONTEXTS.clear()
-
-
 def _context(cfg: EvalConfig):
-    key = hashlib.sha256(pickle.dumps(cfg)).hexdigest()
-    ctx = _CONTEXTS.get(key)
-    if ctx is None:
-        from cuset.evaluate.runner import EvalContext
+    """This worker's EvalContext for `cfg`, built on its first sample and kept."""
+    from cuset.evaluate.runner import EvalContext
+    from cuset.execute.ray_tasks import worker_state
 
-        if not _CONTEXTS:
-            atexit.register(_close_contexts)
-        ctx = _CONTEXTS[key] = EvalContext(cfg)
-    return ctx
+    key = "eval|" + hashlib.sha256(pickle.dumps(cfg)).hexdigest()
+    return worker_state(key, lambda: contextlib.closing(EvalContext(cfg)))
 
 
 def evaluate_on_worker(cfg: EvalConfig, rec: GenerationRecord, task: Task | None, missing_reason: str) -> SampleResult:

@@ -53,7 +53,9 @@ class Backend(Protocol):
 
     def classify_failure(self, step: StepResult) -> tuple[Status, str] | None:
         """Map a failed run to a backend-specific status (e.g. CPU `unsupported`,
-        `warp_sync`, a CUDA error), or None for the pipeline's generic handling."""
+        `warp_sync`, a CUDA error), or None for the pipeline's generic handling.
+        (Optional next to it: `wrong_output_note() -> str`, appended to `wrong` verdicts,
+        e.g. the CPU backend's poisoned device memory.)"""
 
 
 def get_backend(name: str, **options) -> Backend:

@@ -58,3 +58,7 @@ class NvccCheckedBackend:
 
     def classify_failure(self, step: StepResult):
         return self.runner.classify_failure(step)
+
+    def wrong_output_note(self) -> str:
+        note = getattr(self.runner, "wrong_output_note", None)
+        return note() if note is not None else ""

@@ -16,9 +16,12 @@ cancelled before the exception leaves.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 from typing import Any, Callable, Iterator, Sequence
+
+_WORKER_STATE: dict[str, Any] = {}  # in each Ray worker process, by key (see worker_state)
 
 
 def import_ray():
@@ -76,3 +79,13 @@ def ray_map(fn: Callable, calls: Sequence[tuple], *, resources: dict, max_retrie
         for ref in pending:
             ray.cancel(ref, force=True)
         raise
+
+
+def worker_state(key: str, build: Callable[[], contextlib.AbstractContextManager]) -> Any:
+    """The value of the context manager `build()` entered once per worker process and `key`
+    (an evaluation pipeline: backend, workspace, compile cache), exited when the process ends."""
+    if key not in _WORKER_STATE:
+        manager = build()
+        _WORKER_STATE[key] = manager.__enter__()
+        atexit.register(manager.__exit__, None, None, None)
+    return _WORKER_STATE[key]

@@ -150,6 +150,13 @@ class CpuBackend:
             env["ASAN_OPTIONS"] = f"detect_leaks=0:abort_on_error=0:exitcode={ASAN_EXIT_CODE}"
         return Invocation(argv=[str(executable)], env=env, diagnostics_env=DIAG_FD_ENV)
 
+    def wrong_output_note(self) -> str:
+        """Appended to a `wrong` verdict: under poisoned device memory, the probable cause."""
+        if not self.options.poison_device_memory:
+            return ""
+        return ("device memory was poisoned (poison_device_memory: new cudaMalloc blocks hold NaN / INT_MAX "
+                "words): the program probably reads global memory it never wrote")
+
     def classify_failure(self, step: StepResult) -> tuple[Status, str] | None:
         if self.options.asan and not step.timed_out and "ERROR: AddressSanitizer" in (step.stderr or ""):
             return Status.RUNTIME_ERROR, _asan_summary(step.stderr)

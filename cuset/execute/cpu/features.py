@@ -143,7 +143,7 @@ UNSUPPORTED_NAMES: tuple[tuple[str, str], ...] = (
 )
 
 _PTX_HINT = re.compile(r"%(laneid|warpid|smid|tid|ctaid|clock|globaltimer|lanemask)|\b[a-z]+(\.[a-z0-9]+)+\s")
-_ASM_WORDS = {"asm", "__asm__", "__asm"}
+ASM_WORDS = frozenset({"asm", "__asm__", "__asm"})
 
 
 def find_unsupported(tokens: list[Token], decls: list[Decl]) -> list[Unsupported]:
@@ -163,7 +163,7 @@ def find_unsupported(tokens: list[Token], decls: list[Decl]) -> list[Unsupported
             continue
         if t.kind != IDENT:
             continue
-        if t.text in _ASM_WORDS and _next_text(tokens, k) in ("(", "volatile", "__volatile__", "goto"):
+        if t.text in ASM_WORDS and _next_text(tokens, k) in ("(", "volatile", "__volatile__", "goto"):
             template = asm_template(tokens, k)
             if not template.strip():
                 continue  # `asm volatile("" ::: "memory")`: a compiler barrier, no instruction (rewriter.py)

@@ -79,16 +79,15 @@ def _library_include_edits(tokens: list[Token], edits: list[Edit]) -> tuple[str,
     return tuple(dropped)
 
 
-_ASM_WORDS = ("asm", "__asm__", "__asm")
 _BARRIER = '__asm__ __volatile__("" ::: "memory")'
 
 
 def _empty_asm_edits(src: str, tokens: list[Token], decls: list[Decl], edits: list[Edit]) -> None:
-    from cuset.execute.cpu.features import asm_template
+    from cuset.execute.cpu.features import ASM_WORDS, asm_template
 
     device = [d for d in decls if d.device]
     for k, t in enumerate(tokens):
-        if t.kind != IDENT or t.text not in _ASM_WORDS or t.directive:
+        if t.kind != IDENT or t.text not in ASM_WORDS or t.directive:
             continue
         close = _statement_close(tokens, k)
         if close is None or asm_template(tokens, k).strip() or not any(d.contains(k) for d in device):
