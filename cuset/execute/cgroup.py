@@ -17,6 +17,7 @@ import functools
 import itertools
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,8 +36,19 @@ def _own_paths() -> dict[str, str]:
     return paths
 
 
-@functools.lru_cache(maxsize=1)
+_LAYOUT_LOCK = threading.Lock()
+
+
 def _layout() -> tuple[str, dict[str, Path]] | str:
+    """The cgroup layout, probed once per process. Serialised: evaluation threads that
+    create their first groups at the same moment must not race on the probe (one of them
+    failing with EEXIST would cache "unavailable" for the whole process)."""
+    with _LAYOUT_LOCK:
+        return _probe_layout()
+
+
+@functools.lru_cache(maxsize=1)
+def _probe_layout() -> tuple[str, dict[str, Path]] | str:
     """("v2", {"": group}) or ("v1", {"memory": group, "pids": group}), else why not."""
     try:
         own = _own_paths()
@@ -59,7 +71,7 @@ def _layout() -> tuple[str, dict[str, Path]] | str:
         why = "no cgroup v2 hierarchy with the memory and pids controllers"
     if "memory" in own and "pids" in own and (ROOT / "memory").is_dir() and (ROOT / "pids").is_dir():
         groups = {c: ROOT / c / own[c].lstrip("/") for c in ("memory", "pids")}
-        probe = {c: g / f"cuset-probe-{os.getpid()}" for c, g in groups.items()}
+        probe = {c: g / f"cuset-probe-{os.getpid()}-{next(_counter)}" for c, g in groups.items()}
         try:
             for p in probe.values():
                 p.mkdir()

@@ -343,3 +343,29 @@ def test_children_share_one_memory_limit(tmp_path):
     ok = run_sandboxed("run", ["./prog", "16"], run_dir=d, timeout=30,
                        policy=SandboxPolicy(mode="bwrap", memory_bytes=1 << 30, program_memory_bytes=160 << 20))
     assert ok.limit == "" and "killed=0" in ok.stdout, ok
+
+
+def test_concurrent_first_cgroup_probes_agree_with_a_single_probe():
+    """Evaluation threads creating their first cgroups at once must not race on the probe
+    (before the fix: 28 of 30 rounds gave "File exists" and cached "unavailable" for the process)."""
+    import threading
+
+    from cuset.execute import cgroup
+
+    cgroup._probe_layout.cache_clear()
+    single = cgroup.unavailable()
+    for _ in range(10):
+        cgroup._probe_layout.cache_clear()
+        barrier, seen = threading.Barrier(8), []
+
+        def probe():
+            barrier.wait()
+            seen.append(cgroup.unavailable())
+
+        threads = [threading.Thread(target=probe) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert seen == [single] * 8
+    assert single is None or "File exists" not in single
