@@ -63,6 +63,8 @@ def _coerce(value: Any, tp: Any, where: str, errors: list[str]) -> Any:
         errors.append(f"{where}: must be one of {', '.join(map(repr, get_args(tp)))}, got {value!r}")
         return None
     if dataclasses.is_dataclass(tp):
+        if isinstance(value, bool) and "enabled" in {f.name for f in dataclasses.fields(tp)}:
+            value = {"enabled": value}  # `section: true` switches on a section that has an `enabled` field
         if not isinstance(value, dict):
             errors.append(f"{where}: expected a mapping of {tp.__name__} fields, got {value!r}")
             return None
@@ -173,6 +175,8 @@ def parse_overrides(overrides: list[str], errors: list[str]) -> dict:
 def _merge(base: dict, extra: dict) -> dict:
     out = dict(base)
     for k, v in extra.items():
+        if isinstance(v, dict) and isinstance(out.get(k), bool):
+            out[k] = {"enabled": out[k]}  # `section: true` in YAML, then `section.key=value` on the command line
         out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
     return out
 

@@ -7,8 +7,10 @@ Every stage writes what it did to the run directory as JSONL:
     3_validation.jsonl                     one record per task: Status of its reference program
     4_dedup.jsonl, 4_decontamination.jsonl what was removed, and the item or eval task it matched
     train.jsonl, train_provenance.jsonl    the dataset (CUDABench format) and where each task came from
+    5_reasoning.jsonl, train_reasoning.jsonl  (reasoning.enabled) every candidate answer per task,
+                                           and the kept (prompt, trace, answer) chat records
     manifest.json, summary.md              counts per stage and reason
-Stages 2 and 3 (the expensive ones) resume per item; the LLM reply cache lives in
+Stages 2, 3 and 5 (the expensive ones) resume per item; the LLM reply cache lives in
 llm.cache_dir, so even a fresh run directory sends no request twice.
 """
 
@@ -75,7 +77,15 @@ def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transpor
     save_tasks((_renumber(task_of[k], i) for i, k in enumerate(final)), train_path)
     write_jsonl(run / "train_provenance.jsonl",
                 ({"id": i, "key": k, "origin": origin[k][0], "source": origin[k][1]} for i, k in enumerate(final)))
-    manifest = _manifest(cfg, scan, synth, checked, good, dup_removed, kept, contaminated, eval_tasks, final, client)
+    reasoning = None
+    if cfg.reasoning.enabled:
+        answers = ChatClient(cfg.llm, cfg.llm_cache_dir, transport=transport)  # its own counters
+        try:
+            reasoning = _reasoning(cfg, run, bar, final, task_of, evaluate, backend, answers)
+        finally:
+            answers.close()
+    manifest = _manifest(cfg, scan, synth, checked, good, dup_removed, kept, contaminated, eval_tasks, final, client,
+                         reasoning)
     (run / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     write_summary(run / "summary.md", manifest, run)
     return BuildResult(run, train_path, manifest)
@@ -140,11 +150,37 @@ def _decontaminate(cfg, run: Path, bar, kept: list[str], task_of: dict, origin: 
     return hits
 
 
+def _reasoning(cfg, run: Path, bar, final: list[str], task_of: dict, evaluate, backend, client: ChatClient) -> dict:
+    from cuset.data.reasoning_stage import curate_reasoning, stage_settings, stage_summary, training_records
+    from cuset.data.stats import hf_token_counter, lexer_token_counter
+
+    rc = cfg.reasoning
+    unit, count = hf_token_counter(rc.tokenizer) if rc.tokenizer else lexer_token_counter()
+    backend = backend or make_backend(cfg.validation.backend)
+    cases = tuple(cfg.validation.cases)
+    model = rc.model or cfg.llm.model
+    store = StageStore(run, "5_reasoning", stage_settings(rc, model, backend.fingerprint(), cases, unit))
+    tasks = [(task_key(task_of[k].to_json()), task_of[k]) for k in final]
+    with ExitStack() as stack:
+        if evaluate is None and any(store.get(k) is None for k, _ in tasks):
+            evaluate = stack.enter_context(pipeline_evaluator(cfg.validation, backend))
+        with bar(f"5/5 reasoning answers ({rc.n_candidates} per task, {backend.name})", len(tasks)) as advance:
+            outcome = curate_reasoning(tasks, store, client, cfg=rc, model=model, evaluate=evaluate, backend=backend,
+                                       cases=cases, count_tokens=count, token_unit=unit,
+                                       concurrency=cfg.llm.concurrency, advance=advance)
+    write_jsonl(store.path, outcome.records)  # with `kept` under the current select rule
+    ids = {key: i for i, (key, _) in enumerate(tasks)}
+    task_by_key = {key: t for key, t in tasks}
+    write_jsonl(run / "train_reasoning.jsonl", training_records(outcome.records, task_by_key, ids, rc.prompt_level))
+    return {**stage_summary(outcome.records, outcome.deferred, rc, unit), "llm": client.stats()}
+
+
 def _renumber(task: Task, new_id: int) -> Task:
     return Task.from_json({**task.to_json(), "id": new_id})
 
 
-def _manifest(cfg, scan, synth, checked, good, dup_removed, kept, contaminated, eval_tasks, final, client) -> dict:
+def _manifest(cfg, scan, synth, checked, good, dup_removed, kept, contaminated, eval_tasks, final, client,
+              reasoning: dict | None = None) -> dict:
     recs = synth.records
     by_kind = Counter(c.kind for c in scan.candidates)
     stages = {
@@ -164,7 +200,10 @@ def _manifest(cfg, scan, synth, checked, good, dup_removed, kept, contaminated, 
                             "removed": _sorted(Counter(r.reason for r in contaminated)), "out": len(final)},
         "output": {"tasks": len(final), "path": "train.jsonl"},
     }
-    return {"cuset_version": __version__, "complete": not synth.deferred, "stages": stages,
+    if reasoning is not None:
+        stages["reasoning"] = reasoning
+    complete = not synth.deferred and not (reasoning or {}).get("deferred")
+    return {"cuset_version": __version__, "complete": complete, "stages": stages,
             "llm": {"model": cfg.llm.model, **client.stats()}, "config": to_dict(cfg)}
 
 

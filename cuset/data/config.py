@@ -120,6 +120,32 @@ class DecontamConfig:
             raise ValueError("decontam n-gram sizes must be >= 1")
 
 
+SELECT_RULES = ("concise", "first", "all")
+
+
+@dataclass
+class ReasoningConfig:
+    enabled: bool = option(False, "Stage 5 (ConCuR-style): ask the LLM (llm.base_url, a reasoning model) to solve every "
+                           "final task n_candidates times, validate each answer's kernel, and write train_reasoning.jsonl "
+                           "with (prompt, reasoning trace, answer) of the passing ones. `reasoning: true` turns it on.")
+    n_candidates: int = option(4, "Answers requested per task (each its own request with seed = seed + i).")
+    select: str = option("concise", "Which passing answers are kept: concise (the shortest reasoning among those that "
+                         "pass, ties by code length), first (the first that passes), all.", choices=SELECT_RULES)
+    model: str = option("", "Model name for this stage; default llm.model.")
+    temperature: float = option(0.7, "Sampling temperature of the answers (> 0 so the candidates differ).")
+    max_tokens: int = option(16384, "Largest answer (trace + code) in tokens; a trace cut here has no code (no_code).")
+    seed: int = option(0, "Seed of candidate 0; candidate i sends seed + i (servers without seeds ignore it).")
+    prompt_level: int = option(1, "CUDABench prompt level (1, 2 or 3) the tasks are asked at.", choices=(1, 2, 3))
+    tokenizer: str = option("", "Local Hugging Face tokenizer directory to count reasoning tokens with; empty = a "
+                            "lexer count (named 'lexer tokens' in the outputs).")
+
+    def __post_init__(self):
+        if self.n_candidates < 1 or self.max_tokens < 1:
+            raise ValueError("reasoning.n_candidates and reasoning.max_tokens must be at least 1")
+        if self.temperature < 0:
+            raise ValueError("reasoning.temperature must not be negative")
+
+
 @dataclass
 class DataBuildConfig:
     out_dir: str = option("runs/data", "Run directory: every stage's JSONL, the LLM cache, train.jsonl, manifest.json, summary.md.")
@@ -129,6 +155,8 @@ class DataBuildConfig:
     validation: ValidationConfig = option(default_factory=ValidationConfig, help="Compile-and-run checks.")
     dedup: DedupConfig = option(default_factory=DedupConfig, help="Exact and near-duplicate removal.")
     decontam: DecontamConfig = option(default_factory=DecontamConfig, help="Removal of tasks overlapping evaluation sets.")
+    reasoning: ReasoningConfig = option(default_factory=ReasoningConfig, help="Stage 5: reasoning traces and answers "
+                                        "for the final tasks (off by default).")
 
     def __post_init__(self):
         if not self.sources:

@@ -52,6 +52,7 @@ class ChatReply:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str = ""
+    reasoning: str | None = None  # a reasoning model's separate trace (reasoning_content / reasoning), if sent
 
 
 class ReplyCache:
@@ -98,15 +99,16 @@ class ChatClient:
         self.completion_tokens = 0
 
     # -- public ---------------------------------------------------------------
-    def body(self, messages: list[dict]) -> dict:
+    def body(self, messages: list[dict], overrides: dict | None = None) -> dict:
         body = {"model": self.cfg.model, "messages": messages, "temperature": self.cfg.temperature,
                 "max_tokens": self.cfg.max_tokens}
         if self.cfg.json_mode:
             body["response_format"] = {"type": "json_object"}
-        return body
+        return {**body, **(overrides or {})}
 
-    def complete(self, messages: list[dict]) -> ChatReply:
-        body = self.body(messages)
+    def complete(self, messages: list[dict], overrides: dict | None = None) -> ChatReply:
+        """One reply (cached by the request body); `overrides` replace or add body fields (model, seed, ...)."""
+        body = self.body(messages, overrides)
         key = request_key(body)
         cached = self.cache.get(key)
         if cached is not None:
@@ -204,11 +206,16 @@ def _retry_after(value: str | None) -> float | None:
 def _reply(response: dict, key: str, cached: bool) -> ChatReply:
     try:
         choice = response["choices"][0]
-        content = choice["message"]["content"]
+        message = choice["message"]
+        content = message["content"]
     except (KeyError, IndexError, TypeError):
         raise LLMReplyError("llm_bad_reply", "reply has no choices[0].message.content") from None
-    if not isinstance(content, str) or not content.strip():
+    trace = message.get("reasoning_content") or message.get("reasoning")
+    trace = trace if isinstance(trace, str) and trace.strip() else None
+    content = "" if content is None and trace is not None else content
+    # a trace with no answer (cut at max_tokens) is still a reply: the caller finds no code in it
+    if not isinstance(content, str) or (not content.strip() and trace is None):
         raise LLMReplyError("llm_empty_reply", f"empty reply (finish_reason={choice.get('finish_reason')!r})")
     usage = response.get("usage") or {}
     return ChatReply(content, key, cached, int(usage.get("prompt_tokens") or 0),
-                     int(usage.get("completion_tokens") or 0), str(choice.get("finish_reason") or ""))
+                     int(usage.get("completion_tokens") or 0), str(choice.get("finish_reason") or ""), trace)

@@ -30,11 +30,18 @@ def render_summary(manifest: dict, run_dir: Path) -> str:
                   "raise `llm.max_requests` / `llm.max_total_tokens` and run the build again to continue.", ""]
     lines += ["| stage | in | out | removed, by reason |", "|---|---:|---:|---|"]
     lines += [_stage_row(name, title, st[name]) for name, title in STAGE_TITLES]
+    rs = st.get("reasoning")
+    if rs is not None:
+        lines.append(_stage_row("reasoning", f"5. reasoning answers ({rs['select']})",
+                                {"in": rs["in"], "out": rs["out"], "deferred": rs["deferred"],
+                                 "removed": {"no passing answer": rs["no_passing_answer"]} if rs["no_passing_answer"] else {}}))
     llm = manifest["llm"]
     lines += ["", "Sources by kind: " + (", ".join(f"{k}: {v}" for k, v in st["sources"]["by_kind"].items()) or "none"),
               f"LLM `{llm['model']}`, this run: {llm['requests_sent']} requests sent ({llm['retries']} retries), "
               f"{llm['cache_hits']} cached replies reused, {llm['prompt_tokens']} prompt + "
               f"{llm['completion_tokens']} completion tokens.", ""]
+    if rs is not None:
+        lines += _reasoning_lines(rs)
     lines += _listing("Rejected in task synthesis", read_jsonl(run_dir / "2_synthesis.jsonl"),
                       lambda r: r["status"] != "ok", lambda r: (r["origin"], r["reason"], r["detail"]))
     lines += _listing("Rejected in validation", read_jsonl(run_dir / "3_validation.jsonl"),
@@ -45,6 +52,17 @@ def render_summary(manifest: dict, run_dir: Path) -> str:
                       lambda r: True, lambda r: (r["origin"], r["reason"],
                                                   f"of {r['matched_origin']} (similarity {r['similarity']:.2f})"))
     return "\n".join(lines) + "\n"
+
+
+def _reasoning_lines(rs: dict) -> list[str]:
+    statuses = ", ".join(f"{k}: {v}" for k, v in rs["statuses"].items()) or "none"
+    mean = lambda v: "-" if v is None else f"{v:,.1f}"  # noqa: E731
+    return ["## Reasoning answers (stage 5)", "",
+            f"{rs['candidates']} answers to {rs['in']} tasks ({statuses}); {rs['tasks_with_a_pass']} tasks have a "
+            f"passing answer; `{rs['select']}` kept {rs['out']} -> `{rs['path']}`. Mean reasoning length "
+            f"({rs['token_unit']}): {mean(rs['mean_reasoning_tokens_passing'])} over passing answers, "
+            f"{mean(rs['mean_reasoning_tokens_kept'])} over kept ones. LLM: {rs['llm']['requests_sent']} requests "
+            f"sent, {rs['llm']['cache_hits']} cached replies reused.", ""]
 
 
 def _listing(title, rows, keep, cells) -> list[str]:

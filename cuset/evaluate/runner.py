@@ -30,7 +30,7 @@ from cuset.execute.compile_cache import DEFAULT_ROOT, CompileCache
 from cuset.execute.result import ExecResult, Status
 from cuset.execute.sandbox import resolve_mode
 from cuset.generate.extract import get_extractor
-from cuset.generate.reasoning import UNTERMINATED_DETAIL, split_reasoning
+from cuset.tasks.reasoning import UNTERMINATED_DETAIL, split_reasoning
 from cuset.generate.records import GenerationRecord, load_generations
 from cuset.tasks import Task, load_tasks
 

@@ -25,7 +25,7 @@ class GenerationRecord:
     n_tokens: int | None        # generated tokens, counted with the model's tokenizer
     finish_reason: str | None   # "stop", "length", ... as the backend reports it
     seconds: float              # wall time spent generating this sample (batch time shared out)
-    reasoning: str | None = None        # a reasoning model's trace, apart from the answer (cuset.generate.reasoning)
+    reasoning: str | None = None        # a reasoning model's trace, apart from the answer (cuset.tasks.reasoning)
     reasoning_tokens: int | None = None  # its tokens (part of n_tokens), where the backend could count them
 
     @property

@@ -15,7 +15,7 @@ from pathlib import Path
 from cuset.generate.backends import GenRequest, Generator, get_generator
 from cuset.generate.config import GenerateConfig
 from cuset.generate.extract import get_extractor
-from cuset.generate.reasoning import split_reasoning
+from cuset.tasks.reasoning import split_reasoning
 from cuset.generate.records import GenerationRecord, drop_torn_tail, load_generations
 from cuset.tasks import Task, load_tasks, render_prompt
 

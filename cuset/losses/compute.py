@@ -41,6 +41,7 @@ class ShiftedBatch:
     labels: torch.Tensor  # [B, T-1]: labels[:, t] is predicted from position t
     segment_ids: torch.Tensor | None  # [B, T-1] sample id of the target, None: one sample per row
     cuda_mask: torch.Tensor | None  # [B, T-1] CUDA flag of the target token
+    loss_weight: torch.Tensor | None = None  # [B, T-1] loss weight of the target token (None: all 1)
 
 
 def sample_ids(batch: dict) -> torch.Tensor | None:
@@ -68,7 +69,7 @@ def shift_batch(batch: dict) -> ShiftedBatch:
             raise ValueError(f"batch: missing {key!r} (keys: {', '.join(batch)})")
     labels = batch["labels"]
     shape = batch["input_ids"].shape
-    for key in ("labels", "attention_mask", "cuda_mask", "segment_ids", "position_ids"):
+    for key in ("labels", "attention_mask", "cuda_mask", "loss_weight", "segment_ids", "position_ids"):
         if batch.get(key) is not None and batch[key].shape != shape:
             raise ValueError(f"batch: {key} has shape {tuple(batch[key].shape)} but input_ids have {tuple(shape)}; "
                              "truncate/pad every per-token column together")
@@ -79,8 +80,8 @@ def shift_batch(batch: dict) -> ShiftedBatch:
     if seg is not None:
         targets[seg[:, 1:] != seg[:, :-1]] = IGNORE_INDEX  # never predict a sample's first token from the previous one
         seg = seg[:, 1:]
-    cuda = batch.get("cuda_mask")
-    return ShiftedBatch(targets, seg, None if cuda is None else cuda[:, 1:])
+    cuda, weight = batch.get("cuda_mask"), batch.get("loss_weight")
+    return ShiftedBatch(targets, seg, None if cuda is None else cuda[:, 1:], None if weight is None else weight[:, 1:])
 
 
 def count_loss_items(batch: dict) -> dict[str, int]:
@@ -221,7 +222,9 @@ def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_it
     """(loss, metrics) of `cfg.name` on one micro-batch; see the module docstring for normalisation.
 
     batch: input_ids, labels (HF unshifted, -100 = no target), optional attention_mask,
-    cuda_mask (per token, like input_ids), position_ids / segment_ids (packing).
+    cuda_mask (per token, like input_ids), loss_weight (per-token multiplier of the loss terms,
+    e.g. data.reasoning_weight on reasoning tokens; the denominators still count every target),
+    position_ids / segment_ids (packing).
     ref_model_ctx (ASFT): None = peft model with its adapter disabled; a module = frozen
     reference model; a callable = context manager under which `model` is the reference.
     Works unchanged under DDP, FSDP and DeepSpeed ZeRO-2/3 (see `head_forward_replaced`).
@@ -236,7 +239,7 @@ def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_it
     _check_plain_head(lm)
     head = _head_module(lm)
     targets = select_targets(shifted.labels, vocab_size=vocab_size(head), segment_ids=shifted.segment_ids,
-                             cuda_mask=shifted.cuda_mask, where="batch")
+                             cuda_mask=shifted.cuda_mask, loss_weight=shifted.loss_weight, where="batch")
     ref_h = ref_head = None
     if targets.n_tokens and obj.needs_kl(cfg):  # the reference pass first: its hidden states feed the head's pass
         ref_hidden, ref_lm = _reference_hidden(model, batch, ref_model_ctx)
@@ -306,8 +309,8 @@ def head_loss_sum(cfg: LossConfig, hidden: torch.Tensor, weight: torch.Tensor, b
         topk=cfg.eaft_topk if obj.needs_entropy else None, ref_hidden=ref_hidden,
         ref_weight=None if ref_weight is None else ref_weight.detach(),
         ref_bias=None if ref_bias is None else ref_bias.detach(),
-        chunk_size=cfg.chunk_size)
-    plain = TokenStats(logp, targets.segment, targets.cuda, entropy, kl)
+        chunk_size=cfg.chunk_size, token_weight=targets.weight)
+    plain = TokenStats(logp, targets.segment, targets.cuda, entropy, kl, targets.weight)
     loss_sum, metrics = obj.reduce(terms, plain, cfg)
     return loss_sum, plain, metrics
 

@@ -254,6 +254,7 @@ class TermInputs:
     segment: torch.Tensor  # [N] sample ids (handed to coefs)
     cuda: torch.Tensor  # [N] CUDA-span flags (handed to coefs)
     weight_groups: torch.Tensor | None  # [N] group ids with equal upstream grads; None: recompute in backward
+    token_weight: torch.Tensor | None = None  # [N] per-token loss weights (handed to coefs), None = all 1
 
 
 class _WeightedTermsFn(torch.autograd.Function):
@@ -275,7 +276,8 @@ class _WeightedTermsFn(torch.autograd.Function):
                                  dt) if fuse_w else None
         for lo, hi in _chunks(n, spec.head.chunk_size):
             sc = scorer.score(lo, hi)
-            chunk = TokenStats(sc.logp, spec.segment[lo:hi], spec.cuda[lo:hi], sc.entropy, sc.kl)
+            chunk = TokenStats(sc.logp, spec.segment[lo:hi], spec.cuda[lo:hi], sc.entropy, sc.kl,
+                               None if spec.token_weight is None else spec.token_weight[lo:hi])
             a, b = spec.coefs(chunk)
             logp[lo:hi] = sc.logp
             coef_a[lo:hi] = a
@@ -373,7 +375,7 @@ class _GroupAccumulators:
 
 
 def weighted_terms_fn(hidden, weight, bias, targets, *, coefs, segment, cuda, weight_groups=None, topk=None,
-                      ref_hidden=None, ref_weight=None, ref_bias=None, chunk_size=512):
+                      ref_hidden=None, ref_weight=None, ref_bias=None, chunk_size=512, token_weight=None):
     """Per-token loss terms -a_t logp_t + b_t kl_t (differentiable) and detached (logp, kl, entropy).
 
     `coefs(chunk_stats) -> (a, b)` must be elementwise over tokens (each token's
@@ -381,7 +383,7 @@ def weighted_terms_fn(hidden, weight, bias, targets, *, coefs, segment, cuda, we
     """
     if ref_hidden is not None and ref_weight is None:
         ref_weight, ref_bias = weight.detach(), _detach(bias)
-    spec = TermInputs(HeadInputs(targets, chunk_size, topk), coefs, segment, cuda, weight_groups)
+    spec = TermInputs(HeadInputs(targets, chunk_size, topk), coefs, segment, cuda, weight_groups, token_weight)
     terms, logp, kl, entropy = _WeightedTermsFn.apply(hidden, weight, bias, _detach(ref_hidden),
                                                       _detach(ref_weight), _detach(ref_bias), spec)
     return terms, logp, (kl if ref_hidden is not None else None), (entropy if topk else None)

@@ -63,7 +63,11 @@ class Objective:
                              "call chunked_token_stats(..., need_entropy_topk=k)")
         if self.needs_kl(cfg) and plain.kl is None:
             raise ValueError(f"loss {self.name!r} needs KL to the reference: pass ref_hidden to chunked_token_stats")
-        return self.token_coefs(plain, cfg)
+        a, b = self.token_coefs(plain, cfg)
+        if plain.weight is not None:  # a per-token loss weight scales both coefficients alike
+            w = plain.weight.to(a.dtype)
+            a, b = a * w, (None if b is None else b * w)
+        return a, b
 
     def reduce(self, terms: torch.Tensor, plain: TokenStats, cfg: LossConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Sum per-token loss terms with the per-sample scales; `plain` are the detached stats."""

@@ -17,9 +17,10 @@ def full_logits_token_stats(hidden: torch.Tensor, weight: torch.Tensor, bias: to
                             labels: torch.Tensor, *, need_entropy_topk: int | None = None,
                             ref_hidden: torch.Tensor | None = None, ref_weight: torch.Tensor | None = None,
                             ref_bias: torch.Tensor | None = None, segment_ids: torch.Tensor | None = None,
-                            cuda_mask: torch.Tensor | None = None) -> TokenStats:
+                            cuda_mask: torch.Tensor | None = None, loss_weight: torch.Tensor | None = None) -> TokenStats:
     """Same contract as `chunked_token_stats`, computed with full logits of the target rows."""
-    targets = select_targets(labels, vocab_size=weight.shape[0], segment_ids=segment_ids, cuda_mask=cuda_mask)
+    targets = select_targets(labels, vocab_size=weight.shape[0], segment_ids=segment_ids, cuda_mask=cuda_mask,
+                             loss_weight=loss_weight)
     h = hidden[targets.mask]
     logits = F.linear(h, weight, bias).to(torch.promote_types(h.dtype, torch.float32))
     logprobs = torch.log_softmax(logits, dim=-1)
@@ -37,4 +38,4 @@ def full_logits_token_stats(hidden: torch.Tensor, weight: torch.Tensor, bias: to
             rb = bias if ref_weight is None else ref_bias
             ref_logprobs = torch.log_softmax(F.linear(ref_hidden[targets.mask], rw, rb).to(logits.dtype), dim=-1)
         kl = (ref_logprobs.exp() * (ref_logprobs - logprobs)).sum(-1)
-    return TokenStats(logp, targets.segment, targets.cuda, entropy, kl)
+    return TokenStats(logp, targets.segment, targets.cuda, entropy, kl, targets.weight)

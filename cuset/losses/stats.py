@@ -19,10 +19,13 @@ class TokenStats:
     cuda: torch.Tensor  # [N] float, 1.0 where the target token lies in a kernel body / launch config
     entropy_topk: torch.Tensor | None = None  # [N] entropy of softmax over the top-k logits (no grad)
     kl: torch.Tensor | None = None  # [N] KL(pi_ref || pi_theta) over the full vocab, grad through policy only
+    # [N] per-token loss weight (e.g. data.reasoning_weight on reasoning-trace tokens), None = 1 everywhere;
+    # it scales each token's coefficients, never the statistics that windows and filters read
+    weight: torch.Tensor | None = None
 
     def __post_init__(self):
         n = self.logp.shape
-        for name in ("segment", "cuda", "entropy_topk", "kl"):
+        for name in ("segment", "cuda", "entropy_topk", "kl", "weight"):
             value = getattr(self, name)
             if value is not None and value.shape != n:
                 raise ValueError(f"TokenStats.{name} has shape {tuple(value.shape)}, expected {tuple(n)} like logp")
@@ -43,4 +46,5 @@ class TokenStats:
     def select(self, rows: slice | torch.Tensor) -> "TokenStats":
         """The statistics of a subset of tokens (used for one chunk of the LM head)."""
         pick = lambda t: None if t is None else t[rows]  # noqa: E731
-        return TokenStats(pick(self.logp), pick(self.segment), pick(self.cuda), pick(self.entropy_topk), pick(self.kl))
+        return TokenStats(pick(self.logp), pick(self.segment), pick(self.cuda), pick(self.entropy_topk), pick(self.kl),
+                          pick(self.weight))

@@ -21,6 +21,7 @@ class Targets:
     ids: torch.Tensor  # [N] target token ids, row-major order
     segment: torch.Tensor  # [N] int64 sample id, unique across rows
     cuda: torch.Tensor  # [N] float CUDA-span flag of the target token
+    weight: torch.Tensor | None = None  # [N] float loss weight of the target token, None = all 1
 
     @property
     def n_tokens(self) -> int:
@@ -32,7 +33,8 @@ class Targets:
 
 
 def select_targets(labels: torch.Tensor, *, vocab_size: int, segment_ids: torch.Tensor | None = None,
-                   cuda_mask: torch.Tensor | None = None, where: str = "labels") -> Targets:
+                   cuda_mask: torch.Tensor | None = None, loss_weight: torch.Tensor | None = None,
+                   where: str = "labels") -> Targets:
     """Target positions (label != -100) with their sample ids and CUDA flags.
 
     `segment_ids` [B, T] number the samples packed in a row (any ints, equal
@@ -59,7 +61,13 @@ def select_targets(labels: torch.Tensor, *, vocab_size: int, segment_ids: torch.
     else:
         _check_shape(cuda_mask, labels, "cuda_mask", where)
         cuda = cuda_mask[mask].float()
-    return Targets(mask, ids, segment, cuda)
+    weight = None
+    if loss_weight is not None:
+        _check_shape(loss_weight, labels, "loss_weight", where)
+        weight = loss_weight[mask].float()
+        if weight.numel() and bool((weight < 0).any()):
+            raise ValueError(f"{where}: loss_weight must not be negative (min {float(weight.min())})")
+    return Targets(mask, ids, segment, cuda, weight)
 
 
 def _check_shape(t: torch.Tensor, labels: torch.Tensor, name: str, where: str):
@@ -72,7 +80,7 @@ def chunked_token_stats(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.
                         *, need_entropy_topk: int | None = None, ref_hidden: torch.Tensor | None = None,
                         ref_weight: torch.Tensor | None = None, ref_bias: torch.Tensor | None = None,
                         chunk_size: int = 512, segment_ids: torch.Tensor | None = None,
-                        cuda_mask: torch.Tensor | None = None) -> TokenStats:
+                        cuda_mask: torch.Tensor | None = None, loss_weight: torch.Tensor | None = None) -> TokenStats:
     """TokenStats of the target tokens, scored chunk by chunk (never [tokens, vocab] at once).
 
     hidden [B, T, H] final hidden states, weight [V, H] (+ bias [V]) the LM head,
@@ -85,9 +93,10 @@ def chunked_token_stats(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.
         raise ValueError(f"hidden {tuple(hidden.shape)} and labels {tuple(labels.shape)} must be [B, T, H] and [B, T]")
     if ref_hidden is not None and ref_hidden.shape != hidden.shape:
         raise ValueError(f"ref_hidden {tuple(ref_hidden.shape)} must have the shape of hidden {tuple(hidden.shape)}")
-    targets = select_targets(labels, vocab_size=weight.shape[0], segment_ids=segment_ids, cuda_mask=cuda_mask)
+    targets = select_targets(labels, vocab_size=weight.shape[0], segment_ids=segment_ids, cuda_mask=cuda_mask,
+                             loss_weight=loss_weight)
     h = hidden[targets.mask]
     ref_h = None if ref_hidden is None else ref_hidden.detach()[targets.mask]
     logp, kl, entropy = token_stats_fn(h, weight, bias, targets.ids, topk=need_entropy_topk, ref_hidden=ref_h,
                                        ref_weight=ref_weight, ref_bias=ref_bias, chunk_size=chunk_size)
-    return TokenStats(logp, targets.segment, targets.cuda, entropy, kl)
+    return TokenStats(logp, targets.segment, targets.cuda, entropy, kl, targets.weight)

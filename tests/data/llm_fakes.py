@@ -147,3 +147,34 @@ class FakeLLMServer:
                 pass
 
         return Handler
+
+
+class FakeReasoningServer(FakeLLMServer):
+    """A reasoning model on loopback: `script[(task_name, seed)]` = (trace, content, how) where how is
+    "field" (trace in message.reasoning_content), "inline" (<think> block in content) or "none".
+    Records the seeds it was asked for."""
+
+    TASK = re.compile(r"## Task Name\n(\w+)")
+
+    def __init__(self, script: dict):
+        super().__init__(replies={})
+        self.script = script
+        self.asked: list[tuple[str, int]] = []
+
+    def answer(self, body: dict) -> tuple[int, dict, dict]:
+        name = self.TASK.search(body["messages"][-1]["content"]).group(1)
+        seed = int(body.get("seed", -1))
+        with self._lock:
+            self.requests += 1
+            self.asked.append((name, seed))
+        trace, content, how = self.script[(name, seed)]
+        message = {"role": "assistant", "content": content}
+        if how == "field":
+            message["reasoning_content"] = trace
+        elif how == "inline":
+            message["content"] = f"<think>\n{trace}\n</think>\n\n{content}"
+        finish = "length" if content == "" or (how == "inline" and trace is None) else "stop"
+        reply = {"id": f"chatcmpl-{self.requests}", "object": "chat.completion", "model": body.get("model", ""),
+                 "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                 "usage": {"prompt_tokens": 100, "completion_tokens": 50, "total_tokens": 150}}
+        return 200, reply, {}

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Iterator, Sequence
 
 from cuset.generate.backends import Completion, GenerationError, GenRequest
-from cuset.generate.reasoning import split_reasoning
+from cuset.tasks.reasoning import split_reasoning
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 FATAL_STATUS = {401, 403, 404}

@@ -60,6 +60,8 @@ class DataReport:
     tokens: int = 0
     supervised_tokens: int = 0
     cuda_tokens: int = 0
+    reasoning_tokens: int = 0  # supervised tokens of reasoning traces (before reasoning_weight drops any)
+    reasoning_examples: int = 0
     cache_key: str = ""
     cache_hit: bool = False
 
@@ -68,14 +70,17 @@ class DataReport:
             "sources": self.sources, "examples": self.examples, "skipped": dict(self.skipped),
             "problems": [{**dataclasses.asdict(p)} for p in self.problems[:1000]],
             "truncated": self.truncated, "tokens": self.tokens, "supervised_tokens": self.supervised_tokens,
-            "cuda_tokens": self.cuda_tokens, "cache_key": self.cache_key, "cache_hit": self.cache_hit,
+            "cuda_tokens": self.cuda_tokens, "reasoning_tokens": self.reasoning_tokens,
+            "reasoning_examples": self.reasoning_examples, "cache_key": self.cache_key, "cache_hit": self.cache_hit,
         }
 
     @classmethod
     def from_json(cls, d: dict) -> "DataReport":
         return cls(sources=list(d["sources"]), examples=d["examples"], skipped=Counter(d["skipped"]),
                    problems=[Problem(**p) for p in d["problems"]], truncated=d["truncated"], tokens=d["tokens"],
-                   supervised_tokens=d["supervised_tokens"], cuda_tokens=d["cuda_tokens"], cache_key=d["cache_key"])
+                   supervised_tokens=d["supervised_tokens"], cuda_tokens=d["cuda_tokens"],
+                   reasoning_tokens=d.get("reasoning_tokens", 0), reasoning_examples=d.get("reasoning_examples", 0),
+                   cache_key=d["cache_key"])
 
 
 def _file_digest(path: Path) -> str:
@@ -134,7 +139,8 @@ def _tokenize_one(example: Example, cfg: DataConfig, tokenizer) -> dict | Proble
     spans = response_spans(example.response, example.code_range, cfg.cuda_spans) if cfg.cuda_mask else None
     try:
         return tokenize_example(tokenizer, list(example.prompt), example.response, max_length=cfg.max_length,
-                                spans=spans, chat_template_kwargs=cfg.chat_template_kwargs)
+                                spans=spans, chat_template_kwargs=cfg.chat_template_kwargs,
+                                reasoning=example.reasoning, reasoning_weight=cfg.reasoning_weight)
     except PromptTooLongError as e:
         return Problem(example.source, example.line, "prompt", str(e), "prompt_too_long")
     except TemplateError as e:
@@ -149,7 +155,7 @@ def tokenize_files(cfg: DataConfig, tokenizer, *, progress: bool = True) -> tupl
     if not cfg.paths or missing:
         raise FileNotFoundError("data.paths: " + (f"no such file: {', '.join(missing)}" if missing else "no training files given"))
     report = DataReport(sources=list(cfg.paths))
-    columns: dict[str, list] = {c: [] for c in COLUMNS}
+    columns: dict[str, list] = {c: [] for c in _columns(cfg)}
     opts = cfg.record_options()
     bar = tqdm(desc="tokenize", unit="ex", disable=not progress)
     for path in cfg.paths:
@@ -162,13 +168,15 @@ def tokenize_files(cfg: DataConfig, tokenizer, *, progress: bool = True) -> tupl
                 report.problems.append(row)
                 report.skipped[row.reason] += 1
                 continue
-            for c in COLUMNS:
+            for c in columns:
                 columns[c].append(row[c])
             report.examples += 1
             report.truncated += row["truncated"]
             report.tokens += len(row["input_ids"])
             report.supervised_tokens += sum(t != -100 for t in row["labels"])
             report.cuda_tokens += int(sum(row["cuda_mask"]))
+            report.reasoning_tokens += int(sum(row["reasoning_mask"]))
+            report.reasoning_examples += item.reasoning is not None
     bar.close()
     if cfg.strict and report.problems:
         raise DataError(report.problems)
@@ -177,14 +185,16 @@ def tokenize_files(cfg: DataConfig, tokenizer, *, progress: bool = True) -> tupl
     return columns, report
 
 
-def _features():
+def _columns(cfg: DataConfig) -> tuple[str, ...]:
+    """The per-token columns stored; loss_weight only when it is not all ones or zeros (see tokenize_example)."""
+    return COLUMNS + (("loss_weight",) if 0.0 < cfg.reasoning_weight < 1.0 else ())
+
+
+def _features(cfg: DataConfig):
     import datasets
 
-    return datasets.Features({
-        "input_ids": datasets.List(datasets.Value("int32")),
-        "labels": datasets.List(datasets.Value("int32")),
-        "cuda_mask": datasets.List(datasets.Value("float32")),
-    })
+    types = {"input_ids": "int32", "labels": "int32", "cuda_mask": "float32", "loss_weight": "float32"}
+    return datasets.Features({c: datasets.List(datasets.Value(types[c])) for c in _columns(cfg)})
 
 
 def build_dataset(cfg: DataConfig, tokenizer, *, progress: bool = True):
@@ -199,7 +209,7 @@ def build_dataset(cfg: DataConfig, tokenizer, *, progress: bool = True):
         return datasets.load_from_disk(str(target / "dataset")), report
     columns, report = tokenize_files(cfg, tokenizer, progress=progress)
     report.cache_key = key
-    dataset = datasets.Dataset.from_dict(columns, features=_features())
+    dataset = datasets.Dataset.from_dict(columns, features=_features(cfg))
     _save_atomically(dataset, report, target)
     log.info("tokenised %d examples (%d skipped) -> %s", report.examples, sum(report.skipped.values()), target)
     return datasets.load_from_disk(str(target / "dataset")), report

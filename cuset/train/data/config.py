@@ -27,6 +27,10 @@ class DataConfig:
                              "variables, launch configurations with their whole backward slice, CUDA calls) or paper "
                              "(the paper's wording: __global__ bodies, <<<...>>> and the declarations used directly "
                              "by it).", choices=("broad", "paper"))
+    reasoning_weight: float = option(1.0, help="Loss weight of reasoning-trace tokens (records with reasoning_content "
+                                     "/ reasoning, or a leading <think> block): 1 trains on the trace like the answer, "
+                                     "a value in (0, 1) down-weights it, 0 drops it from the loss (as if it were "
+                                     "prompt). The CUDA mask never covers the trace.")
     strict: bool = option(True, help="Bad records (missing field, empty response, invalid UTF-8, prompt over max_length) "
                           "raise an error naming file:line; false skips them and counts them by reason.")
     cache_dir: str | None = option(None, help="Where tokenised datasets are cached (default $CUSET_CACHE_DIR or ~/.cache/cuset, /tokenized).")
@@ -35,6 +39,8 @@ class DataConfig:
     def __post_init__(self):
         if self.max_length < 2:
             raise ValueError(f"max_length must be at least 2, got {self.max_length}")
+        if not 0.0 <= self.reasoning_weight <= 1.0:
+            raise ValueError(f"reasoning_weight must be in [0, 1], got {self.reasoning_weight}")
         if self.limit is not None and self.limit < 1:
             raise ValueError(f"limit must be positive, got {self.limit}")
 

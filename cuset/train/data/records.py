@@ -15,6 +15,7 @@ from typing import Iterator
 from cuset.tasks.io import Problem
 
 FORMATS = ("auto", "cudabench", "messages", "prompt_completion", "alpaca")
+REASONING_FIELDS = ("reasoning_content", "reasoning")  # where records (and servers) keep a trace
 WRAPS = ("fenced", "raw")
 
 
@@ -24,7 +25,10 @@ class Example:
 
     `code_range` is the (start, end) of the program inside `response` when the
     response wraps a single program (CUDABench); None means "find the fenced code
-    blocks in the text" (see `cuset.train.data.cuda_spans`).
+    blocks in the text" (see `cuset.train.data.cuda_spans`). `reasoning` is a
+    reasoning model's trace, kept apart from `response` (the answer): it comes from
+    the record's own field (`reasoning_content` / `reasoning`) or from a leading
+    `<think>...</think>` block, and training renders it back with the chat template.
     """
 
     prompt: tuple[dict, ...]
@@ -32,6 +36,7 @@ class Example:
     source: str
     line: int
     code_range: tuple[int, int] | None = None
+    reasoning: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,15 @@ def _check_messages(messages, field: str) -> list[dict]:
     return out
 
 
+def _trace_field(obj: dict, field: str) -> str | None:
+    """The trace in `reasoning_content` or `reasoning` of `obj`, None when absent or empty."""
+    for key in REASONING_FIELDS:
+        if obj.get(key) is not None:
+            value = _check_text(obj[key], f"{field}.{key}" if field else key, required_nonempty=False)
+            return value if value.strip() else None
+    return None
+
+
 def _messages(record: dict, opts: RecordOptions) -> tuple[list[dict], str, None]:
     messages = _check_messages(_need(record, "messages", "messages"), "messages")
     last = messages[-1]
@@ -176,9 +190,34 @@ def parse_record(record, opts: RecordOptions, source: str, line: int) -> Example
             raise _Bad("<record>", f"must be a JSON object, got {type(record).__name__}", "bad_type")
         fmt = detect_format(record) if opts.format == "auto" else opts.format
         prompt, response, code_range = READERS[fmt](record, opts)
+        reasoning = None
+        if fmt != "cudabench":  # a CUDABench response is a program, never a trace
+            response, reasoning = _split_trace(record, fmt, response)
     except _Bad as bad:
         return Problem(source, line, bad.field, bad.message, bad.reason)
-    return Example(tuple(prompt), response, source, line, code_range)
+    return Example(tuple(prompt), response, source, line, code_range, reasoning)
+
+
+def _split_trace(record: dict, fmt: str, response: str) -> tuple[str, str | None]:
+    """(answer, trace): the trace from the record's field and/or a `<think>` block leading the response."""
+    from cuset.tasks.reasoning import split_reasoning
+
+    if fmt == "messages":  # the trace rides on the assistant message, as chat templates expect
+        last = len(record["messages"]) - 1
+        explicit = _trace_field(record["messages"][last], f"messages[{last}]")
+        where = f"messages[{last}].content"
+    else:
+        explicit = _trace_field(record, "")
+        where = {"prompt_completion": "completion", "alpaca": "output"}[fmt]
+    split = split_reasoning(response, explicit)
+    if split.unterminated:
+        raise _Bad(where, "opens <think> and never closes it: a truncated trace has no answer to train on",
+                   "unterminated_reasoning")
+    if split.reasoning is None:
+        return response, None
+    if not split.answer.strip():
+        raise _Bad(where, "holds a reasoning trace but no answer after it", "empty_response")
+    return split.answer, split.reasoning
 
 
 def read_examples(path: str | Path, opts: RecordOptions) -> Iterator[Example | Problem]:

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from cuset.generate.reasoning import split_reasoning
+from cuset.tasks.reasoning import split_reasoning
 
 
 @pytest.mark.parametrize("text, field, reasoning, answer, unterminated", [

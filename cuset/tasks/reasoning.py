@@ -1,4 +1,5 @@
-"""Reasoning traces of reasoning models, kept apart from the answer the code is extracted from.
+"""Reasoning traces of reasoning models, kept apart from the answer the code is extracted from
+(in generation and evaluation) and from the code the CUDA mask covers (in training).
 
 A trace arrives in one of two ways:
 - a separate field of the server's message (`reasoning_content` in vLLM / DeepSeek /
