@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from cuset.analysis import plots
+from cuset.analysis.difficulty import DifficultyResult, difficulty_markdown, difficulty_table, plot_difficulty
 from cuset.analysis.published import PUBLISHED_LABEL, published
 from cuset.analysis.paired import common_tasks, paired_bootstrap, task_matrix
 from cuset.analysis.results import METRIC_KEYS, RunResults, method_name, parse_label_arg
@@ -59,9 +60,28 @@ def build_report(runs: Sequence[RunResults], out_dir: str | Path, *, published_m
         "paired": paired_comparisons(runs, compare),
     }
     doc["figures"].update(_figures(out, t2, curves))
+    doc["difficulty"] = difficulty_sections(runs, out)
+    doc["figures"].update({f"difficulty_run{d['run']}": d["figure"] for d in doc["difficulty"]})
     (out / "report.json").write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
     (out / "report.md").write_text(report_markdown(doc), encoding="utf-8")
     return doc
+
+
+# Evaluation results count reasoning with the generation backend's tokenizer (SampleResult.reasoning_tokens).
+DIFFICULTY_UNIT = "reasoning tokens"
+
+
+def difficulty_sections(runs: Sequence[RunResults], out: Path) -> list[dict]:
+    """ConCuR difficulty (pass rate vs reasoning length of passing samples) for each run
+    whose samples counted reasoning traces, with its scatter plot."""
+    sections = []
+    for i, r in enumerate(runs, 1):
+        if not r.attempts:
+            continue
+        result = difficulty_table(r.attempts)
+        figure = plot_difficulty(result, out / f"difficulty_run{i}.png", DIFFICULTY_UNIT).name
+        sections.append({"run": i, "source": r.source, "unit": DIFFICULTY_UNIT, "figure": figure, **result.to_json()})
+    return sections
 
 
 def _select(runs: Sequence[RunResults], selector: str) -> list[int]:
@@ -186,6 +206,10 @@ def report_markdown(doc: dict) -> str:
             lines += [f"### {HPARAMS[param]}", "", hparam_markdown(series, param), ""]
         if "figure4" in doc["figures"]:
             lines += [f"![Figure 4]({doc['figures']['figure4']})", ""]
+    for d in doc.get("difficulty", []):
+        labels = ", ".join(f"{k}={v}" for k, v in doc["runs"][d["run"] - 1]["labels"].items())
+        lines += [difficulty_markdown(DifficultyResult.from_json(d), d["unit"], figure=d["figure"],
+                                      title=f"Task difficulty from reasoning length (ConCuR), run {d['run']} ({labels})")]
     statuses = {}
     for r in doc["runs"]:
         for k, v in (r["counts"].get("statuses") or {}).items():

@@ -16,9 +16,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import yaml
+
+if TYPE_CHECKING:
+    from cuset.analysis.difficulty import Attempt
 
 # Label keys reports understand, with the aliases found in run metadata.
 LABEL_ALIASES: dict[str, tuple[str, ...]] = {
@@ -58,6 +61,9 @@ class RunResults:
     metrics: dict[str, float | None]          # METRIC_KEYS as fractions, plus avg_tokens
     counts: dict[str, Any] = field(default_factory=dict)  # n_tasks, n_samples, statuses, skipped
     task_metrics: dict[int, dict[str, float | None]] = field(default_factory=dict)  # per task: METRIC_KEYS
+    # per-sample outcomes with reasoning lengths, for the difficulty analysis; empty unless
+    # some sample of the run counted a reasoning trace
+    attempts: tuple["Attempt", ...] = ()
 
     def label(self, key: str, default=None):
         return self.labels.get(key, default)
@@ -177,7 +183,8 @@ def _locate(path: Path) -> tuple[Path | None, Path | None]:
     raise ResultsError(f"{path}: expected a directory, a .jsonl results file or a summary .json")
 
 
-def _overall_from_records(results_path: Path, meta: dict):
+def _overall_from_records(results_path: Path, meta: dict) -> tuple[dict, list]:
+    """(the summary recomputed from the per-sample records, the records)."""
     from cuset.evaluate.metrics import summarize
     from cuset.evaluate.records import load_results
 
@@ -189,7 +196,7 @@ def _overall_from_records(results_path: Path, meta: dict):
         raise ResultsError(f"{results_path}: a record is incomplete ({e}); is it a `cuset eval` results file?") from None
     if not records:
         raise ResultsError(f"{results_path}: no results in the file (has the evaluation run yet?)")
-    return summarize(records, meta=meta).to_json()
+    return summarize(records, meta=meta).to_json(), records
 
 
 def _pick_metrics(overall: dict, definition: str, where: str) -> dict[str, float | None]:
@@ -212,8 +219,13 @@ def load_run(arg: str | Path, *, labels: dict | None = None, definition: str = "
     results_path, summary_path = _locate(path)
     summary = _read_json(summary_path) if summary_path else {}
     meta = summary.get("meta") if isinstance(summary.get("meta"), dict) else {}
+    attempts: tuple = ()
     if results_path is not None:
-        summary = _overall_from_records(results_path, meta)
+        summary, records = _overall_from_records(results_path, meta)
+        if any(r.reasoning_tokens is not None for r in records):
+            from cuset.analysis.difficulty import attempts_from_samples
+
+            attempts = tuple(attempts_from_samples(records))
     if "overall" not in summary:
         raise ResultsError(f"{summary_path}: no 'overall' section (not a `cuset eval` summary.json?)")
     where = str(results_path or summary_path)
@@ -239,7 +251,7 @@ def load_run(arg: str | Path, *, labels: dict | None = None, definition: str = "
     for tid, t in (summary.get("tasks") or {}).items():
         src = t if definition == "unbiased" else t.get(definition, {})
         per_task[int(tid)] = {k: src.get(k) for k in METRIC_KEYS}
-    return RunResults(str(path), run_labels, _pick_metrics(overall, definition, where), counts, per_task)
+    return RunResults(str(path), run_labels, _pick_metrics(overall, definition, where), counts, per_task, attempts)
 
 
 def load_runs(args: Sequence[str | Path], label_args: Sequence[str] = (), *, definition: str = "unbiased") -> list[RunResults]:

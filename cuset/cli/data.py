@@ -88,13 +88,19 @@ def stats(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where the PNGs go (default: <run dir>/stats or <file stem>_stats)."),
     tokenizer: Optional[str] = typer.Option(None, "--tokenizer", help="Local Hugging Face tokenizer directory; default counts lexer tokens."),
     level: int = typer.Option(1, "--level", min=1, max=3, help="Prompt level whose prompt is measured."),
+    reasoning: Optional[Path] = typer.Option(None, "--reasoning", help="Reasoning manifest (5_reasoning.jsonl) for the "
+                                             "difficulty analysis; default: the one in the run directory, if any."),
 ):
-    """Tables (token lengths, families, dtypes, rejection reasons) and PNG plots."""
+    """Tables (token lengths, families, dtypes, rejection reasons, task difficulty) and PNG plots.
+
+    With a reasoning manifest: pass rate vs mean reasoning length of passing answers per task
+    and family (ConCuR), their Spearman correlation, difficulty.png/.json/.md."""
     import json
 
     from cuset.data import stats as S
     from cuset.tasks import load_tasks
 
+    run_dir = None
     if file.is_dir():
         run_dir = file
         file = run_dir / "train.jsonl"
@@ -104,6 +110,9 @@ def stats(
     out_dir = out_dir or file.with_name(f"{file.stem}_stats")
     if not file.exists():
         fail(f"no such task file: {file}")
+    if reasoning is not None and not reasoning.is_file():
+        fail(f"no such reasoning manifest: {reasoning} (written by `cuset data build` with reasoning as "
+             "<run>/5_reasoning.jsonl)")
     tasks, report = load_tasks(file, strict=False)
     if report.total_skipped:
         console.print(f"[yellow]{report.total_skipped} invalid record(s) left out; see `cuset tasks validate {file}`[/]")
@@ -122,6 +131,27 @@ def stats(
         out.print(table)
     for path in S.write_plots(st, out_dir, manifest_data):
         console.print(f"plot: {path}", soft_wrap=True, highlight=False)
+    reasoning = reasoning or S.find_reasoning_manifest(run_dir or (manifest.parent if manifest else None))
+    if reasoning is not None:
+        _print_difficulty(S, reasoning, out_dir)
+
+
+def _print_difficulty(S, reasoning: Path, out_dir: Path) -> None:
+    from cuset.analysis.difficulty import correlation_sentence, rich_tables
+
+    try:
+        result, unit, paths = S.difficulty_stats(reasoning, out_dir)
+    except ValueError as e:  # ReasoningManifestError names file:line; a task under two families
+        fail(str(e))
+    if not result.n_attempts:
+        console.print(f"[yellow]{reasoning}: no candidates, so no difficulty analysis[/]", soft_wrap=True, highlight=False)
+        return
+    for table in rich_tables(result, unit):
+        out.print(table)
+    out.print(correlation_sentence(result.correlation, result.correlation_reason, unit), soft_wrap=True, highlight=False)
+    out.print(correlation_sentence(result.family_correlation, result.family_correlation_reason, unit, "families"),
+              soft_wrap=True, highlight=False)
+    console.print(f"difficulty: {', '.join(str(p) for p in paths)}", soft_wrap=True, highlight=False)
 
 
 def _print_funnel(manifest: dict) -> None:

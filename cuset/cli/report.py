@@ -58,6 +58,12 @@ def register(root: typer.Typer) -> None:
         for cmp in doc["paired"]:
             for row in cmp["rows"]:
                 out.print(row["sentence"])
+        from cuset.analysis.difficulty import Correlation, correlation_sentence
+
+        for d in doc["difficulty"]:
+            corr = Correlation(**d["correlation"]) if d["correlation"] else None
+            out.print(f"Run {d['run']} difficulty: " + correlation_sentence(corr, d["correlation_reason"], d["unit"]),
+                      soft_wrap=True, highlight=False)
         console.print(f"report: {out_dir / 'report.md'}  json: {out_dir / 'report.json'}  "
                       f"figures: {', '.join(doc['figures'].values()) or 'none'}")
 
