@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cuset.analysis.difficulty import attempts_from_reasoning_manifest, difficulty_table
 from cuset.config import load_config
 from cuset.data.build import build_dataset
 from cuset.data.config import DataBuildConfig
@@ -105,6 +106,15 @@ def test_reasoning_build_keeps_the_most_concise_passing_answer(tmp_path, reasoni
     assert st["llm"]["requests_sent"] == 8 and result.manifest["complete"]
     summary = (run / "summary.md").read_text()
     assert "| 5. reasoning answers (concise) | 2 | 1 | no passing answer: 1 |" in summary
+
+    # the difficulty analysis reads the stage's records as written
+    attempts, unit = attempts_from_reasoning_manifest(run / "5_reasoning.jsonl")
+    table = difficulty_table(attempts)
+    assert unit == "lexer tokens" and len(attempts) == 8 and sum(a.passed for a in attempts) == 2
+    rows = {r.task: r for r in table.tasks}
+    assert rows["Vector_Negate"].pass_rate == 0.5 and rows["Vector_Double"].pass_rate == 0.0
+    assert rows["Vector_Negate"].mean_passing_tokens == pytest.approx(
+        (60 + neg["candidates"][2]["reasoning_tokens"]) / 2)
 
     # a re-run sends no request; another selection rule needs no new answers and no new validation
     sent = reasoning_server.requests
