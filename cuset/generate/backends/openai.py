@@ -108,13 +108,15 @@ class OpenAIGenerator:
 
         t0 = time.perf_counter()
         last = ""
+        failed_here: set[int] = set()  # endpoints that failed this request: tried again only when no other can be
         for attempt in range(self.max_retries + 1):
-            ep = self._acquire()
+            ep = self._acquire(failed_here)
             try:
                 try:
                     resp = self._client.post(ep.url, json=self._payload(req))
                 except (httpx.TimeoutException, httpx.TransportError) as e:
                     last = f"{ep.url}: {type(e).__name__}: {e}"
+                    failed_here.add(id(ep))
                     self._failed(ep, attempt, None)
                     continue
                 if resp.status_code == 200:
@@ -125,6 +127,7 @@ class OpenAIGenerator:
                     raise GenerationError(f"{ep.url} refused the request ({last}); check base_url, model and the "
                                           "API key")
                 if resp.status_code in RETRY_STATUS:
+                    failed_here.add(id(ep))
                     self._failed(ep, attempt, resp.headers.get("retry-after"))
                     continue
                 # The server judged this request invalid: a failed sample, not a failed run.
@@ -137,14 +140,20 @@ class OpenAIGenerator:
 
     # -- endpoints ---------------------------------------------------------
 
-    def _acquire(self) -> _Endpoint:
-        """A slot on the healthy endpoint with the most free slots; waits while none is free or healthy."""
+    def _acquire(self, avoid: set[int] = frozenset()) -> _Endpoint:
+        """A slot on the healthy endpoint with the most free slots; waits while none is free or healthy.
+
+        Endpoints in `avoid` (ids of those that already failed this request) are taken only when
+        every other endpoint is cooling down: a busy live endpoint is worth waiting for, since a
+        dead one has all its slots free and would otherwise win every pick once its cooldown ends."""
         with self._slots:
             while True:
                 now = time.monotonic()
                 healthy = [e for e in self.endpoints if e.down_until <= now and e.free > 0]
-                if healthy:
-                    ep = max(healthy, key=lambda e: e.free)
+                fresh = [e for e in healthy if id(e) not in avoid]
+                others_up = any(id(e) not in avoid and e.down_until <= now for e in self.endpoints)
+                if fresh or (healthy and not others_up):
+                    ep = max(fresh or healthy, key=lambda e: e.free)
                     ep.free -= 1
                     ep.requests += 1
                     return ep
