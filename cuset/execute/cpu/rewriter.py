@@ -18,16 +18,24 @@ at the user's lines):
 - an `asm` statement with an empty template in device code (`asm volatile("" :
   "+r"(x) :: "memory")`, a compiler barrier) becomes a plain compiler barrier: its
   PTX operand constraints mean nothing to g++.
+- the condition of every `for`/`while`/`do ... while` loop in device code gains a
+  `::cuset::rt::loop_tick() &&` in front: every few iterations the thread lets the
+  next thread of its block run, so a block's threads walk memory side by side as a
+  GPU's warps do (a naive kernel whose threads each stride down a column reads
+  neighbouring addresses in one pass instead of one column at a time), and a spin
+  on a flag that another thread of the block sets makes progress. Loops with a small
+  literal trip count (`i < 8`) or under `#pragma unroll` are left alone so they
+  still unroll; range-for and declarations in conditions are left alone too.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cuset.execute.cpu.lexer import COMMENT, IDENT, PUNCT, SPACE, Token, significant, tokenize
+from cuset.execute.cpu.lexer import COMMENT, IDENT, NUMBER, PUNCT, SPACE, Token, significant, tokenize
 from cuset.execute.cpu.scopes import Decl, declarations
 
-REWRITER_VERSION = "2"
+REWRITER_VERSION = "3"
 
 ARITHMETIC_WORDS = {
     "unsigned", "signed", "int", "short", "long", "char", "float", "double", "bool", "size_t", "ptrdiff_t",
@@ -65,6 +73,7 @@ def rewrite(src: str) -> Rewritten:
     kernels = _registration_edits(tokens, decls, edits)
     dropped = _library_include_edits(tokens, edits)
     _empty_asm_edits(src, tokens, decls, edits)
+    _loop_tick_edits(tokens, code, decls, edits)  # last: it steps around the edits above
     return Rewritten(_apply(src, edits), launches, tuple(kernels), tuple(tokens), tuple(decls), dropped)
 
 
@@ -504,3 +513,99 @@ def _registration_edits(tokens: list[Token], decls: list[Decl], edits: list[Edit
                           f" static const bool cuset_registered_{n} = "
                           f'::cuset::rt::register_kernel_fn(&{d.name}, "{d.name}");'))
     return names
+
+
+# ---------------------------------------------------------------- loop ticks
+_TICK = "::cuset::rt::loop_tick()"
+SMALL_TRIP_COUNT = 64  # `i < 64` and below: the loop ends before it would yield more than once
+
+
+def _loop_tick_edits(tokens: list[Token], code: list[int], decls: list[Decl], edits: list[Edit]) -> None:
+    device = [d for d in decls if d.device and d.body is not None]
+    if not device:
+        return
+    code = [k for k in code if not tokens[k].directive]
+    taken = [(e.start, e.end) for e in edits]
+    for n, k in enumerate(code):
+        t = tokens[k]
+        if t.kind != IDENT or t.text not in ("for", "while") or n + 1 >= len(code):
+            continue
+        if tokens[code[n + 1]].text != "(" or not any(d.in_body(k) for d in device) or _under_unroll_pragma(tokens, k):
+            continue
+        close = _match_forward(tokens, code, n + 1)
+        if close is None:
+            continue
+        if t.text == "while":
+            cond = (n + 1, close)
+        else:
+            cond = _for_condition(tokens, code, n + 1, close)
+            if cond is None:
+                continue
+        inserts = _tick_inserts(tokens, code, *cond)
+        if inserts is None or any(s < at < e for at, _ in inserts for s, e in taken):
+            continue
+        edits.extend(Edit(at, at, text) for at, text in inserts)
+
+
+def _under_unroll_pragma(tokens: list[Token], k: int) -> bool:
+    """`#pragma unroll` right before the loop: its author counts on a compile-time trip count."""
+    j = k - 1
+    while j >= 0 and not tokens[j].directive and tokens[j].kind in (SPACE, COMMENT):
+        j -= 1
+    words: list[str] = []
+    while j >= 0 and tokens[j].directive and tokens[j].text != "#":
+        if tokens[j].kind == IDENT:
+            words.insert(0, tokens[j].text)
+        j -= 1
+    return words[:2] == ["pragma", "unroll"]
+
+
+def _match_forward(tokens: list[Token], code: list[int], open_n: int) -> int | None:
+    """Code index of the `)` closing the `(` at code index open_n."""
+    depth = 0
+    for m in range(open_n, len(code)):
+        text = tokens[code[m]].text
+        if text in "([{":
+            depth += 1
+        elif text in ")]}":
+            depth -= 1
+            if depth == 0:
+                return m if text == ")" else None
+    return None
+
+
+def _for_condition(tokens: list[Token], code: list[int], open_n: int, close_n: int) -> tuple[int, int] | None:
+    """(code index of the `;` before the condition, code index of the `;` after it); None for range-for."""
+    depth, semis = 0, []
+    for m in range(open_n + 1, close_n):
+        text = tokens[code[m]].text
+        if text in "([{":
+            depth += 1
+        elif text in ")]}":
+            depth -= 1
+        elif depth == 0 and text == ";":
+            semis.append(m)
+    return (semis[0], semis[1]) if len(semis) == 2 else None
+
+
+def _tick_inserts(tokens: list[Token], code: list[int], before_n: int, after_n: int) -> list[tuple[int, str]] | None:
+    """Insertions that make the condition between code indices before_n and after_n tick first."""
+    inner = [tokens[code[m]] for m in range(before_n + 1, after_n)]
+    start, end = tokens[code[before_n]].end, tokens[code[after_n]].start
+    if not inner:  # `for (;;)`
+        return [(start, " " + _TICK)]
+    if len(inner) >= 2 and inner[0].kind == IDENT and inner[1].kind == IDENT:
+        return None  # `while (int x = f())`: a declaration cannot be wrapped
+    if (len(inner) == 3 and inner[0].kind == IDENT and inner[1].text in ("<", "<=", "!=")
+            and inner[2].kind == NUMBER and _small_literal(inner[2].text)):
+        return None
+    gap = " " if tokens[code[before_n]].text == ";" else ""
+    return [(start, gap + _TICK + " && ("), (end, ")")]
+
+
+def _small_literal(text: str) -> bool:
+    digits = text.rstrip("uUlL").replace("'", "")
+    try:
+        return int(digits, 0) <= SMALL_TRIP_COUNT
+    except ValueError:
+        return False

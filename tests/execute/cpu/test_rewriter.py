@@ -278,3 +278,44 @@ def test_volatile_shared_arrays_and_windows_are_checked():
     assert out[2] == "  const ::cuset::vptr<int> w = reinterpret_cast<volatile int*>(::cuset::rt::dynamic_smem);"
     assert out[3].startswith("  volatile static __cuset_shared_attr__ float m[4][4];")  # 2-D: left as it is
     assert "sizeof(cuset_volatile_s) + sizeof(m)" in out[3]
+
+
+# ------------------------------------------------------------------ loop ticks
+TICK = "::cuset::rt::loop_tick()"
+
+
+def test_loops_in_device_code_tick_in_their_condition():
+    src = (
+        "__device__ float f(const float* a, int n) { float s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }\n"
+        "__global__ void k(float* x, int n, int* flag) {\n"
+        "  for (;;) { if (x[0] > 1) break; }\n"
+        "  int i = 0;\n"
+        "  while (i < n) { i++; }\n"
+        "  do { i--; } while (i > 0);\n"
+        "  for (int j = 0; (j < n && x[j] > 0); ++j) {}\n"
+        "}\n"
+        "void host(int n) { for (int i = 0; i < n; i++) {} while (n--) {} }\n"
+    )
+    out = rw(src).splitlines()
+    assert f"for (int i = 0; {TICK} && ( i < n); i++) s += a[i];" in out[0]
+    assert out[2] == f"  for (; {TICK};) {{ if (x[0] > 1) break; }}"
+    assert out[4] == f"  while ({TICK} && (i < n)) {{ i++; }}"
+    assert out[5] == f"  do {{ i--; }} while ({TICK} && (i > 0));"
+    assert out[6] == f"  for (int j = 0; {TICK} && ( (j < n && x[j] > 0)); ++j) {{}}"
+    assert out[8] == "void host(int n) { for (int i = 0; i < n; i++) {} while (n--) {} }"  # host code untouched
+
+
+def test_loops_that_must_unroll_or_cannot_be_wrapped_do_not_tick():
+    src = (
+        "__global__ void k(float* x, int n) {\n"
+        "  for (int j = 0; j < 8; ++j) x[j] = 0;\n"          # small literal trip count: unrolls
+        "  #pragma unroll\n"
+        "  for (int j = 0; j < n; ++j) x[j] = 0;\n"          # the author asked for unrolling
+        "  for (auto v : {1, 2}) x[v] = 0;\n"                # range-for has no condition
+        "  while (int z = n) { break; }\n"                   # a declaration cannot be wrapped
+        "#define LOOP(m) for (int q = 0; q < m; ++q) x[q] = 1;\n"  # directives are left alone
+        "  for (int j = 0; j < 65; ++j) x[j] = 0;\n"
+        "}\n"
+    )
+    out = rw(src)
+    assert out.count(TICK) == 1 and f"{TICK} && ( j < 65)" in out

@@ -108,3 +108,46 @@ def test_evaluation_shares_the_cores_and_the_budget_follows_memory(monkeypatch):
     quarter = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
     assert CpuBackend(workers=1).max_data_bytes == quarter == cpu_backend.default_max_data_bytes()
     assert CpuBackend(workers=1, max_data_bytes=1 << 20).max_data_bytes == 1 << 20
+
+
+# ------------------------------------------------------------------ loop ticks
+@pytest.fixture(scope="module")
+def loops_program(tmp_path_factory):
+    backend = CpuBackend(seed=7, workers=2)
+    workdir = tmp_path_factory.mktemp("loops")
+    compiled = compile_program((FIXTURES / "loops.cu").read_text(), workdir, timeout=300, backend=backend)
+    assert compiled.ok, compiled.detail
+
+    def run(order: str, what: str):
+        return run_compiled(compiled, workdir, timeout=60, order=order, backend=backend, args=[what],
+                            run_name=f"{order.replace(':', '-')}-{what}")
+
+    return run
+
+
+def test_threads_of_a_block_take_turns_inside_loops(loops_program):
+    import re
+
+    from cuset.execute.cpu.toolchain import INCLUDE_DIR
+
+    core = (INCLUDE_DIR / "cuset_rt" / "core.h").read_text()
+    LOOP_TICKS = int(re.search(r"constexpr unsigned kLoopTicks = (\d+);", core).group(1))
+    r = loops_program("forward", "interleave")
+    assert r.ok, r.run.stderr
+    kv = parse_kv(r.run.stdout)
+    # Thread 0 runs until its loop condition has ticked LOOP_TICKS times, then
+    # thread 1 gets its turn: not after thread 0's 200 iterations.
+    assert kv == {"first_other": str(LOOP_TICKS - 1), "counts": "200,200,200,200"}
+
+
+def test_spin_on_a_flag_set_by_another_thread_of_the_block_runs(loops_program):
+    for order in ("forward", "parallel:1"):
+        r = loops_program(order, "spin")
+        assert r.ok and parse_kv(r.run.stdout) == {"done": "4"}, (order, r.run.stderr)
+
+
+def test_loop_ticks_keep_results_exact_and_forward_reproducible(loops_program):
+    runs = [loops_program(order, "colsum") for order in ("forward", "forward", "parallel:2")]
+    assert all(r.ok for r in runs), [r.run.stderr for r in runs]
+    assert parse_kv(runs[0].run.stdout)["exact"] == "1"
+    assert runs[0].run.stdout == runs[1].run.stdout == runs[2].run.stdout

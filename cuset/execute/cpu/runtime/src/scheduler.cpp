@@ -345,6 +345,7 @@ static void worker_loop(Stack* me) {
         th.state = T_RUNNING;
         th.stack = me;
         enter(t);
+        loop_ticks = 0;
         G.fn(G.arg);
         finish_thread(t);
         continue;
@@ -974,6 +975,19 @@ static void report_deadlock() {
   }
   B.cur = -1;
   fatal(Fatal::runtime_error, "%s", msg);
+}
+
+// ---------------------------------------------------------------- loops
+__thread unsigned loop_ticks = 0;
+
+void loop_yield() {
+  loop_ticks = 0;
+  if (!G.active || B.cur < 0 || B.q.empty()) return;  // host code, or nobody else to run
+  Thread& me = B.th[B.cur];
+  me.state = T_READY;
+  B.q.push_back(B.cur);
+  switch_away(me);
+  loop_ticks = 0;
 }
 
 // ---------------------------------------------------------------- spinning

@@ -79,6 +79,21 @@ unsigned current_linear_tid();
 void note_spin(const void* addr);
 void note_progress();
 
+// Loop back-edges in device code (inserted by the rewriter into loop conditions):
+// every kLoopTicks iterations of one CUDA thread's loops it lets the next thread of
+// its block run. Threads of a block then walk memory together, a few iterations at
+// a time, as a GPU's warps do, instead of one thread finishing its whole loop before
+// the next starts: a naive kernel whose threads each walk a column reads neighbouring
+// addresses in one pass instead of striding through memory once per thread.
+// Threads with fewer iterations never switch (the count restarts with each thread).
+constexpr unsigned kLoopTicks = 32;
+extern __thread unsigned loop_ticks;
+void loop_yield();
+__attribute__((always_inline)) inline bool loop_tick() {
+  if (__builtin_expect(++loop_ticks >= kLoopTicks, 0)) loop_yield();
+  return true;
+}
+
 // Grid-wide synchronisation cannot run with blocks executed one at a time.
 [[noreturn]] void unsupported_grid_sync(Site site);
 
