@@ -81,12 +81,12 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, metric: str = "", n_resamp
                             float(b.mean() - a.mean()), float(low), float(high), p, confidence)
 
 
-def task_matrix(per_run_tasks: Sequence[dict[int, float | None]], task_ids: Sequence[int]) -> np.ndarray:
+def task_matrix(per_run_tasks: Sequence[dict[str, float | None]], task_ids: Sequence[str]) -> np.ndarray:
     """[runs, tasks] scores of the given tasks (each run must score every one of them)."""
     return np.array([[float(tasks[t]) for t in task_ids] for tasks in per_run_tasks])
 
 
-def common_tasks(per_run_tasks: Sequence[dict[int, float | None]]) -> list[int]:
+def common_tasks(per_run_tasks: Sequence[dict[str, float | None]]) -> list[str]:
     """Task ids every run scored (a None score, e.g. pass@3 of a task with fewer samples, is not a score)."""
     ids = None
     for tasks in per_run_tasks:

@@ -60,7 +60,7 @@ class RunResults:
     labels: dict[str, Any]
     metrics: dict[str, float | None]          # METRIC_KEYS as fractions, plus avg_tokens
     counts: dict[str, Any] = field(default_factory=dict)  # n_tasks, n_samples, statuses, skipped
-    task_metrics: dict[int, dict[str, float | None]] = field(default_factory=dict)  # per task: METRIC_KEYS
+    task_metrics: dict[str, dict[str, float | None]] = field(default_factory=dict)  # per task id: METRIC_KEYS
     # per-sample outcomes with reasoning lengths, for the difficulty analysis; empty unless
     # some sample of the run counted a reasoning trace
     attempts: tuple["Attempt", ...] = ()
@@ -250,7 +250,7 @@ def load_run(arg: str | Path, *, labels: dict | None = None, definition: str = "
     per_task = {}
     for tid, t in (summary.get("tasks") or {}).items():
         src = t if definition == "unbiased" else t.get(definition, {})
-        per_task[int(tid)] = {k: src.get(k) for k in METRIC_KEYS}
+        per_task[str(tid)] = {k: src.get(k) for k in METRIC_KEYS}   # ids as summary.json keys them (KernelBench ids are names)
     return RunResults(str(path), run_labels, _pick_metrics(overall, definition, where), counts, per_task, attempts)
 
 

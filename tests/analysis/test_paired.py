@@ -82,3 +82,27 @@ def test_report_compare_errors_name_the_fix(tmp_path, make_run):
     assert res.exit_code != 0 and "no run has the labels 'method=DFT'" in " ".join(res.output.split())
     res = runner.invoke(app, ["report", a, "--out", str(tmp_path / "r"), "--compare", "method=SFT"])
     assert res.exit_code != 0 and "two label selectors separated by ':'" in " ".join(res.output.split())
+
+
+def test_report_compare_on_kernelbench_task_ids(tmp_path):
+    """KernelBench task ids are names (L<level>_<name>): per-task scores are keyed by them."""
+    from cuset.analysis.report import build_report
+    from cuset.analysis.results import load_run
+    from cuset.evaluate.records import SampleResult, save_results
+    from cuset.execute.result import Status
+
+    ids = [f"L1_{i}_op{i}" for i in range(12)]
+    runs = []
+    for name, n_pass in (("a", 3), ("b", 9)):
+        d = tmp_path / name
+        d.mkdir()
+        save_results(d / "results.jsonl", [
+            SampleResult(task_id=tid, task_name=tid, family="kb", sample=0,
+                         status=Status.PASSED if i < n_pass else Status.WRONG, compiled=True, ran_ok=True,
+                         passed=i < n_pass, n_tokens=10) for i, tid in enumerate(ids)])
+        (d / "summary.json").write_text(json.dumps({"overall": {}, "meta": {}}))
+        runs.append(load_run(d))
+    assert set(runs[0].task_metrics) == set(ids)
+    doc = build_report(runs, tmp_path / "report")
+    f1 = {r["metric"]: r for r in doc["paired"][0]["rows"]}["function@1"]
+    assert f1["n_tasks"] == 12 and f1["delta"] == pytest.approx(6 / 12)
