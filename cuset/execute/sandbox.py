@@ -134,10 +134,17 @@ def _probe(mode: str) -> str | None:
             argv.insert(1, "--map-root-user")
     else:
         return None
-    try:
-        proc = subprocess.run(argv, capture_output=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"{mode} failed to start: {e}"
+    for attempt in range(BWRAP_SETUP_ATTEMPTS):
+        try:
+            proc = subprocess.run(argv, capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{mode} failed to start: {e}"
+        # a mount set-up that lost a race with another sandbox's unmount is tried again
+        # (see _bwrap_setup_failed): the probe result is cached for the whole process
+        if not (mode == "bwrap" and proc.returncode == 1
+                and _BWRAP_SETUP_ERROR.match(proc.stderr.decode(errors="replace").lstrip())):
+            break
+        time.sleep(0.02 * (attempt + 1))
     if proc.returncode != 0:
         return f"{mode} cannot create namespaces here: {proc.stderr.decode(errors='replace').strip()[:200]}"
     if os.geteuid() == 0 and not shutil.which("setpriv"):
@@ -200,10 +207,28 @@ def _home() -> Path | None:
     return home if home != Path("/") and home.is_dir() else None
 
 
-def masked_dirs(policy: "SandboxPolicy") -> list[Path]:
-    """Every directory replaced by an empty tmpfs, parents before children."""
+def _closed_ancestors(paths) -> list[Path]:
+    """Ancestors of `paths` that others may not traverse (no search bit, e.g. a 0700 /root
+    holding the Python installation while HOME points elsewhere): the sandbox uid could
+    not reach what lies below, so they are masked like the home dir and the paths bound
+    back through traversable parents."""
+    closed: list[Path] = []
+    for p in paths:
+        for parent in Path(p).resolve().parents:
+            try:
+                if parent != Path("/") and not parent.stat().st_mode & 0o001:
+                    closed.append(parent)
+            except OSError:
+                continue
+    return closed
+
+
+def masked_dirs(policy: "SandboxPolicy", visible: tuple = ()) -> list[Path]:
+    """Every directory replaced by an empty tmpfs, parents before children. `visible`:
+    paths bound back into the sandbox (they and the interpreter must stay reachable)."""
     found: dict[Path, None] = {}
-    for p in (*SCRATCH_DIRS, *SOCKET_DIRS, _home(), *_protected, *policy.hide):
+    reachable = (sys.prefix, sys.base_prefix, sys.exec_prefix, *visible)
+    for p in (*SCRATCH_DIRS, *SOCKET_DIRS, _home(), *_protected, *policy.hide, *_closed_ancestors(reachable)):
         if p is None:
             continue
         path = Path(p).resolve()
@@ -252,7 +277,7 @@ def _bwrap_has(option: str) -> bool:
 
 def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...],
                   seccomp_fd: int | None = None) -> list[str]:
-    masks = masked_dirs(policy)
+    masks = masked_dirs(policy, (*readonly, run_dir))
     argv = ["bwrap", "--ro-bind", "/", "/"]
     argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm"] if policy.gpu_devices else ["--dev", "/dev"]
     argv += ["--proc", "/proc"]

@@ -4,6 +4,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -200,6 +201,37 @@ def test_an_interpreter_under_tmp_stays_usable_but_its_neighbours_stay_hidden(tm
     hidden = run_sandboxed("cat", ["/bin/cat", str(tmp_path / "checkout" / "secret.txt")], run_dir=run_dir,
                            timeout=20, policy=policy)
     assert hidden.returncode != 0 and "No such file" in hidden.stderr
+
+
+def test_paths_below_a_closed_directory_stay_reachable(tmp_path):
+    """A Python installation (or a readonly path) below a 0700 directory that is not the
+    home dir (CI with HOME elsewhere and Python in /root/.pyenv): the throw-away sandbox uid
+    could not traverse it, so the closed directory is masked and the path bound back."""
+    import tempfile
+
+    from cuset.execute.sandbox import _closed_ancestors
+
+    closed = tmp_path / "closed"
+    (closed / "python" / "include").mkdir(parents=True)
+    closed.chmod(0o700)
+    found = _closed_ancestors([closed / "python" / "include"])
+    assert closed in found and closed / "python" not in found
+    assert all(not p.stat().st_mode & 0o001 for p in found)
+    # end to end where no mask covers it already (the checkout's own directory; in a clone
+    # under /tmp that is masked anyway and this shows only that the path stays reachable)
+    outer = Path(tempfile.mkdtemp(prefix=".closed-", dir=Path(__file__).parent))
+    try:
+        outer.chmod(0o700)
+        include = outer / "python" / "include"
+        include.mkdir(parents=True)
+        (include / "Python.h").write_text("/* header */\n")
+        run_dir = tmp_path / "run"
+        run_dir.mkdir()
+        seen = run_sandboxed("cat", ["/bin/cat", str(include / "Python.h")], run_dir=run_dir, timeout=20,
+                             policy=SandboxPolicy(mode=MODES[0] if MODES else "bwrap"), readonly=(include,))
+        assert seen.returncode == 0 and seen.stdout == "/* header */\n", seen.stderr
+    finally:
+        shutil.rmtree(outer)
 
 
 # ---------------------------------------------------------------- issue 24: sockets, userns, cgroup
