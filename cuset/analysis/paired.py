@@ -66,11 +66,8 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, metric: str = "", n_resamp
     for start in range(0, n_resamples, 1000):  # in blocks: [block, tasks] index arrays stay small
         m = min(1000, n_resamples - start)
         tasks = rng.integers(0, n_tasks, size=(m, n_tasks))
-        side_means = []
-        for x in (a, b):
-            seeds = rng.integers(0, x.shape[0], size=(m, n_tasks, x.shape[0]))
-            side_means.append(x[seeds, tasks[:, :, None]].mean(axis=2))  # [m, tasks]: mean of drawn seeds per task
-        stats[start:start + m] = (side_means[1] - side_means[0]).mean(axis=1)
+        mean_a = _seed_means(a, tasks, rng)   # a's seeds drawn first: the stream of earlier releases
+        stats[start:start + m] = (_seed_means(b, tasks, rng) - mean_a).mean(axis=1)
     alpha = 1 - confidence
     low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
     tail = min(np.mean(stats <= 0), np.mean(stats >= 0))
@@ -79,6 +76,45 @@ def paired_bootstrap(a: np.ndarray, b: np.ndarray, *, metric: str = "", n_resamp
         p = 1.0
     return PairedDifference(metric, n_tasks, (a.shape[0], b.shape[0]), float(a.mean()), float(b.mean()),
                             float(b.mean() - a.mean()), float(low), float(high), p, confidence)
+
+
+def _seed_means(x: np.ndarray, tasks: np.ndarray, rng) -> np.ndarray:
+    """[m, tasks]: per drawn task, the mean of x's seeds drawn with replacement."""
+    seeds = rng.integers(0, x.shape[0], size=(*tasks.shape, x.shape[0]))
+    return x[seeds, tasks[:, :, None]].mean(axis=2)
+
+
+@dataclass(frozen=True)
+class MeanInterval:
+    """A score averaged over tasks (and seeds) with its bootstrap percentile interval."""
+    mean: float
+    low: float
+    high: float
+    n_tasks: int
+    n_seeds: int
+    confidence: float
+
+    def cell(self, scale: float = 100.0) -> str:
+        """`12.5 [4.2, 20.8]` (percent by default)."""
+        return f"{self.mean * scale:.1f} [{self.low * scale:.1f}, {self.high * scale:.1f}]"
+
+
+def bootstrap_mean(x: np.ndarray, *, n_resamples: int = 10_000, confidence: float = 0.95,
+                   seed: int = 0) -> MeanInterval:
+    """x: [seeds, tasks] scores (1-D = one seed): the mean and its interval, resampling tasks
+    and, within each drawn task, seeds (the same scheme as `paired_bootstrap`)."""
+    x = np.atleast_2d(np.asarray(x, dtype=float))
+    if x.shape[1] < 1:
+        raise ValueError("an interval needs at least one task")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    rng = np.random.default_rng(seed)
+    stats = np.concatenate([
+        _seed_means(x, rng.integers(0, x.shape[1], size=(min(1000, n_resamples - start), x.shape[1])), rng).mean(axis=1)
+        for start in range(0, n_resamples, 1000)])
+    alpha = 1 - confidence
+    low, high = np.quantile(stats, [alpha / 2, 1 - alpha / 2])
+    return MeanInterval(float(x.mean()), float(low), float(high), x.shape[1], x.shape[0], confidence)
 
 
 def task_matrix(per_run_tasks: Sequence[dict[str, float | None]], task_ids: Sequence[str]) -> np.ndarray:

@@ -12,10 +12,11 @@ from cuset.config import option
 # 60 families at the same budget nearly every sample was a compile error or had no code).
 DEMO_FAMILIES = "vector_binary,saxpy,relu,sigmoid,smooth_activation,polynomial,bias_act,where"
 
-# The base model stands in for an instruct code model: besides raw CUDA programs it has
-# seen chat-formatted prompt/program pairs, but only from these other families, so it
-# knows the reply format and how prompts map to programs, not the demo's tasks. Without
-# this it never emits the opening fence, and CuSeT's confidence mask (p > tau) then never
+# The base model stands in for an instruct code model that never saw the fine-tuning data
+# (as the paper's base models never saw the curated SFT set): it pretrains on raw programs
+# of every *other* family and on chat-formatted prompt/program pairs of these families, so
+# it knows CUDA, the host skeleton and the reply format, not the demo's tasks. Without the
+# pairs it never emits the opening fence, and CuSeT's confidence mask (p > tau) then never
 # trains that token (measured: every CuSeT sample was no_code).
 INSTRUCT_FAMILIES = "column_reduce,rgb_to_gray,resize,range_histogram,permute_3d,block_sum,max_pool2d,outer_product"
 
@@ -28,6 +29,8 @@ class DemoConfig:
     n_eval: int = option(16, help="Held-out evaluation tasks (parameters never seen in training).")
     families: str = option(DEMO_FAMILIES, help="Comma-separated task families to draw from, or 'all'. The default "
                            "is the elementwise domain: short programs a tiny model can learn in minutes.")
+    n_pretrain: int = option(1200, help="Raw programs in the base model's pretraining corpus, drawn from every family "
+                             "not in `families` (the base model never sees the fine-tuning families' programs).")
     n_instruct: int = option(800, help="Chat-formatted prompt/program pairs from instruct_families in the base model's "
                              "pretraining corpus (0: raw programs only).")
     instruct_families: str = option(INSTRUCT_FAMILIES, help="Families of the base model's instruction pairs; must be "
@@ -38,13 +41,17 @@ class DemoConfig:
                             "trained on the programs and prompts of the pretraining corpus.")
     hidden: int = option(128, help="Hidden size of the base model (a Qwen2 architecture).")
     layers: int = option(4, help="Transformer layers of the base model.")
-    pretrain_steps: int = option(700, help="Causal-LM steps (4096 tokens each) on the training programs and "
+    pretrain_steps: int = option(700, help="Causal-LM steps (4096 tokens each) on the other families' programs and "
                                 "the instruction pairs that make the vanilla base model.")
     pretrain_lr: float = option(3e-3, help="Peak learning rate of pretraining.")
     seq_len: int = option(1024, help="Tokens per pretraining row (4096 tokens per step: 4096 // seq_len rows).")
     finetune: str = option("full", help="full or lora (the paper's setting). Full by default: on a ~1M-parameter model "
                            "r=8 adapters trained slower on 2 CPU cores and learned less in the same budget (measured).",
                            choices=("lora", "full"))
+    methods: str = option("sft,cuset", help="Comma-separated objectives fine-tuned from the base model under the same "
+                          "budget (sft, dft, eaft, asft, profit, cuset); each is compared with the first (paired bootstrap).")
+    seeds: int = option(1, help="Fine-tuning runs per method, with seeds seed, seed+1, ... (training order, "
+                        "initialisation of adapters, sampling); the base model is built once.")
     finetune_steps: int = option(200, help="Optimizer steps of each fine-tune (SFT and CuSeT get the same budget).")
     finetune_lr: float = option(1e-3, help="Peak learning rate of fine-tuning (higher than the paper's 1e-4: tiny model, "
                                 "few steps; try 2e-3 with finetune=lora).")
@@ -65,14 +72,41 @@ class DemoConfig:
     def instruct_family_list(self) -> list[str]:
         return _names(self.instruct_families) or []
 
+    def pretrain_family_list(self) -> list[str]:
+        """Every family the fine-tuning and evaluation tasks are not drawn from."""
+        from cuset.data.families import all_families
+
+        target = set(self.family_list() or [f.name for f in all_families()])
+        return [f.name for f in all_families() if f.name not in target]
+
+    def method_list(self) -> list[str]:
+        return _names(self.methods) or []
+
     def __post_init__(self):
         if self.n_instruct < 0:
             raise ValueError("n_instruct must be >= 0")
         if not 1 <= self.seq_len <= 4096:
             raise ValueError(f"seq_len must be between 1 and 4096, got {self.seq_len}")
-        for name in ("n_train", "n_eval", "pretrain_steps", "finetune_steps", "samples", "max_new_tokens"):
+        for name in ("n_train", "n_eval", "pretrain_steps", "finetune_steps", "samples", "max_new_tokens", "seeds"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.n_pretrain < 0:
+            raise ValueError("n_pretrain must be >= 0")
+        if self.n_pretrain and not self.pretrain_family_list():
+            raise ValueError("n_pretrain draws from the families not in `families`, and families names them all: "
+                             "name fewer families or set n_pretrain=0")
+        if self.n_pretrain == 0 and self.n_instruct == 0:
+            raise ValueError("n_pretrain and n_instruct are both 0: the base model needs a pretraining corpus")
+        from cuset.losses.objectives import LOSSES, unknown_loss_message
+
+        methods = self.method_list()
+        if not methods:
+            raise ValueError("methods is empty: name the objectives to fine-tune with, e.g. methods=sft,cuset")
+        for name in methods:
+            if name not in LOSSES:
+                raise ValueError(f"methods: {unknown_loss_message(name)}")
+        if len(set(methods)) != len(methods):
+            raise ValueError(f"methods names an objective twice: {self.methods}")
         from cuset.data.families import get_family
 
         for field, names in (("families", self.family_list() or ()), ("instruct_families", self.instruct_family_list())):
@@ -97,7 +131,9 @@ def _names(spec: str) -> list[str] | None:
     return None if names in ([], ["all"]) else names
 
 
-# The `--fast` variant used by tests: same pipeline, a fraction of the work.
-# Applied under the YAML file and key=value overrides, so they still win.
-FAST = {"n_train": 60, "n_eval": 3, "n_instruct": 40, "pretrain_steps": 60, "finetune_steps": 30,
+# Presets, applied under the YAML file and key=value overrides, so those still win.
+# `--fast`, used by tests: same pipeline, a fraction of the work.
+FAST = {"n_train": 60, "n_eval": 3, "n_pretrain": 60, "n_instruct": 40, "pretrain_steps": 60, "finetune_steps": 30,
         "hidden": 96, "layers": 2, "vocab_size": 1024}
+# `--study`: enough tasks and seeds for a paired comparison to resolve a few points.
+STUDY = {"n_eval": 64, "seeds": 3, "methods": "sft,cuset,asft"}

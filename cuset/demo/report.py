@@ -6,9 +6,17 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import asdict
 from pathlib import Path
 
-ROW_LABEL = {"vanilla": "Vanilla (pretrained base)", "sft": "SFT", "cuset": "CuSeT"}
+BASE_LABEL = "Vanilla (pretrained base)"
+PASS_KEYS = ("compile@1", "compile@3", "function@1", "function@3")
+
+
+def row_label(method: str) -> str:
+    from cuset.analysis.results import method_name
+
+    return BASE_LABEL if method == "vanilla" else method_name(method)
 
 
 def model_metrics(results_path: Path) -> dict:
@@ -47,58 +55,124 @@ def _rel(path: Path, base: Path) -> str:
 
 def write_report(run) -> Path:
     """Write `<out>/report.md` and `<out>/report.json` for a finished DemoRun."""
+    from cuset.analysis.results import load_run
+
     out: Path = run.out
-    rows = {}
-    for model in ("vanilla", "sft", "cuset"):
-        rows[model] = model_metrics(run.eval_dir(model) / "results.jsonl")
+    rows = {model: model_metrics(run.eval_dir(model) / "results.jsonl") for model in run.models}
+    runs = {model: load_run(run.eval_dir(model)) for model in run.models}
+    methods = ["vanilla"] + run.cfg.method_list()
+    by_method = {m: [r for r in run.models if run.method_of(r) == m] for m in methods}
     confidence = json.loads((out / "confidence" / "confidence.json").read_text())
-    trains = {m: json.loads((out / "train" / m / "run_summary.json").read_text()) for m in ("sft", "cuset")}
+    trains = {m: json.loads((out / "train" / m / "run_summary.json").read_text()) for m in run.models if m != "vanilla"}
     doc = {"config": json.loads((out / "demo_config.json").read_text()), "metrics": rows,
+           "methods": {m: method_row([runs[r] for r in by_method[m]], [rows[r] for r in by_method[m]])
+                       for m in methods},
+           "runs": {m: {"method": run.method_of(m), "seed": run.seed_of(m)} for m in run.models},
+           "paired": paired_rows(runs, by_method, methods[1], methods[2:]) if len(methods) > 2 else [],
+           "base_nll": json.loads((out / "base_nll.json").read_text()),
            "confidence": {k: confidence[k] for k in ("ks", "groups", "windows", "threshold")},
            "training": {m: {"steps": t["steps"], "final_metrics": t["final_metrics"],
                             "trainable_parameters": t["trainable_parameters"]} for m, t in trains.items()},
-           "base_model": base_model_facts(run.vanilla), "timings_s": run.timings}
+           "base_model": base_model_facts(run.vanilla), "timings_s": run.timings,
+           "wall_s": round(sum(run.timings.values()), 1)}
     (out / "report.json").write_text(json.dumps(doc, indent=1, default=str))
     (out / "report.md").write_text(_markdown(run, doc))
     return out / "report.md"
+
+
+def method_row(runs: list, metrics: list[dict]) -> dict:
+    """One method over its seeds: each Pass@k as mean with a 95% bootstrap interval over
+    tasks and seeds (None where no task has k samples), plus the mean tokens per sample."""
+    from cuset.analysis.paired import bootstrap_mean, common_tasks, task_matrix
+
+    row = {"n_seeds": len(runs), "n_samples": sum(m["n_samples"] for m in metrics)}
+    for key in PASS_KEYS:
+        per_run = [{t: m.get(key) for t, m in r.task_metrics.items()} for r in runs]
+        tasks = common_tasks(per_run)
+        row[key] = asdict(bootstrap_mean(task_matrix(per_run, tasks))) if tasks else None
+    tokens = [m["avg_tokens"] for m in metrics if m.get("avg_tokens") is not None]
+    row["avg_tokens"] = sum(tokens) / len(tokens) if tokens else None
+    return row
+
+
+def paired_rows(runs: dict, by_method: dict, reference: str, others: list[str]) -> list[dict]:
+    """Each other method - the reference method, paired over tasks and seeds, per Pass@k."""
+    from cuset.analysis.paired import common_tasks, paired_bootstrap, task_matrix
+
+    out = []
+    for method in others:
+        for key in PASS_KEYS:
+            per_run = [{t: m.get(key) for t, m in runs[r].task_metrics.items()}
+                       for r in by_method[reference] + by_method[method]]
+            tasks = common_tasks(per_run)
+            if len(tasks) < 2:
+                continue
+            n_ref = len(by_method[reference])
+            d = paired_bootstrap(task_matrix(per_run[:n_ref], tasks), task_matrix(per_run[n_ref:], tasks), metric=key)
+            out.append({"a": reference, "b": method, **d.to_json(),
+                        "sentence": d.sentence(row_label(reference), row_label(method))})
+    return out
+
+
+def _interval(cell: dict | None) -> str:
+    return "n/a" if cell is None else f"{100 * cell['mean']:.1f} [{100 * cell['low']:.1f}, {100 * cell['high']:.1f}]"
 
 
 def _markdown(run, doc: dict) -> str:
     out: Path = run.out
     cfg = doc["config"]
     base = doc["base_model"]
-    instruct = (f" and on {cfg['n_instruct']} chat-formatted prompt/program pairs from other families "
-                f"({cfg['instruct_families']})" if cfg.get("n_instruct") else "")
+    instruct = (f" and {cfg['n_instruct']} chat-formatted prompt/program pairs ({cfg['instruct_families']})"
+                if cfg.get("n_instruct") else "")
+    seeds = cfg.get("seeds", 1)
+    methods = [m for m in doc["methods"] if m != "vanilla"]
+    nll = doc["base_nll"]
     lines = [
         "# cuset demo: CuSeT vs SFT in miniature",
         "",
         f"A {cfg['layers']}-layer, hidden-{cfg['hidden']} Qwen2-architecture model ({base['parameters']:,} parameters) "
-        f"with a {base['vocab_size']:,}-token "
-        f"byte-level BPE was built here and pretrained for {cfg['pretrain_steps']} steps on the training programs"
-        f"{instruct} (\"vanilla\"), then fine-tuned ({cfg['finetune']}) for {cfg['finetune_steps']} steps each with "
-        f"SFT and with CuSeT (tau={cfg['tau']}, lambda={cfg['lam']}, window={cfg['window']}) on {cfg['n_train']} "
-        f"synthesised tasks (families: {cfg['families']}). Each model generated {cfg['samples']} samples for each "
-        f"of {cfg['n_eval']} held-out tasks (holdout: {cfg['holdout']}), which were compiled with nvcc and run on "
-        f"the CPU execution backend.",
+        f"with a {base['vocab_size']:,}-token byte-level BPE was built here and pretrained for "
+        f"{cfg['pretrain_steps']} steps on {cfg.get('n_pretrain', 0)} programs of other families"
+        f"{instruct} (\"vanilla\"): it never saw the fine-tuning families ({cfg['families']}). "
+        f"Before fine-tuning, its NLL per response token on the fine-tuning set is **{nll['nll']:.3f}** "
+        f"({nll['n_examples']} examples, {nll['n_tokens']:,} tokens). It was then fine-tuned ({cfg['finetune']}) for "
+        f"{cfg['finetune_steps']} steps with each of {', '.join(row_label(m) for m in methods)} "
+        f"(CuSeT: tau={cfg['tau']}, lambda={cfg['lam']}, window={cfg['window']}) on {cfg['n_train']} synthesised "
+        f"tasks, {seeds} seed(s) each. Each model generated {cfg['samples']} samples for each of {cfg['n_eval']} "
+        f"held-out tasks (holdout: {cfg['holdout']}), which were compiled with nvcc and run on the CPU execution "
+        f"backend. Wall time: {doc['wall_s'] / 60:.1f} minutes.",
         "",
         "## Results (Table 2/3 shape)",
         "",
         "Compilation = nvcc compiled the program; Function = its outputs passed the task's checker. "
-        "Pass@k uses the unbiased estimator over the samples of each task, averaged over tasks (percent).",
+        "Pass@k uses the unbiased estimator over the samples of each task, averaged over tasks (percent; "
+        "with several seeds, also over seeds); brackets: 95% bootstrap interval over tasks and seeds.",
         "",
         "| Model | Compilation Pass@1 | Compilation Pass@3 | Function Pass@1 | Function Pass@3 | Avg. tokens | Samples | Per-sample results |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for model, m in doc["metrics"].items():
-        res = run.eval_dir(model) / "results.jsonl"
+    for method, m in doc["methods"].items():
+        links = ", ".join(f"[{_rel(run.eval_dir(r) / 'results.jsonl', out)}]({_rel(run.eval_dir(r) / 'results.jsonl', out)})"
+                          for r, info in doc["runs"].items() if info["method"] == method)
         tokens = "n/a" if m.get("avg_tokens") is None else f"{m['avg_tokens']:.0f}"
-        lines.append(f"| {ROW_LABEL[model]} | {_pct(m.get('compile@1'))} | {_pct(m.get('compile@3'))} | "
-                     f"{_pct(m.get('function@1'))} | {_pct(m.get('function@3'))} | {tokens} | {m['n_samples']} | "
-                     f"[{_rel(res, out)}]({_rel(res, out)}) |")
-    lines += ["", "Outcomes per model (status counts over all samples):", ""]
+        lines.append(f"| {row_label(method)} | {_interval(m['compile@1'])} | {_interval(m['compile@3'])} | "
+                     f"{_interval(m['function@1'])} | {_interval(m['function@3'])} | {tokens} | {m['n_samples']} | "
+                     f"{links} |")
+    if doc["paired"]:
+        ref = row_label(doc["paired"][0]["a"])
+        lines += ["", f"## Paired comparisons with {ref}", "",
+                  f"Each method minus {ref} on the same tasks: a bootstrap over tasks and, within each, seeds "
+                  "(`cuset report --compare` computes the same for any two result sets).", ""]
+        lines += [f"- {p['sentence']}" for p in doc["paired"]]
+    if seeds > 1:
+        lines += ["", "Per run:", "", "| Run | Seed | Compilation Pass@1 | Function Pass@1 | Function Pass@3 |",
+                  "|---|---|---|---|---|"]
+        lines += [f"| {r} | {doc['runs'][r]['seed']} | {_pct(m.get('compile@1'))} | {_pct(m.get('function@1'))} | "
+                  f"{_pct(m.get('function@3'))} |" for r, m in doc["metrics"].items()]
+    lines += ["", "Outcomes per run (status counts over all samples):", ""]
     for model, m in doc["metrics"].items():
         counts = ", ".join(f"{k} {v}" for k, v in sorted(m.get("statuses", {}).items()))
-        lines.append(f"- {ROW_LABEL[model]}: {counts or 'none'}")
+        lines.append(f"- {model}: {counts or 'none'}")
     c = doc["confidence"]
     ks, groups, windows = c["ks"], c["groups"], c["windows"]
     pct = lambda x: "n/a" if x is None else f"{100 * x:.2f}%"
@@ -122,16 +196,19 @@ def _markdown(run, doc: dict) -> str:
         "",
         "## Training",
         "",
-        "| Objective | Steps | Trainable parameters | Final loss | Final NLL |",
+        f"Base model before fine-tuning: NLL {nll['nll']:.4f} per token on the fine-tuning set.",
+        "",
+        "| Run | Steps | Trainable parameters | Final loss | Final NLL |",
         "|---|---|---|---|---|",
     ]
     for m, t in doc["training"].items():
         fm = t["final_metrics"]
         loss = fm.get("loss")
-        nll = fm.get("nll")
-        lines.append(f"| {ROW_LABEL[m]} | {t['steps']} | {t['trainable_parameters']:,} | "
-                     f"{'n/a' if loss is None else f'{loss:.4f}'} | {'n/a' if nll is None else f'{nll:.4f}'} |")
-    lines += ["", "Logs: `train/<objective>/` (JSONL log, TensorBoard, run_summary.json).", "",
+        final_nll = fm.get("nll")
+        lines.append(f"| {m} | {t['steps']} | {t['trainable_parameters']:,} | "
+                     f"{'n/a' if loss is None else f'{loss:.4f}'} | "
+                     f"{'n/a' if final_nll is None else f'{final_nll:.4f}'} |")
+    lines += ["", "Logs: `train/<run>/` (JSONL log, TensorBoard, run_summary.json).", "",
               "## Time per step (seconds)", "", "| Step | Seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in doc["timings_s"].items()]
     lines += ["", "These are demo-scale numbers measured by this run (tiny model, synthetic tasks, minutes of CPU "

@@ -1,6 +1,11 @@
 """The demo pipeline: a miniature but honest CuSeT experiment on a CPU.
 
-    data -> base model -> fine-tune (SFT, CuSeT) -> generate -> evaluate -> confidence -> report
+    data -> base model -> base NLL -> fine-tune (each method x seed) -> generate -> evaluate
+         -> confidence -> report (intervals, paired comparisons)
+
+A fine-tuned run is named after its method, with `-seed<k>` for the k-th seed after
+the first (`sft`, `sft-seed1`, ...); `--study` is the same pipeline with more tasks,
+seeds and methods.
 
 Every step writes its outputs under the run directory and a `.done` marker;
 re-running with the same `out` skips finished steps, so an interrupted demo
@@ -21,14 +26,29 @@ from cuset.demo.config import DemoConfig
 
 log = logging.getLogger(__name__)
 
-METHODS = ("sft", "cuset")          # fine-tuned under the same budget
-MODELS = ("vanilla", *METHODS)      # rows of the report
+VANILLA = "vanilla"
+
+
+def run_name(method: str, k: int) -> str:
+    """The k-th fine-tuning run of `method` (k = 0 keeps the plain name)."""
+    return method if k == 0 else f"{method}-seed{k}"
 
 
 class DemoRun:
     def __init__(self, cfg: DemoConfig, out: Path):
         self.cfg, self.out = cfg, out
         self.timings: dict[str, float] = {}
+        # (run, method, seed index) of every fine-tuned run, seeds outermost: an interrupted
+        # study has whole seeds of every method done first
+        self.finetuned = [(run_name(m, k), m, k) for k in range(cfg.seeds) for m in cfg.method_list()]
+        self.models = [VANILLA] + [r for r, _, _ in self.finetuned]
+
+    def method_of(self, model: str) -> str:
+        return {r: m for r, m, _ in self.finetuned}.get(model, VANILLA)
+
+    def seed_of(self, model: str) -> int:
+        """The seed a run trained and sampled with (the vanilla base: the config's)."""
+        return self.cfg.seed + {r: k for r, _, k in self.finetuned}.get(model, 0)
 
     # -- paths -------------------------------------------------------------
     @property
@@ -44,11 +64,15 @@ class DemoRun:
         return self.out / "data" / "instruct.jsonl"
 
     @property
+    def pretrain_tasks(self) -> Path:
+        return self.out / "data" / "pretrain.jsonl"
+
+    @property
     def vanilla(self) -> Path:
         return self.out / "models" / "vanilla"
 
-    def adapter(self, method: str) -> Path:
-        return self.out / "train" / method / ("adapter" if self.cfg.finetune == "lora" else "model")
+    def adapter(self, model: str) -> Path:
+        return self.out / "train" / model / ("adapter" if self.cfg.finetune == "lora" else "model")
 
     def generations(self, model: str) -> Path:
         return self.out / "generations" / f"{model}.jsonl"
@@ -75,11 +99,11 @@ class DemoRun:
         (self.out / "demo_config.json").write_text(json.dumps(asdict(self.cfg), indent=1))
         self.step("data", self.make_data)
         self.step("base_model", self.make_base_model)
-        for method in METHODS:
-            self.step(f"finetune_{method}", lambda m=method: self.finetune(m))
-        for model in MODELS:
+        self.step("base_nll", self.base_nll)
+        for model in self.models:
+            if model != VANILLA:
+                self.step(f"finetune_{model}", lambda m=model: self.finetune(m))
             self.step(f"generate_{model}", lambda m=model: self.generate(m))
-        for model in MODELS:
             self.step(f"evaluate_{model}", lambda m=model: self.evaluate(m))
         self.step("confidence", self.confidence)
         from cuset.demo.report import write_report
@@ -94,13 +118,17 @@ class DemoRun:
         c = self.cfg
         train, evaluation = synthesize_split(c.n_train, c.n_eval, c.seed, holdout=c.holdout, families=c.family_list())
         instruct = synthesize(c.n_instruct, c.seed, families=c.instruct_family_list()) if c.n_instruct else []
+        pretrain = synthesize(c.n_pretrain, c.seed, families=c.pretrain_family_list()) if c.n_pretrain else []
         save_tasks(train, self.train_tasks)
         save_tasks(evaluation, self.eval_tasks)
         save_tasks(instruct, self.instruct_tasks)
+        save_tasks(pretrain, self.pretrain_tasks)
 
     def make_base_model(self) -> None:
-        """Tokenizer + randomly initialised model, then brief pretraining on the training
-        programs (raw) and on instruction pairs from other families (chat-formatted)."""
+        """Tokenizer + randomly initialised model, then brief pretraining on programs of the
+        other families (raw) and on instruction pairs from other families (chat-formatted):
+        nothing of the fine-tuning or evaluation families, whose prompts and programs the
+        tokenizer does not see either."""
         import random
 
         import torch
@@ -111,10 +139,10 @@ class DemoRun:
         from cuset.train.tiny import build_tiny_model
 
         c = self.cfg
-        tasks, _ = load_tasks(self.train_tasks)
+        tasks, _ = load_tasks(self.pretrain_tasks)
         instruct, _ = load_tasks(self.instruct_tasks)
         programs = [t.bench_cu for t in tasks]
-        prompts = [m["content"] for t in tasks + instruct for m in render_prompt(t, 1).messages()]
+        prompts = [m["content"] for t in instruct for m in render_prompt(t, 1).messages()]
         staging = self.vanilla.with_name("vanilla.partial")
         build_tiny_model(staging, programs + [t.bench_cu for t in instruct] + prompts, vocab_size=c.vocab_size,
                          hidden_size=c.hidden, num_layers=c.layers, num_heads=4, num_kv_heads=2,
@@ -132,14 +160,14 @@ class DemoRun:
         (staging / "pretrain_log.json").write_text(json.dumps({"loss": losses}))
         staging.rename(self.vanilla)
 
-    def finetune(self, method: str) -> None:
+    def finetune(self, model: str) -> None:
         from cuset.config import load_config
         from cuset.train.config import TrainConfig
         from cuset.train.run import train
 
-        c = self.cfg
+        c, method = self.cfg, self.method_of(model)
         spec = {
-            "output_dir": str(self.out / "train" / method),
+            "output_dir": str(self.out / "train" / model),
             "model": {"name_or_path": str(self.vanilla), "dtype": "float32"},
             "data": {"paths": [str(self.train_tasks)], "format": "cudabench", "prompt_level": 1,
                      "max_length": 2048, "cache_dir": str(self.out / "cache" / "tokenized")},
@@ -147,10 +175,11 @@ class DemoRun:
             "finetune": c.finetune,
             "optim": {"learning_rate": c.finetune_lr, "max_steps": c.finetune_steps,
                       "per_device_batch_size": c.batch_size, "warmup_ratio": 0.05},
-            "precision": "fp32", "seed": c.seed, "save_steps": 0, "report_to": [], "progress": c.progress,
+            "precision": "fp32", "seed": self.seed_of(model), "save_steps": 0, "report_to": [],
+            "progress": c.progress,
         }
         cfg = load_config(TrainConfig, base=spec)
-        resume = any((self.out / "train" / method).glob("checkpoint-*"))
+        resume = any((self.out / "train" / model).glob("checkpoint-*"))
         train(cfg, resume=resume)
 
     def generate(self, model: str) -> None:
@@ -159,14 +188,16 @@ class DemoRun:
         from cuset.generate.run import generate_file
 
         c = self.cfg
+        tuned = model != VANILLA
         spec = {
             "tasks": str(self.eval_tasks), "out": str(self.generations(model)), "backend": "hf",
             "model": str(self.vanilla), "n_samples": c.samples, "level": 1, "progress": c.progress,
-            "sampling": {"temperature": c.temperature, "top_p": 0.95, "max_new_tokens": c.max_new_tokens, "seed": c.seed},
+            "sampling": {"temperature": c.temperature, "top_p": 0.95, "max_new_tokens": c.max_new_tokens,
+                         "seed": self.seed_of(model)},
             "hf": {"batch_size": 16, "device": "cpu", "dtype": "float32",
-                   "adapter": str(self.adapter(model)) if model in METHODS and c.finetune == "lora" else ""},
+                   "adapter": str(self.adapter(model)) if tuned and c.finetune == "lora" else ""},
         }
-        if model in METHODS and c.finetune == "full":
+        if tuned and c.finetune == "full":
             spec["model"] = str(self.adapter(model))
         generate_file(load_config(GenerateConfig, base=spec))
 
@@ -182,22 +213,39 @@ class DemoRun:
         backend = cfg.make_backend()
         out = self.eval_dir(model)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "labels.json").write_text(json.dumps({"model": "demo-base", "method": model}))
+        (out / "labels.json").write_text(json.dumps({"model": "demo-base", "method": self.method_of(model),
+                                                     "seed": self.seed_of(model)}))
         evaluate_file(self.eval_tasks, self.generations(model), out / "results.jsonl", cfg, backend=backend)
 
-    def confidence(self) -> None:
-        """Section 3 of the paper on the vanilla model: confidence of CUDA-sensitive vs neutral
-        tokens of the held-out reference programs (the base model pretrained on the training
-        programs, so those would measure memorisation)."""
-        from cuset.analysis.confidence_report import analyze_confidence, save_scores
+    def _score(self, tasks: Path, limit: int):
+        """Teacher-forced confidences of the vanilla model on the reference responses of `tasks`."""
         from cuset.analysis.scoring import encode_examples, load_model, score_batches
-        from cuset.spans import ALL_KINDS, CUSET_KINDS
         from cuset.train.data import RecordOptions, read_examples
 
         model, tokenizer = load_model(str(self.vanilla), device="cpu", dtype="float32")
-        items = read_examples(self.eval_tasks, RecordOptions(format="cudabench", prompt_level=1))
-        encoded, skipped, messages = encode_examples(tokenizer, items, max_length=2048, limit=64)
-        samples = score_batches(model, tokenizer, encoded, batch_size=8, progress=self.cfg.progress)
+        items = read_examples(tasks, RecordOptions(format="cudabench", prompt_level=1))
+        encoded, skipped, messages = encode_examples(tokenizer, items, max_length=2048, limit=limit)
+        return score_batches(model, tokenizer, encoded, batch_size=8, progress=self.cfg.progress), skipped, messages
+
+    def base_nll(self) -> None:
+        """The vanilla model's NLL per response token on the fine-tuning set before any
+        fine-tuning: near 0 would mean it already knows the data and fine-tuning (CuSeT's
+        weight 1 - min window confidence above all) has nothing left to teach."""
+        import numpy as np
+
+        samples, _, _ = self._score(self.train_tasks, limit=64)
+        nll = np.concatenate([-np.log(np.clip(s.confidences, 1e-12, 1.0)) for s in samples])
+        (self.out / "base_nll.json").write_text(json.dumps(
+            {"nll": float(nll.mean()), "n_examples": len(samples), "n_tokens": int(nll.size),
+             "data": str(self.train_tasks.relative_to(self.out))}))
+
+    def confidence(self) -> None:
+        """Section 3 of the paper on the vanilla model: confidence of CUDA-sensitive vs neutral
+        tokens of the held-out reference programs."""
+        from cuset.analysis.confidence_report import analyze_confidence, save_scores
+        from cuset.spans import ALL_KINDS, CUSET_KINDS
+
+        samples, skipped, messages = self._score(self.eval_tasks, limit=64)
         out = self.out / "confidence"
         save_scores(out / "scores.jsonl", samples)
         analyze_confidence(samples, out, window=self.cfg.confidence_window, sensitive_kinds=CUSET_KINDS,

@@ -14,8 +14,29 @@ def test_defaults_name_real_disjoint_families():
 
 
 def test_all_families_means_no_filter():
-    assert DemoConfig(families="all", n_instruct=0).family_list() is None
-    assert DemoConfig(families=" relu , saxpy ").family_list() == ["relu", "saxpy"]
+    cfg = DemoConfig(families=" relu , saxpy ")
+    assert cfg.family_list() == ["relu", "saxpy"]
+    # the base model pretrains on every other family, never on these
+    assert "relu" not in cfg.pretrain_family_list() and "gemm" in cfg.pretrain_family_list()
+    # 'all' leaves no family for the base model's corpus
+    with pytest.raises(ValueError, match="families names them all: name fewer families or set n_pretrain=0"):
+        DemoConfig(families="all", n_instruct=0)
+    with pytest.raises(ValueError, match="n_pretrain and n_instruct are both 0"):
+        DemoConfig(families="all", n_instruct=0, n_pretrain=0)
+
+
+def test_methods_and_seeds_are_checked():
+    from cuset.demo.config import STUDY
+
+    assert DemoConfig(methods="sft, cuset ,asft").method_list() == ["sft", "cuset", "asft"]
+    with pytest.raises(ValueError, match="methods: unknown loss 'cusett': did you mean 'cuset'"):
+        DemoConfig(methods="sft,cusett")
+    with pytest.raises(ValueError, match="names an objective twice"):
+        DemoConfig(methods="sft,sft")
+    with pytest.raises(ValueError, match="seeds must be >= 1"):
+        DemoConfig(seeds=0)
+    study = load_config(DemoConfig, base=STUDY)
+    assert study.n_eval >= 64 and study.seeds >= 2 and {"sft", "cuset"} < set(study.method_list())
 
 
 def test_unknown_family_is_named_with_a_suggestion():
@@ -30,8 +51,7 @@ def test_instruct_families_must_be_disjoint_from_the_demo_families():
         DemoConfig(instruct_families="relu,transpose")
     # 'all' demo families overlap any instruction family, unless there is no instruction data
     with pytest.raises(ValueError, match="disjoint"):
-        DemoConfig(families="all")
-    DemoConfig(families="all", n_instruct=0)
+        DemoConfig(families="all", n_pretrain=0)
 
 
 @pytest.mark.parametrize("key, value", [("n_instruct", -1), ("seq_len", 0), ("seq_len", 8192), ("n_train", 0)])

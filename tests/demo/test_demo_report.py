@@ -1,0 +1,50 @@
+"""The demo report's statistics on constructed results: per-method rows over seeds with
+intervals, and paired differences against the first method."""
+
+import json
+
+import pytest
+
+from cuset.analysis.results import load_run
+from cuset.demo.report import method_row, paired_rows, row_label
+from cuset.evaluate.records import SampleResult, save_results
+from cuset.execute.result import Status
+
+N_TASKS = 20
+
+
+def _run(tmp_path, name, passing: set[int]):
+    d = tmp_path / name
+    d.mkdir()
+    save_results(d / "results.jsonl", [
+        SampleResult(task_id=t, task_name=f"t{t}", family="f", sample=0, compiled=True, ran_ok=True,
+                     status=Status.PASSED if t in passing else Status.WRONG, passed=t in passing, n_tokens=100 + t)
+        for t in range(N_TASKS)])
+    (d / "summary.json").write_text(json.dumps({"overall": {}, "meta": {}}))
+    return load_run(d)
+
+
+def test_rows_average_seeds_with_an_interval_and_pairs_differ_by_hand(tmp_path):
+    from cuset.demo.report import model_metrics
+
+    runs = {"sft": _run(tmp_path, "sft", set(range(4))), "sft-seed1": _run(tmp_path, "sft-seed1", set(range(2))),
+            "cuset": _run(tmp_path, "cuset", set(range(14))), "cuset-seed1": _run(tmp_path, "cuset-seed1", set(range(16)))}
+    by_method = {"sft": ["sft", "sft-seed1"], "cuset": ["cuset", "cuset-seed1"]}
+    metrics = {r: model_metrics(tmp_path / r / "results.jsonl") for r in runs}
+    row = method_row([runs[r] for r in by_method["sft"]], [metrics[r] for r in by_method["sft"]])
+    f1 = row["function@1"]
+    assert f1["mean"] == pytest.approx((4 + 2) / 2 / N_TASKS) and f1["n_seeds"] == 2 and f1["n_tasks"] == N_TASKS
+    assert 0 <= f1["low"] < f1["mean"] < f1["high"] <= 1
+    assert row["compile@1"] == {**row["compile@1"], "mean": 1.0, "low": 1.0, "high": 1.0}
+    assert row["function@3"] is None          # one sample per task: no Pass@3
+    assert row["avg_tokens"] == pytest.approx(100 + (N_TASKS - 1) / 2) and row["n_samples"] == 2 * N_TASKS
+    (d,) = [p for p in paired_rows(runs, by_method, "sft", ["cuset"]) if p["metric"] == "function@1"]
+    assert d["delta"] == pytest.approx((15 - 3) / N_TASKS) and d["significant"] and d["low"] > 0
+    assert d["sentence"].startswith("function@1: CuSeT - SFT = +60.0 points")
+    assert row_label("vanilla").startswith("Vanilla") and row_label("asft") == "ASFT"
+
+
+def test_no_difference_is_not_significant(tmp_path):
+    runs = {"sft": _run(tmp_path, "sft", set(range(0, N_TASKS, 2))), "dft": _run(tmp_path, "dft", set(range(1, N_TASKS, 2)))}
+    (d,) = [p for p in paired_rows(runs, {"sft": ["sft"], "dft": ["dft"]}, "sft", ["dft"]) if p["metric"] == "function@1"]
+    assert d["delta"] == 0 and not d["significant"] and "cannot tell them apart" in d["sentence"]
