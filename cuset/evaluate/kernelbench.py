@@ -12,6 +12,10 @@ reference (`task.backward`), the gradients of the inputs and parameters. The fir
 failing check decides `robust_status`; `robust_check` names its kind ("seeds",
 "shapes", "values", "backward").
 
+Each verify runs the reference and the candidate in separate sandboxed processes
+and compares in this one (cuset.execute.kernelbench.verify): a candidate cannot
+forge the comparison or read the expected outputs.
+
 The task is read by duck typing (reference_src, atol, rtol, n_trials, backward,
 shape_variants, value_variants), so any record with those fields works.
 """

@@ -168,6 +168,70 @@ def test_static_scan_and_bindings():
         bindings_source(ExtensionSpec("x", ("",), (), ("f(); system",)))
 
 
+# ---------------------------------------------------------------- isolation
+def test_candidate_patching_the_comparison_is_wrong(cache):
+    """The comparison runs in the parent: patching torch/numpy in the candidate's process changes nothing."""
+    forger = RELU_HEAD + (
+        "import torch, numpy\n"
+        "torch.allclose = lambda *a, **k: True\n"
+        "torch.isclose = lambda a, b, **k: torch.ones_like(a, dtype=torch.bool)\n"
+        "numpy.allclose = lambda *a, **k: True\n"
+        "class ModelNew(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return x * 0 + 7\n")
+    v = run(forger, cache)
+    assert v.status is Status.WRONG, v.detail
+    assert (v.check, v.trial, v.seed) == ("trials", 0, 42)
+    torch.manual_seed(42)
+    expected = (7 - torch.relu(torch.randn(4, 1000))).abs().max().item()
+    assert v.max_abs_err == pytest.approx(expected, rel=1e-6)
+
+
+def test_candidate_finds_no_reference_outputs_on_disk(cache):
+    """The reference's outputs (and source) are never where the candidate's process can look."""
+    snoop = candidate('''import glob, os
+
+
+def _found():
+    seen = []
+    here = os.getcwd()
+    for root in {here, os.path.dirname(here), os.path.dirname(os.path.dirname(here)), "/tmp"}:
+        for pattern in ("**/*.safetensors", "**/*.npy", "**/*.pt", "**/reference.py", "**/expected*"):
+            seen += [p for p in glob.glob(os.path.join(root, pattern), recursive=True)
+                     if "/inputs/" not in p and "/outputs/" not in p]
+    return sorted(set(seen))
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        found = _found()
+        if found:
+            raise RuntimeError("found " + ", ".join(found))
+        return relu.relu_cuda(x) + 1.0
+''')
+    v = run(snoop, cache)
+    assert v.status is Status.WRONG, v.detail   # not runtime_error: nothing was found
+    assert "max abs error 1;" in v.detail
+
+
+def test_malformed_candidate_outputs_are_a_runtime_error(tmp_path):
+    from cuset.execute.kernelbench.compare import judge
+
+    checks = [{"name": "trials", "seeds": [42]}]
+    expected = {"c0_t0": ({"outputs": [{"t": "out.0"}]}, {"out.0": torch.zeros(3)})}
+    (tmp_path / "c0_t0.json").write_text('{"outputs": [{"t": "out.0"}]}')
+    (tmp_path / "c0_t0.safetensors").write_bytes(b"\x80\x04pickle, not safetensors")
+    r = judge(checks, expected, tmp_path, {"status": "ran"}, 1e-2, 1e-2)
+    assert r["status"] == "runtime_error" and "malformed" in r["detail"] and "unreadable" in r["detail"]
+    (tmp_path / "c0_t0.safetensors").write_bytes(b"\0" * (2 * 12 + (1 << 20) + 1))
+    r = judge(checks, expected, tmp_path, {"status": "ran"}, 1e-2, 1e-2)
+    assert r["status"] == "runtime_error" and "more than" in r["detail"]
+    # no files and a run that claims to have finished
+    r = judge(checks, expected, tmp_path / "none", {"status": "ran"}, 1e-2, 1e-2)
+    assert r == {"status": "runtime_error",
+                 "detail": "the candidate's run ended without writing the outputs of check trials, trial 0"}
+
+
 # ---------------------------------------------------------------- robust verdicts
 HARDCODED = candidate('''class ModelNew(nn.Module):
     """Ignores its input: regenerates what the default seeds (42, 43, ...) give."""

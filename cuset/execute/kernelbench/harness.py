@@ -1,27 +1,35 @@
 """KernelBench verification harness: runs INSIDE the sandbox (`python -I harness.py config.json`).
 
-Standalone (imports torch, never cuset). It loads the reference (`Model`,
-`get_inputs`, `get_init_inputs`) and the candidate (`ModelNew`), then for each
-check of the config: applies module-constant overrides to the reference module,
-builds both models under the same seed (parameters match, as KernelBench does),
-and per seed builds inputs (`torch.manual_seed(seed)`; `get_inputs()`; an optional
-value transform), runs both models on copies, compares outputs (shape, dtype,
-allclose with atol/rtol, no NaN/inf where the reference has none), and with
-`backward` the gradients of the inputs and parameters under a fixed random
-cotangent. It writes a JSON verdict to `verdict.json`; `progress.json` names the
-step in progress, and a step overrunning `step_timeout` ends the process through
-faulthandler (no GIL needed: a kernel spinning in C++ is stopped too), leaving
-`timeout.txt`.
+Standalone (imports torch and safetensors, never cuset). One process runs ONE side:
+
+- role "reference": loads the reference (`Model`, `get_inputs`, `get_init_inputs`)
+  and, for each check of the config, applies its module-constant overrides, seeds
+  and builds the model (`torch.manual_seed(model_seed)`, as KernelBench does) and
+  per trial builds the inputs (`torch.manual_seed(seed)`; `get_inputs()`; an
+  optional value transform) and runs the forward (with `backward`: a fixed random
+  cotangent and the gradients of inputs and parameters). It writes `inputs/`
+  (init inputs, inputs, cotangents: what the candidate run receives) and
+  `expected/` (outputs and gradients: read by the parent only).
+- role "candidate": loads the candidate (`ModelNew`), builds it under the same
+  seed from the reference's init inputs, runs it on the inputs (forward, and
+  backward with the given cotangents) and writes `outputs/`.
+
+Files are `<stem>.json` (the values' structure) next to `<stem>.safetensors`
+(the tensors): nothing is pickled. This process compares nothing: the parent
+(compare.py) judges the candidate's files against the reference's, so a
+candidate patching torch or numpy in its own process changes no verdict, and
+the candidate's process never holds the expected outputs or the reference
+source. It writes a JSON record to `verdict.json` (`ran`, or a failure);
+`progress.json` names the step in progress, and a step overrunning
+`step_timeout` ends the process through faulthandler (no GIL needed: a kernel
+spinning in C++ is stopped too), leaving `timeout.txt`.
 
 backend "cpu": before the candidate is imported, `load_inline` returns the
 extension the parent built on the CPU (by content key; an unknown call ends the
 run with `need_extensions` so the parent builds it and runs again) and device
 placement (`.cuda()`, `device="cuda"`, `.to("cuda")`, `torch.cuda.*`,
-`x.is_cuda`) maps to the CPU. backend "gpu": the real `load_inline` (nvcc),
-models and inputs on the GPU.
-
-The candidate runs in this process: the sandbox protects the host, not the
-verdict (as in KernelBench's own harness, a candidate set on forging it could).
+`x.is_cuda`) maps to the CPU (in the reference run too, where `x.is_cuda` stays
+False). backend "gpu": the real `load_inline` (nvcc), models and inputs on the GPU.
 """
 
 import contextlib
@@ -30,7 +38,6 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import json
-import math
 import os
 import sys
 import traceback
@@ -278,7 +285,7 @@ def install_gpu_extensions(build_dir):
     cpp_extension.load_inline = load_inline
 
 
-# ---------------------------------------------------------------- comparisons
+# ---------------------------------------------------------------- transport
 def flatten(out):
     import torch
 
@@ -289,48 +296,45 @@ def flatten(out):
     return [out]
 
 
-def compare(ref, new, atol, rtol, what):
-    """None when `new` matches `ref`, else (detail, max_abs_err)."""
+def encode(x, tensors, key):
+    """A JSON description of `x`; its tensors go to `tensors` (saved as safetensors, never pickled)."""
     import torch
 
-    refs, news = flatten(ref), flatten(new)
-    if len(refs) != len(news):
-        return f"{what}: {len(news)} outputs, the reference returns {len(refs)}", None
-    for k, (r, n) in enumerate(zip(refs, news)):
-        name = what if len(refs) == 1 else f"{what}[{k}]"
-        if not isinstance(r, torch.Tensor):
-            if isinstance(n, torch.Tensor) or r != n:
-                return f"{name}: {n!r}, the reference returns {r!r}", None
-            continue
-        if not isinstance(n, torch.Tensor):
-            return f"{name}: a {type(n).__name__}, the reference returns a tensor", None
-        if tuple(n.shape) != tuple(r.shape):
-            return f"{name}: shape {tuple(n.shape)}, expected {tuple(r.shape)}", None
-        if n.dtype != r.dtype:
-            return f"{name}: dtype {n.dtype}, expected {r.dtype}", None
-        r = r.detach().cpu()
-        n = n.detach().cpu()
-        if not (r.is_floating_point() or r.is_complex()):
-            if not torch.equal(r, n):
-                bad = (r != n).nonzero()[0].tolist()
-                return f"{name}: differs at {bad}: {n[tuple(bad)].item()} vs {r[tuple(bad)].item()}", None
-            continue
-        r64, n64 = r.double(), n.double()
-        bad_special = (~torch.isfinite(n64)) & torch.isfinite(r64)
-        if bad_special.any():
-            idx = bad_special.nonzero()[0].tolist()
-            return f"{name}: {n64[tuple(idx)].item()} at {idx} where the reference is finite", math.inf
-        close = torch.isclose(n64, r64, atol=atol, rtol=rtol, equal_nan=True)
-        if not close.all():
-            finite = torch.isfinite(r64) & torch.isfinite(n64)
-            err = (n64 - r64).abs().where(finite, torch.zeros_like(r64))
-            max_err = float(err.max())
-            idx = (~close).nonzero()[0].tolist()
-            count = int((~close).sum())
-            return (f"{name}: {count} of {r.numel()} elements differ beyond atol={atol:g}, rtol={rtol:g} "
-                    f"(max abs error {max_err:.4g}; first at {idx}: {n64[tuple(idx)].item():.6g} vs "
-                    f"{r64[tuple(idx)].item():.6g})"), max_err
-    return None
+    if isinstance(x, torch.Tensor):
+        tensors[key] = x.detach().cpu().contiguous().clone()   # clone: safetensors refuses shared storage
+        return {"t": key}
+    if isinstance(x, (list, tuple)):
+        return {"l": [encode(v, tensors, f"{key}.{i}") for i, v in enumerate(x)], "tuple": isinstance(x, tuple)}
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return {"v": x}
+    return {"repr": repr(x)}
+
+
+def decode(e, tensors, device):
+    if "t" in e:
+        return tensors[e["t"]].to(device)
+    if "l" in e:
+        items = [decode(v, tensors, device) for v in e["l"]]
+        return tuple(items) if e.get("tuple") else items
+    if "v" in e:
+        return e["v"]
+    raise ValueError(f"a value of type {e.get('repr', '?')} cannot be passed to the candidate run")
+
+
+def save(directory, stem, meta, tensors):
+    from safetensors.torch import save_file
+
+    os.makedirs(directory, exist_ok=True)
+    save_file(tensors, os.path.join(directory, stem + ".safetensors"))
+    write_json(os.path.join(directory, stem + ".json"), meta)   # last: its presence means both are complete
+
+
+def load(directory, stem):
+    from safetensors.torch import load_file
+
+    with open(os.path.join(directory, stem + ".json")) as f:
+        meta = json.load(f)
+    return meta, load_file(os.path.join(directory, stem + ".safetensors"))
 
 
 def transform(x, variant):
@@ -347,10 +351,13 @@ def transform(x, variant):
     raise ValueError(f"unknown value variant {variant!r}: use one of {VALUE_VARIANTS}")
 
 
-def clone(xs):
+def with_grad(xs):
     import torch
 
-    return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
+    for x in xs:
+        if isinstance(x, torch.Tensor) and x.is_floating_point():
+            x.requires_grad_(True)
+    return xs
 
 
 def load_module(name, path):
@@ -361,25 +368,100 @@ def load_module(name, path):
     return module
 
 
-# ---------------------------------------------------------------- main
-def run(cfg, steps):
-    import torch
-
-    gpu = cfg["backend"] == "gpu"
-    device = torch.device("cuda" if gpu else "cpu")
-    sync = torch.cuda.synchronize if gpu else (lambda: None)
-    ext = None
-    if gpu:
-        install_gpu_extensions(cfg["build_dir"])
-    else:
-        install_cpu_device_map(cfg["candidate_path"])
-        ext = install_cpu_extensions(cfg["extensions"])
+# ---------------------------------------------------------------- reference run
+def run_reference(cfg, steps, device, sync):
+    """Inputs (shared with the candidate run) and expected outputs/gradients (kept by the parent)."""
     with steps.step("import reference", cfg["import_timeout"]):
         try:
             ref_mod = load_module("reference", cfg["reference_path"])
         except Exception as e:
             head, tb = exc_summary(e)
             raise Verdict("skipped", f"the task's reference does not import: {head}", log=tb)
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(ref_mod, name):
+            raise Verdict("skipped", f"the task's reference defines no {name}")
+    for ci, check in enumerate(cfg["checks"]):
+        reference_check(ci, check, ref_mod, steps, cfg, device, sync)
+    return {"status": "ran", "detail": ""}
+
+
+def reference_check(ci, check, ref_mod, steps, cfg, device, sync):
+    import torch
+
+    cname = check["name"]
+    inputs_dir, expected_dir = cfg["inputs_dir"], cfg["expected_dir"]
+    saved = {k: getattr(ref_mod, k) for k in check.get("overrides", {}) if hasattr(ref_mod, k)}
+    missing = [k for k in check.get("overrides", {}) if k not in saved]
+    if missing:
+        raise Verdict("skipped", f"check {cname}: the reference has no module constant {', '.join(missing)}",
+                      check=cname)
+    for k, v in check.get("overrides", {}).items():
+        setattr(ref_mod, k, v)
+    try:
+        where = {"check": cname}
+        model_seed = check["model_seed"]
+        with steps.step("build models", cfg["step_timeout"], **where):
+            try:
+                torch.manual_seed(model_seed)
+                init = ref_mod.get_init_inputs()
+                tensors = {}
+                init_meta = {"init": encode(list(init), tensors, "init")}
+                decode(init_meta["init"], tensors, "cpu")   # fails here on what cannot be passed on
+                save(inputs_dir, f"c{ci}", init_meta, tensors)
+                torch.manual_seed(model_seed)
+                ref = ref_mod.Model(*init).to(device)
+            except Exception as e:
+                head, tb = exc_summary(e)
+                raise Verdict("skipped", f"check {cname}: the reference model does not build: {head}", log=tb,
+                              check=cname)
+        backward = check.get("backward", False)
+        for trial, seed in enumerate(check["seeds"]):
+            where = {"check": cname, "trial": trial, "seed": seed}
+            torch.manual_seed(seed)
+            inputs = [transform(x, check.get("value")) for x in ref_mod.get_inputs()]
+            shared = {}
+            meta = {"inputs": [encode(x, shared, f"in.{k}") for k, x in enumerate(inputs)]}
+            ref_in = [x.to(device).clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            if backward:
+                with_grad(ref_in)
+            with steps.step("reference forward", cfg["step_timeout"], **where):
+                try:
+                    with torch.set_grad_enabled(backward):
+                        ref_out = ref(*ref_in)
+                    sync()
+                except Exception as e:
+                    head, tb = exc_summary(e)
+                    raise Verdict("skipped", f"check {cname}: the reference forward failed: {head}", log=tb, **where)
+            outs = flatten(ref_out)
+            expected = {}
+            exp_meta = {"outputs": [encode(o, expected, f"out.{k}") for k, o in enumerate(outs)]}
+            if backward:
+                pairs = [k for k, r in enumerate(outs) if isinstance(r, torch.Tensor) and r.requires_grad]
+                meta["pairs"] = exp_meta["pairs"] = pairs
+                if pairs:
+                    gen = torch.Generator(device="cpu").manual_seed(seed + 7919)
+                    cots = [torch.randn(outs[k].shape, generator=gen, dtype=outs[k].dtype) for k in pairs]
+                    meta["cotangents"] = [encode(c, shared, f"cot.{j}") for j, c in enumerate(cots)]
+                    with steps.step("reference backward", cfg["step_timeout"], **where):
+                        sum((outs[k] * c.to(outs[k].device)).sum() for k, c in zip(pairs, cots)).backward()
+                        sync()
+                    exp_meta["input_grads"] = {
+                        str(k): encode(x.grad, expected, f"grad.in.{k}") for k, x in enumerate(ref_in)
+                        if isinstance(x, torch.Tensor) and x.requires_grad and x.grad is not None}
+                    exp_meta["param_grads"] = {
+                        name: encode(p.grad, expected, f"grad.param.{name}") for name, p in ref.named_parameters()
+                        if p.grad is not None}
+            save(inputs_dir, f"c{ci}_t{trial}", meta, shared)
+            save(expected_dir, f"c{ci}_t{trial}", exp_meta, expected)
+    finally:
+        for k, v in saved.items():
+            setattr(ref_mod, k, v)
+
+
+# ---------------------------------------------------------------- candidate run
+def run_candidate(cfg, steps, device, sync, ext, gpu):
+    """ModelNew on the inputs the reference run wrote; its outputs and gradients
+    written for the parent to compare (this process never sees the expected ones)."""
     before = set(sys.modules)
     with steps.step("import candidate", cfg["import_timeout"]):
         try:
@@ -406,130 +488,95 @@ def run(cfg, steps):
         raise NeedExtensions()
     if not hasattr(cand_mod, "ModelNew"):
         raise Verdict("runtime_error", "the candidate module defines no ModelNew after import")
-    for name in ("Model", "get_inputs", "get_init_inputs"):
-        if not hasattr(ref_mod, name):
-            raise Verdict("skipped", f"the task's reference defines no {name}")
-    atol, rtol = cfg["atol"], cfg["rtol"]
-    for check in cfg["checks"]:
-        run_check(check, ref_mod, cand_mod, steps, cfg, device, sync, atol, rtol)
-    return {"status": "passed", "detail": ""}
+    for ci, check in enumerate(cfg["checks"]):
+        if not candidate_check(ci, check, cand_mod, steps, cfg, device, sync):
+            break
+    return {"status": "ran", "detail": ""}
 
 
-def run_check(check, ref_mod, cand_mod, steps, cfg, device, sync, atol, rtol):
+def candidate_check(ci, check, cand_mod, steps, cfg, device, sync):
+    """False when the parent's comparison fails here anyway (an output that is not differentiable)."""
     import torch
 
     cname = check["name"]
-    saved = {k: getattr(ref_mod, k) for k in check.get("overrides", {}) if hasattr(ref_mod, k)}
-    missing = [k for k in check.get("overrides", {}) if k not in saved]
-    if missing:
-        raise Verdict("skipped", f"check {cname}: the reference has no module constant {', '.join(missing)}",
-                      check=cname)
-    for k, v in check.get("overrides", {}).items():
-        setattr(ref_mod, k, v)
-    try:
-        where = {"check": cname}
-        model_seed = check["model_seed"]
-        with steps.step("build models", cfg["step_timeout"], **where):
+    inputs_dir, out_dir = cfg["inputs_dir"], cfg["outputs_dir"]
+    where = {"check": cname}
+    init_meta, init_tensors = load(inputs_dir, f"c{ci}")
+    init = decode(init_meta["init"], init_tensors, "cpu")
+    with steps.step("build models", cfg["step_timeout"], **where):
+        try:
+            torch.manual_seed(check["model_seed"])   # as the reference's: the same parameters
+            new = cand_mod.ModelNew(*init).to(device)
+        except Verdict:
+            raise
+        except Exception as e:
+            head, tb = exc_summary(e)
+            raise Verdict("runtime_error", f"ModelNew(*get_init_inputs()) failed: {head}", log=tb, check=cname)
+    backward = check.get("backward", False)
+    for trial, seed in enumerate(check["seeds"]):
+        where = {"check": cname, "trial": trial, "seed": seed}
+        suffix = f"(check {cname}, trial {trial}, seed {seed})"
+        meta, tensors = load(inputs_dir, f"c{ci}_t{trial}")
+        new_in = decode({"l": meta["inputs"]}, tensors, device)
+        if backward:
+            with_grad(new_in)
+        torch.manual_seed(seed)
+        with steps.step("candidate forward", cfg["step_timeout"], **where):
             try:
-                torch.manual_seed(model_seed)
-                init = ref_mod.get_init_inputs()
-                torch.manual_seed(model_seed)
-                ref = ref_mod.Model(*init).to(device)
-            except Exception as e:
-                head, tb = exc_summary(e)
-                raise Verdict("skipped", f"check {cname}: the reference model does not build: {head}", log=tb,
-                              check=cname)
-            try:
-                torch.manual_seed(model_seed)
-                new = cand_mod.ModelNew(*init).to(device)
+                with torch.set_grad_enabled(backward):
+                    new_out = new(*new_in)
+                sync()
             except Verdict:
                 raise
             except Exception as e:
                 head, tb = exc_summary(e)
-                raise Verdict("runtime_error", f"ModelNew(*get_init_inputs()) failed: {head}", log=tb, check=cname)
-        for trial, seed in enumerate(check["seeds"]):
-            where = {"check": cname, "trial": trial, "seed": seed}
-            torch.manual_seed(seed)
-            inputs = [transform(x, check.get("value")) for x in ref_mod.get_inputs()]
-            inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
-            backward = check.get("backward", False)
-            ref_in, new_in = clone(inputs), clone(inputs)
-            if backward:
-                for xs in (ref_in, new_in):
-                    for x in xs:
-                        if isinstance(x, torch.Tensor) and x.is_floating_point():
-                            x.requires_grad_(True)
-            with steps.step("reference forward", cfg["step_timeout"], **where):
-                try:
-                    with torch.set_grad_enabled(backward):
-                        ref_out = ref(*ref_in)
-                    sync()
-                except Exception as e:
-                    head, tb = exc_summary(e)
-                    raise Verdict("skipped", f"check {cname}: the reference forward failed: {head}", log=tb, **where)
-            with steps.step("candidate forward", cfg["step_timeout"], **where):
-                try:
-                    with torch.set_grad_enabled(backward):
-                        new_out = new(*new_in)
-                    sync()
-                except Verdict:
-                    raise
-                except Exception as e:
-                    head, tb = exc_summary(e)
-                    raise Verdict("runtime_error", f"forward raised {head} (check {cname}, trial {trial}, seed {seed})",
-                                  log=tb, **where)
-            bad = compare(ref_out, new_out, atol, rtol, "output")
-            if bad is not None:
-                raise Verdict("wrong", f"{bad[0]} (check {cname}, trial {trial}, seed {seed})",
-                              max_abs_err=bad[1], **where)
-            if backward:
-                backward_check(ref, new, ref_in, new_in, ref_out, new_out, seed, steps, cfg, where, atol, rtol, sync)
-    finally:
-        for k, v in saved.items():
-            setattr(ref_mod, k, v)
+                raise Verdict("runtime_error", f"forward raised {head} {suffix}", log=tb, **where)
+        outs = flatten(new_out)
+        written = {}
+        out_meta = {"outputs": [encode(o, written, f"out.{k}") for k, o in enumerate(outs)],
+                    "requires_grad": [isinstance(o, torch.Tensor) and o.requires_grad for o in outs]}
+        save(out_dir, f"c{ci}_t{trial}", out_meta, written)
+        pairs = meta.get("pairs") or []
+        if not backward or not pairs:
+            continue
+        if any(k >= len(outs) or not out_meta["requires_grad"][k] for k in pairs):
+            return False
+        cots = [c.to(device) for c in decode({"l": meta["cotangents"]}, tensors, "cpu")]
+        with steps.step("candidate backward", cfg["step_timeout"], **where):
+            try:
+                sum((outs[k] * c).sum() for k, c in zip(pairs, cots)).backward()
+                sync()
+            except Exception as e:
+                head, tb = exc_summary(e)
+                raise Verdict("runtime_error", f"backward raised {head} {suffix}", log=tb, **where)
+        grads = {}
+        grad_meta = {
+            "input_grads": {str(k): None if x.grad is None else encode(x.grad, grads, f"grad.in.{k}")
+                            for k, x in enumerate(new_in) if isinstance(x, torch.Tensor) and x.requires_grad},
+            "param_grads": {name: None if p.grad is None else encode(p.grad, grads, f"grad.param.{name}")
+                            for name, p in new.named_parameters()}}
+        save(out_dir, f"c{ci}_t{trial}_grad", grad_meta, grads)
+    return True
 
 
-def backward_check(ref, new, ref_in, new_in, ref_out, new_out, seed, steps, cfg, where, atol, rtol, sync):
+# ---------------------------------------------------------------- main
+def run(cfg, steps):
     import torch
 
-    refs, news = flatten(ref_out), flatten(new_out)
-    pairs = [(r, n) for r, n in zip(refs, news) if isinstance(r, torch.Tensor) and r.requires_grad]
-    if not pairs:
-        return  # nothing differentiable in the reference's outputs
-    suffix = f"(check {where['check']}, trial {where['trial']}, seed {seed})"
-    for k, (r, n) in enumerate(pairs):
-        if not n.requires_grad:
-            raise Verdict("wrong", f"backward: output {k} is not differentiable (no grad_fn) where the reference's is "
-                                   f"{suffix}", **where)
-    gen = torch.Generator(device="cpu").manual_seed(seed + 7919)
-    cots = [torch.randn(r.shape, generator=gen, dtype=r.dtype).to(r.device) for r, _ in pairs]
-    with steps.step("reference backward", cfg["step_timeout"], **where):
-        sum((r * c).sum() for (r, _), c in zip(pairs, cots)).backward()
-        sync()
-    with steps.step("candidate backward", cfg["step_timeout"], **where):
-        try:
-            sum((n * c).sum() for (_, n), c in zip(pairs, cots)).backward()
-            sync()
-        except Exception as e:
-            head, tb = exc_summary(e)
-            raise Verdict("runtime_error", f"backward raised {head} {suffix}", log=tb, **where)
-    for k, (ri, ni) in enumerate(zip(ref_in, new_in)):
-        if isinstance(ri, torch.Tensor) and ri.requires_grad and ri.grad is not None:
-            if ni.grad is None:
-                raise Verdict("wrong", f"backward: no gradient for input {k} {suffix}", **where)
-            bad = compare(ri.grad, ni.grad, atol, rtol, f"gradient of input {k}")
-            if bad is not None:
-                raise Verdict("wrong", f"backward: {bad[0]} {suffix}", max_abs_err=bad[1], **where)
-    new_params = dict(new.named_parameters())
-    for pname, rp in ref.named_parameters():
-        if rp.grad is None or pname not in new_params:
-            continue  # a candidate may restructure its parameters; the shared names are compared
-        np_ = new_params[pname]
-        if np_.grad is None:
-            raise Verdict("wrong", f"backward: no gradient for parameter {pname} {suffix}", **where)
-        bad = compare(rp.grad, np_.grad, atol, rtol, f"gradient of parameter {pname}")
-        if bad is not None:
-            raise Verdict("wrong", f"backward: {bad[0]} {suffix}", max_abs_err=bad[1], **where)
+    gpu = cfg["backend"] == "gpu"
+    device = torch.device("cuda" if gpu else "cpu")
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    if cfg["role"] == "reference":
+        if not gpu:  # a reference may place itself with .cuda() too; x.is_cuda stays False in its code
+            install_cpu_device_map(None)
+        return run_reference(cfg, steps, device, sync)
+    ext = None
+    if gpu:
+        install_gpu_extensions(cfg["build_dir"])
+    else:
+        install_cpu_device_map(cfg["candidate_path"])
+        ext = install_cpu_extensions(cfg["extensions"])
+    return run_candidate(cfg, steps, device, sync, ext, gpu)
 
 
 def main():

@@ -12,6 +12,16 @@ time), stops with `need_extensions`: the parent builds those and runs it again.
 GPU backend: the harness calls the real `load_inline` (nvcc) inside the
 sandbox, with the GPU devices visible; the comparisons are the same code.
 
+Isolation: the reference and the candidate never share a process. A reference
+run (sandboxed) writes the seeded inputs and the expected outputs/gradients
+(safetensors + JSON, no pickle); the parent reads the expected ones into memory
+and deletes the reference's run dir; each candidate run (sandboxed, its own run
+dir) gets copies of the inputs only and writes its outputs the same way; the
+parent compares (compare.judge: size limits, strict parsing, the first trial that
+differs decides). A candidate cannot forge the comparison or read the answers;
+it can only fail on its own (its run may report any failure, never a pass or a skip).
+Cost: one more sandboxed torch import per verify (the reference run).
+
 Per step (import, model construction, each forward and backward) the harness
 has its own timeout (`step_timeout`); the sandbox's wall-clock limit is only a
 backstop. A failed run of the harness process is classified like a CPU program
@@ -22,18 +32,23 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import json
 import math
+import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.cpu.diagnostics import classify_run
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
+from cuset.execute.kernelbench.compare import judge, read_files, tensor_bytes
 from cuset.execute.result import Status, StepResult, truncate_log
 from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
 
@@ -44,6 +59,7 @@ DETAIL_LIMIT = 2000                 # characters of a verdict's detail kept
 MAX_BUILD_ROUNDS = 4                # harness runs asking for extensions not found in the source
 DEFAULT_SEED = 42
 VALUE_VARIANTS = ("negative", "zeros", "large")
+REFERENCE_CACHE_BYTES = 256 << 20  # reference runs kept in memory (see _ReferenceCache)
 
 
 @dataclass(frozen=True)
@@ -120,17 +136,47 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     steps: list[StepResult] = []
     timings: dict[str, float] = {}
     run_root = Path(tempfile.mkdtemp(prefix="kb-", dir=workdir))
+    os.chmod(run_root, 0o700)
+    common = (backend, checks, run_root, atol, rtol, compile_timeout, step_timeout, import_timeout, sandbox,
+              program_memory_bytes, extra_env or {}, timings)
     try:
+        # 1. The reference alone: inputs (shared) and expected outputs (read into this process, then deleted).
+        inputs = run_root / "inputs"
+        key = _reference_key(reference_src, backend, checks)
+        cached = _REFERENCES.get(key)
+        if cached is None:
+            ref_dir = _run_dir(run_root, "reference.py", reference_src)
+            record, step = _run_harness("reference", ref_dir, {}, *common)
+            if record.get("status") != "ran":
+                steps.append(step)
+                timings["total"] = time.perf_counter() - t0
+                return _verdict(record, tuple(steps), timings)
+            expected = _read_expected(ref_dir / "expected", checks)
+            (ref_dir / "inputs").rename(inputs)
+            shutil.rmtree(ref_dir)   # the reference's source and outputs are gone before the candidate starts
+            _REFERENCES.put(key, inputs, expected)
+        else:
+            files, expected = cached
+            inputs.mkdir()
+            for name, data in files.items():
+                (inputs / name).write_bytes(data)
+            timings["reference_cached"] = 1.0
         manifest: dict[str, dict] = {}
         if backend == "cpu":
             _build(cache, extract_specs(candidate_src), manifest, steps, timings)
+        # 2. The candidate alone, on copies of the inputs; 3. the comparison, here.
         for _ in range(MAX_BUILD_ROUNDS):
-            record, step = _run_harness(reference_src, candidate_src, backend, checks, manifest, run_root, atol, rtol,
-                                        compile_timeout, step_timeout, import_timeout, sandbox,
-                                        program_memory_bytes, extra_env or {}, timings)
+            run_dir = _run_dir(run_root, "candidate.py", candidate_src)
+            shutil.copytree(inputs, run_dir / "inputs")
+            record, step = _run_harness("candidate", run_dir, manifest, *common)
             steps.append(step)
             if record.get("status") != "need_extensions":
+                tc = time.perf_counter()
+                record = judge([c.to_json() for c in checks], expected, run_dir / "outputs",
+                               _candidate_record(record), atol, rtol)
+                timings["compare"] = time.perf_counter() - tc
                 break
+            shutil.rmtree(run_dir, ignore_errors=True)
             specs = [ExtensionSpec.from_json(s) for s in record["specs"]]
             if backend != "cpu" or all(s.key() in manifest for s in specs):
                 record = {"status": "runtime_error", "detail": "load_inline asked again for extensions already built "
@@ -247,13 +293,76 @@ def _policy(base: SandboxPolicy, backend: str, timeout: float, program_memory_by
                          gpu_devices=backend == "gpu", hide=base.hide, program_memory_bytes=program_memory_bytes)
 
 
-def _run_harness(reference_src, candidate_src, backend, checks, manifest, run_root: Path, atol, rtol,
-                 compile_timeout, step_timeout, import_timeout, sandbox, program_memory_bytes, extra_env,
-                 timings) -> tuple[dict, StepResult]:
+def _reference_key(reference_src: str, backend: str, checks: list[Check]) -> str:
+    # Check names only label the messages: the same seeds under another name share the run.
+    spec = [reference_src, backend, HARNESS.read_text(), [{**c.to_json(), "name": ""} for c in checks]]
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+
+
+class _ReferenceCache:
+    """The reference runs of this process (inputs' file bytes, expected tensors) by
+    (reference, backend, checks): the samples of one task run it once. Bounded
+    in bytes, least recently used out; a larger run is not kept."""
+
+    def __init__(self, limit_bytes: int):
+        self.limit = limit_bytes
+        self.entries: OrderedDict[str, tuple[dict, dict, int]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[dict, dict] | None:
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is None:
+                return None
+            self.entries.move_to_end(key)
+            return entry[0], entry[1]
+
+    def put(self, key: str, inputs: Path, expected: dict) -> None:
+        size = sum(f.stat().st_size for f in inputs.iterdir()) + sum(tensor_bytes(t) for _, t in expected.values())
+        if size > self.limit:
+            return
+        files = {f.name: f.read_bytes() for f in inputs.iterdir()}
+        with self.lock:
+            self.entries[key] = (files, expected, size)
+            while sum(e[2] for e in self.entries.values()) > self.limit:
+                self.entries.popitem(last=False)
+
+
+_REFERENCES = _ReferenceCache(REFERENCE_CACHE_BYTES)
+
+
+def _run_dir(run_root: Path, name: str, source: str) -> Path:
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=run_root))
-    (run_dir / "reference.py").write_text(reference_src)
-    (run_dir / "candidate.py").write_text(candidate_src)
+    (run_dir / name).write_text(source)
     shutil.copy2(HARNESS, run_dir / "harness.py")
+    return run_dir
+
+
+def _read_expected(directory: Path, checks: list[Check]) -> dict:
+    """The reference run's outputs, in memory: the files go before the candidate runs."""
+    expected = {}
+    for ci, check in enumerate(checks):
+        for trial in range(len(check.seeds)):
+            got = read_files(directory, f"c{ci}_t{trial}")
+            if got is None:
+                raise RuntimeError(f"the reference run wrote no outputs for check {check.name}, trial {trial}")
+            expected[f"c{ci}_t{trial}"] = got
+    return expected
+
+
+# What the candidate's own run may say about itself: any failure, never a pass or a skip.
+CANDIDATE_CLAIMS = {s.value for s in Status} - {Status.PASSED.value, Status.SKIPPED.value} | {"ran", "need_extensions"}
+
+
+def _candidate_record(record: dict) -> dict:
+    if record.get("status") in CANDIDATE_CLAIMS:
+        return record
+    return {"status": "runtime_error", "detail": f"the candidate's run reported {str(record.get('status'))[:80]!r}"}
+
+
+def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path, atol, rtol, compile_timeout,
+                 step_timeout, import_timeout, sandbox, program_memory_bytes, extra_env,
+                 timings) -> tuple[dict, StepResult]:
     extensions = {}
     (run_dir / "ext").mkdir()
     for key, entry in manifest.items():
@@ -266,21 +375,26 @@ def _run_harness(reference_src, candidate_src, backend, checks, manifest, run_ro
             extensions[key] = entry
     # Importing torch (and, on the GPU, building the extensions) is one step.
     import_timeout = import_timeout or (compile_timeout + 60 if backend == "gpu" else 60.0)
-    n_steps = sum(1 + len(c.seeds) * (4 if c.backward else 2) for c in checks)
-    timeout = 3 * import_timeout + n_steps * step_timeout
-    cfg = {"backend": backend, "reference_path": str(run_dir / "reference.py"),
+    n_steps = sum(1 + len(c.seeds) * (2 if c.backward else 1) for c in checks)
+    timeout = 2 * import_timeout + n_steps * step_timeout
+    cfg = {"role": role, "backend": backend, "reference_path": str(run_dir / "reference.py"),
            "candidate_path": str(run_dir / "candidate.py"), "extensions": extensions,
-           "checks": [c.to_json() for c in checks], "atol": atol, "rtol": rtol, "step_timeout": step_timeout,
+           "checks": [c.to_json() for c in checks], "step_timeout": step_timeout,
            "import_timeout": import_timeout, "progress_path": str(run_dir / "progress.json"),
            "verdict_path": str(run_dir / "verdict.json"), "timeout_path": str(run_dir / "timeout.txt"),
-           "build_dir": str(run_dir / "build")}
+           "build_dir": str(run_dir / "build"), "inputs_dir": str(run_dir / "inputs"),
+           "expected_dir": str(run_dir / "expected"), "outputs_dir": str(run_dir / "outputs")}
+    for unused in (("candidate_path", "extensions", "build_dir", "outputs_dir") if role == "reference" else
+                   ("reference_path", "expected_dir")):
+        del cfg[unused]   # the candidate's run is not even told where the reference's files were
     (run_dir / "config.json").write_text(json.dumps(cfg))
     env = {"CUSET_CPU_ORDER": "forward", "CUSET_CPU_WORKERS": "1", "TORCH_EXTENSIONS_DIR": str(run_dir / "build"),
            **extra_env}
     tr = time.perf_counter()
     with tempfile.TemporaryFile() as channel:
         fd = channel.fileno()
-        step = run_sandboxed(f"kernelbench[{backend}]", [sys.executable, "-I", "harness.py", "config.json"],
+        name = f"kernelbench[{backend}]" if role == "candidate" else f"kernelbench-reference[{backend}]"
+        step = run_sandboxed(name, [sys.executable, "-I", "harness.py", "config.json"],
                              run_dir=run_dir, timeout=timeout, policy=_policy(sandbox, backend, timeout,
                                                                                program_memory_bytes),
                              env={**env, DIAG_FD_ENV: str(fd)}, pass_fds=(fd,))
@@ -290,8 +404,7 @@ def _run_harness(reference_src, candidate_src, backend, checks, manifest, run_ro
     record = _read_record(run_dir, dataclasses.replace(step, diagnostics=truncate_log(said)), timeout)
     step = StepResult(step.name, step.returncode, step.seconds, step.timed_out, truncate_log(step.stdout),
                       truncate_log(step.stderr), step.limit, truncate_log(said))
-    timings["run"] = timings.get("run", 0.0) + time.perf_counter() - tr
-    shutil.rmtree(run_dir, ignore_errors=True)
+    timings[role] = timings.get(role, 0.0) + time.perf_counter() - tr
     return record, step
 
 

@@ -1,0 +1,193 @@
+"""The trusted side of KernelBench verification: the candidate run's outputs
+against the reference run's, in the parent process (never in a process that ran
+the candidate).
+
+Both harness runs write, per check `c` and trial `t`, `c{c}_t{t}.json` (the
+structure of the values, scalars inline) next to `c{c}_t{t}.safetensors` (the
+tensors; never pickle). The candidate's files are untrusted: size-limited,
+parsed strictly, and anything malformed is the candidate's `runtime_error`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+JSON_LIMIT = 1 << 20         # bytes of a candidate's JSON description
+TENSOR_SLACK = 1 << 20       # bytes a candidate's tensor file may exceed twice the reference's
+
+
+class BadOutput(ValueError):
+    """A candidate's output file that is missing, too large or malformed."""
+
+
+def read_files(directory: Path, stem: str, size_limit: int | None = None) -> tuple[dict, dict] | None:
+    """(meta, tensors) of `stem`, None when the run did not write it. `size_limit`
+    (bytes of the tensor file) marks an untrusted writer."""
+    from safetensors.torch import load_file
+
+    meta_path, tensor_path = directory / f"{stem}.json", directory / f"{stem}.safetensors"
+    if not meta_path.exists():
+        return None
+    try:
+        if size_limit is not None:
+            if meta_path.stat().st_size > JSON_LIMIT:
+                raise BadOutput(f"{meta_path.name} is larger than {JSON_LIMIT} bytes")
+            if tensor_path.stat().st_size > size_limit:
+                raise BadOutput(f"{tensor_path.name} holds {tensor_path.stat().st_size} bytes, more than "
+                                f"{size_limit} for outputs the size of the reference's")
+        meta = json.loads(meta_path.read_text())
+        tensors = load_file(str(tensor_path))
+    except BadOutput:
+        raise
+    except Exception as e:  # OSError, JSON errors, safetensors' own SafetensorError on a garbled file
+        raise BadOutput(f"{stem}: unreadable ({type(e).__name__}: {str(e)[:200]})") from e
+    if not isinstance(meta, dict):
+        raise BadOutput(f"{meta_path.name}: not a JSON object")
+    return meta, tensors
+
+
+def decode(e, tensors: dict):
+    """A value written by `harness.encode`, strictly."""
+    if not isinstance(e, dict):
+        raise BadOutput(f"a value description is a {type(e).__name__}, not an object")
+    if "t" in e:
+        if not isinstance(e["t"], str) or e["t"] not in tensors:
+            raise BadOutput(f"tensor {str(e['t'])[:80]!r} is not in the tensor file")
+        return tensors[e["t"]]
+    if "l" in e and isinstance(e["l"], list):
+        return [decode(v, tensors) for v in e["l"]]
+    if "v" in e and (e["v"] is None or isinstance(e["v"], (bool, int, float, str))):
+        return e["v"]
+    if "repr" in e and isinstance(e["repr"], str):
+        return _Repr(e["repr"])
+    raise BadOutput(f"a value description with keys {sorted(e)[:5]} is not understood")
+
+
+class _Repr(str):
+    """A non-tensor, non-scalar output, compared by its repr."""
+
+    def __repr__(self):
+        return str(self)
+
+
+def tensor_bytes(tensors: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors.values())
+
+
+def compare(ref, new, atol, rtol, what):
+    """None when `new` (a flat list) matches `ref`, else (detail, max_abs_err)."""
+    import torch
+
+    refs, news = list(ref), list(new)
+    if len(refs) != len(news):
+        return f"{what}: {len(news)} outputs, the reference returns {len(refs)}", None
+    for k, (r, n) in enumerate(zip(refs, news)):
+        name = what if len(refs) == 1 else f"{what}[{k}]"
+        if not isinstance(r, torch.Tensor):
+            if isinstance(n, torch.Tensor) or r != n:
+                return f"{name}: {n!r}, the reference returns {r!r}", None
+            continue
+        if not isinstance(n, torch.Tensor):
+            return f"{name}: a {type(n).__name__}, the reference returns a tensor", None
+        if tuple(n.shape) != tuple(r.shape):
+            return f"{name}: shape {tuple(n.shape)}, expected {tuple(r.shape)}", None
+        if n.dtype != r.dtype:
+            return f"{name}: dtype {n.dtype}, expected {r.dtype}", None
+        if not (r.is_floating_point() or r.is_complex()):
+            if not torch.equal(r, n):
+                bad = (r != n).nonzero()[0].tolist()
+                return f"{name}: differs at {bad}: {n[tuple(bad)].item()} vs {r[tuple(bad)].item()}", None
+            continue
+        r64, n64 = r.double(), n.double()
+        bad_special = (~torch.isfinite(n64)) & torch.isfinite(r64)
+        if bad_special.any():
+            idx = bad_special.nonzero()[0].tolist()
+            return f"{name}: {n64[tuple(idx)].item()} at {idx} where the reference is finite", math.inf
+        close = torch.isclose(n64, r64, atol=atol, rtol=rtol, equal_nan=True)
+        if not close.all():
+            finite = torch.isfinite(r64) & torch.isfinite(n64)
+            err = (n64 - r64).abs().where(finite, torch.zeros_like(r64))
+            max_err = float(err.max())
+            idx = (~close).nonzero()[0].tolist()
+            count = int((~close).sum())
+            return (f"{name}: {count} of {r.numel()} elements differ beyond atol={atol:g}, rtol={rtol:g} "
+                    f"(max abs error {max_err:.4g}; first at {idx}: {n64[tuple(idx)].item():.6g} vs "
+                    f"{r64[tuple(idx)].item():.6g})"), max_err
+    return None
+
+
+def judge(checks: list[dict], expected: dict, out_dir: Path, candidate: dict, atol: float, rtol: float) -> dict:
+    """The verdict record: the first trial whose outputs (then gradients) differ,
+    else the candidate run's own failure where it stopped, else passed.
+    `expected`: stem -> (meta, tensors) from the reference run."""
+    for ci, check in enumerate(checks):
+        for trial, seed in enumerate(check["seeds"]):
+            where = {"check": check["name"], "trial": trial, "seed": seed}
+            suffix = f"(check {check['name']}, trial {trial}, seed {seed})"
+            stem = f"c{ci}_t{trial}"
+            exp_meta, exp_tensors = expected[stem]
+            limit = 2 * tensor_bytes(exp_tensors) + TENSOR_SLACK
+            try:
+                got = read_files(out_dir, stem, limit)
+                if got is None:
+                    return _stopped(candidate, f"outputs of check {check['name']}, trial {trial}")
+                meta, tensors = got
+                refs = [decode(e, exp_tensors) for e in exp_meta["outputs"]]
+                outs = meta.get("outputs")
+                if not isinstance(outs, list):
+                    raise BadOutput(f"{stem}.json has no list of outputs")
+                news = [decode(e, tensors) for e in outs]
+                bad = compare(refs, news, atol, rtol, "output")
+                if bad is not None:
+                    return {"status": "wrong", "detail": f"{bad[0]} {suffix}", "max_abs_err": bad[1], **where}
+                if "input_grads" not in exp_meta:
+                    continue
+                flags = meta.get("requires_grad")
+                if not isinstance(flags, list) or len(flags) != len(news):
+                    raise BadOutput(f"{stem}.json does not say which outputs are differentiable")
+                for j, k in enumerate(exp_meta.get("pairs", [])):
+                    if flags[k] is not True:
+                        return {"status": "wrong", "detail": f"backward: output {j} is not differentiable (no "
+                                                             f"grad_fn) where the reference's is {suffix}", **where}
+                grads = read_files(out_dir, stem + "_grad", limit)
+                if grads is None:
+                    return _stopped(candidate, f"gradients of check {check['name']}, trial {trial}")
+                verdict = _compare_grads(exp_meta, exp_tensors, *grads, atol, rtol, suffix, where)
+                if verdict is not None:
+                    return verdict
+            except (BadOutput, KeyError, TypeError) as e:
+                return {"status": "runtime_error", "detail": f"the candidate's outputs {suffix} are malformed: "
+                                                             f"{e}", **where}
+    if candidate.get("status") != "ran":
+        return candidate
+    return {"status": "passed", "detail": ""}
+
+
+def _compare_grads(exp_meta, exp_tensors, meta, tensors, atol, rtol, suffix, where):
+    in_grads, param_grads = meta.get("input_grads"), meta.get("param_grads")
+    if not isinstance(in_grads, dict) or not isinstance(param_grads, dict):
+        raise BadOutput("the gradient description is not two objects")
+    for k, e in exp_meta["input_grads"].items():
+        if in_grads.get(k) is None:
+            return {"status": "wrong", "detail": f"backward: no gradient for input {k} {suffix}", **where}
+        bad = compare([decode(e, exp_tensors)], [decode(in_grads[k], tensors)], atol, rtol, f"gradient of input {k}")
+        if bad is not None:
+            return {"status": "wrong", "detail": f"backward: {bad[0]} {suffix}", "max_abs_err": bad[1], **where}
+    for name, e in exp_meta["param_grads"].items():
+        if name not in param_grads:
+            continue  # a candidate may restructure its parameters; the shared names are compared
+        if param_grads[name] is None:
+            return {"status": "wrong", "detail": f"backward: no gradient for parameter {name} {suffix}", **where}
+        bad = compare([decode(e, exp_tensors)], [decode(param_grads[name], tensors)], atol, rtol,
+                      f"gradient of parameter {name}")
+        if bad is not None:
+            return {"status": "wrong", "detail": f"backward: {bad[0]} {suffix}", "max_abs_err": bad[1], **where}
+    return None
+
+
+def _stopped(candidate: dict, what: str) -> dict:
+    if candidate.get("status") != "ran":
+        return candidate
+    return {"status": "runtime_error", "detail": f"the candidate's run ended without writing the {what}"}
