@@ -357,7 +357,7 @@ def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: Sandb
         fds = tuple(pass_fds)
         prefix: list[str] = []
         if mode == "bwrap":
-            seccomp_fd = _seccomp_fd(stack)
+            seccomp_fd = _seccomp_fd(stack, allow_unix_sockets=policy.gpu_devices)
             fds += (seccomp_fd,) if seccomp_fd is not None else ()
             prefix = _bwrap_prefix(run_dir, policy, tuple(Path(p).resolve() for p in readonly), seccomp_fd)
         elif mode == "unshare":
@@ -401,12 +401,13 @@ def warn_once(message: str) -> None:
     log.warning("sandbox: %s", message)
 
 
-def _seccomp_fd(stack: contextlib.ExitStack) -> int | None:
+def _seccomp_fd(stack: contextlib.ExitStack, allow_unix_sockets: bool = False) -> int | None:
     """An fd holding the compiled seccomp filter for bwrap (None where none exists
-    for this machine); closed when `stack` closes."""
+    for this machine); closed when `stack` closes. GPU sandboxes allow AF_UNIX sockets:
+    the CUDA driver needs one (cuset.execute.seccomp)."""
     from cuset.execute import seccomp
 
-    prog = seccomp.program()
+    prog = seccomp.program(allow_unix_sockets=allow_unix_sockets)
     if prog is None:
         warn_once(f"no seccomp filter for {platform.machine()}: AF_UNIX sockets outside the masked dirs "
                   "and nested user namespaces stay possible")

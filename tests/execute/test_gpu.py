@@ -1,4 +1,7 @@
+import os
 import shutil
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -60,13 +63,17 @@ def test_compat_fence_quirk_fails_to_compile(tmp_path):
 
 
 @pytest.mark.gpu
-def test_runs_on_a_gpu(tmp_path):
+def test_runs_on_a_gpu():
     from cuset.execute.backends import gpu_available
     from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
 
     if not gpu_available():
         pytest.skip("no NVIDIA GPU")
     b = GpuBackend()
+    # The sandbox's throw-away uid must reach the executable: without bwrap (unshare mode) only
+    # file permissions decide, and pytest's tmp_path lies below a 0700 directory.
+    tmp_path = Path(tempfile.mkdtemp(prefix="cuset-gpu-test-"))
+    os.chmod(tmp_path, 0o711)
     (tmp_path / "build").mkdir()
     (tmp_path / "run").mkdir()
     out = b.compile(VECTOR_ADD, tmp_path / "build", timeout=120)
@@ -74,4 +81,7 @@ def test_runs_on_a_gpu(tmp_path):
     inv = b.invocation(out.executable, "default")
     step = run_sandboxed("run", inv.argv, run_dir=tmp_path / "run", timeout=60, env=inv.env,
                          policy=SandboxPolicy(gpu_devices=True), readonly=(out.executable,))
-    assert step.returncode == 0, step.stderr
+    try:
+        assert step.returncode == 0, step.stderr
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)

@@ -318,6 +318,27 @@ def test_unix_sockets_denied_even_where_the_socket_is_visible(tmp_path):
 
 
 @needs_bwrap
+def test_gpu_sandboxes_create_unix_sockets_but_reach_no_masked_one(tmp_path):
+    """GPU sandboxes allow socket(AF_UNIX) (the CUDA driver creates one at start-up), so a
+    host socket is out of reach only where a mask hides it: one under /tmp stays unreachable."""
+    from cuset.execute import seccomp
+
+    if seccomp.program() is None:
+        pytest.skip("no seccomp filter for this architecture")
+    assert seccomp.program(allow_unix_sockets=True) != seccomp.program()
+    d = build(tmp_path, SOCKET_CLIENT)
+    sock_dir = tmp_path / "sockets"
+    sock_dir.mkdir()
+    srv = _listen(sock_dir / "s")
+    os.chmod(sock_dir / "s", 0o777)
+    r = run_sandboxed("run", ["./prog", str(sock_dir / "s")], run_dir=d, timeout=20,
+                      policy=SandboxPolicy(mode="bwrap", gpu_devices=True))
+    assert r.returncode == 7 and "socket=1 connect=-1" in r.stdout, r
+    assert _received(srv) == b""
+    srv.close()
+
+
+@needs_bwrap
 def test_no_nested_user_namespaces(tmp_path):
     d = build(tmp_path, r'''
 #define _GNU_SOURCE

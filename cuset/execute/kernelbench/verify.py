@@ -136,7 +136,9 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     steps: list[StepResult] = []
     timings: dict[str, float] = {}
     run_root = Path(tempfile.mkdtemp(prefix="kb-", dir=workdir))
-    os.chmod(run_root, 0o700)
+    # traversable, not listable: each sandbox uid reaches its own run dir (without bwrap only
+    # file permissions protect it) and finds no other
+    os.chmod(run_root, 0o711)
     common = (backend, checks, run_root, atol, rtol, compile_timeout, step_timeout, import_timeout, sandbox,
               program_memory_bytes, extra_env or {}, timings)
     try:
