@@ -1,9 +1,9 @@
 """Every reference program of the bundled suite through robust verification on the CPU
-backend: the plain verdict, then input cases 0..robust_cases-1 and the strict
+(or, with --backend gpu, the GPU) backend: the plain verdict, then input cases 0..robust_cases-1 and the strict
 every-element check. A reference must pass both; prints one line per task and the
 failures, exits 1 if any.
 
-    .venv/bin/python bench/robust_suite.py [--suite benchmarks/cuset-bench-cpu.jsonl] [--cases 3]
+    .venv/bin/python bench/robust_suite.py [--suite benchmarks/cuset-bench-cpu.jsonl] [--cases 3] [--backend cpu|gpu]
                                            [--samples N] [--workers 2] [--json out.json]
 """
 
@@ -20,14 +20,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_suite(tasks, *, robust_cases: int = 3, workers: int = 2, root: Path):
+def run_suite(tasks, *, robust_cases: int = 3, workers: int = 2, root: Path, backend_name: str = "cpu"):
     """(task, ExecResult, seconds) per task, in order."""
     from cuset.evaluate import EvalOptions, evaluate_program
     from cuset.evaluate.workspace import Workspace
+    from cuset.execute.backends import get_backend
     from cuset.execute.compile_cache import CompileCache
-    from cuset.execute.cpu import CpuBackend
 
-    backend = CpuBackend(workers=1)
+    backend = get_backend(backend_name, **({"workers": 1} if backend_name == "cpu" else {}))
     options = EvalOptions(robust=True, robust_cases=robust_cases)
     with CompileCache(backend, root / "cache", workers=workers, timeout=300) as cache, \
             Workspace(parent=root / "ws") as ws:
@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", type=int, default=3, help="robust_cases")
     ap.add_argument("--samples", type=int, default=0, help="only every n-th task (0: all)")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     from cuset.tasks import load_tasks
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
         tasks = tasks[::args.samples]
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="cuset-robust-suite-") as tmp:
-        rows = run_suite(tasks, robust_cases=args.cases, workers=args.workers, root=Path(tmp))
+        rows = run_suite(tasks, robust_cases=args.cases, workers=args.workers, root=Path(tmp), backend_name=args.backend)
     failed = []
     for task, r, secs in rows:
         ok = r.passed and r.robust_passed
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     for task, r in failed:
         print(f"\n{task.id} {task.task_name}: plain {r.status.value} {r.detail[:300]}\n  robust "
               f"{r.robust_status.value} [{r.robust_check}] {r.robust_detail[:500]}")
-    print(f"\n{len(rows) - len(failed)}/{len(rows)} references pass plain and robust ({args.cases} cases) "
+    print(f"\n{len(rows) - len(failed)}/{len(rows)} references pass plain and robust ({args.cases} cases, "
+          f"{args.backend} backend) "
           f"in {time.perf_counter() - t0:.0f} s")
     if args.json:
         args.json.write_text(json.dumps([{"id": t.id, "task": t.task_name, **r.to_json(), "seconds": s}
