@@ -209,10 +209,13 @@ def load_model(name_or_path: str, *, device: str, dtype: str = "auto"):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from cuset.localpath import require_existing
+
     dtypes = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype not in dtypes:
         raise ValueError(f"dtype must be one of {', '.join(dtypes)}, got {dtype!r}")
     torch_dtype = dtypes[dtype] or (torch.bfloat16 if device.startswith("cuda") else torch.float32)
+    require_existing(name_or_path, "model", "a model or adapter directory")
     path = Path(name_or_path)
     adapter = path / "adapter_config.json"
     if adapter.exists():

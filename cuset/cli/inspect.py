@@ -47,6 +47,8 @@ def inspect_sample(
 
     if not file.exists():
         fail(f"{file}: no such file")
+    if file.is_dir():
+        fail(f"{file}: is a directory; give one JSONL file of training records or tasks")
     example = _load_example(file, index, format, level, prompt)
     from cuset.train.data import response_spans
 
@@ -134,6 +136,12 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
 def _load_tokenizer(name: str):
     from transformers import AutoTokenizer
 
+    from cuset.localpath import require_existing
+
+    try:
+        require_existing(name, "--tokenizer", "a tokenizer or model directory")
+    except FileNotFoundError as error:
+        fail(str(error))
     try:
         return AutoTokenizer.from_pretrained(name, local_files_only=Path(name).exists())
     except (OSError, ValueError) as error:

@@ -18,18 +18,23 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="tasks")
 
 
+def _load(source: str):
+    """(tasks, report) of every valid record; a missing file or dataset is a one-line error."""
+    from cuset.tasks import load_tasks
+
+    try:
+        return load_tasks(source, strict=False)
+    except FileNotFoundError as e:
+        fail(str(e))
+
+
 @app.command("validate")
 def validate(
     file: str = typer.Argument(..., help=SOURCE_HELP),
     lenient: bool = typer.Option(False, help="Skip bad records and count them instead of failing."),
 ):
     """Check every record; list each problem as file:line: field: message. Exits 1 if any."""
-    from cuset.tasks import TaskValidationError, load_tasks
-
-    try:
-        tasks, report = load_tasks(file, strict=False)
-    except FileNotFoundError as e:
-        fail(str(e))
+    tasks, report = _load(file)
     for p in report.problems:
         console.print(f"[red]{p}[/]", highlight=False)
     console.print(f"{report.loaded} valid task(s), {report.total_skipped} bad record(s) in {file}")
@@ -53,9 +58,9 @@ def show(
     """Print the rendered generation prompt of one task (or one of its files)."""
     import json
 
-    from cuset.tasks import load_tasks, render_prompt
+    from cuset.tasks import render_prompt
 
-    tasks, _ = load_tasks(file, strict=False)
+    tasks, _ = _load(file)
     by_id = {str(t.id): t for t in tasks}
     if id not in by_id:
         fail(f"no valid task with id {id} in {file} ({len(by_id)} valid tasks)")
@@ -79,9 +84,7 @@ def show(
 @app.command("list")
 def list_tasks(file: str = typer.Argument(..., help=SOURCE_HELP)):
     """One line per task: id, name, family, then I/O and data size (CUDABench) or sizes and checks (KernelBench)."""
-    from cuset.tasks import load_tasks
-
-    tasks, report = load_tasks(file, strict=False)
+    tasks, report = _load(file)
     cuda = [t for t in tasks if t.kind == "cudabench"]
     kb = [t for t in tasks if t.kind == "kernelbench"]
     if cuda or not kb:

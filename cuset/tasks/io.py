@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from cuset.localpath import require_existing
 from cuset.tasks.kernelbench import (
     KIND as KERNELBENCH, KernelBenchTask, check_reference, validate_kernelbench_record,
 )
@@ -190,6 +191,7 @@ def load_tasks(source: str | os.PathLike, *, strict: bool = True,
     path = Path(src)
     if path.is_dir():
         return load_kernelbench_dir(path, strict=strict)
+    require_existing(src, "tasks", "a JSONL file of task records or a directory of KernelBench .py references")
     rows: Iterable = _iter_jsonl(path) if path.exists() else _iter_hf(src, split)
     report = LoadReport(source=src)
     tasks: list[AnyTask] = []

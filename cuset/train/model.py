@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
 
 import torch
 
+from cuset.localpath import require_existing
 from cuset.train.config import LoraOptions, ModelConfig, TrainConfig
 from cuset.train.errors import SetupError
 
@@ -22,9 +22,10 @@ def resolve_dtype(name: str) -> torch.dtype:
 
 def check_model_path(name_or_path: str) -> None:
     """A path-looking model that does not exist is a typo, not a hub id: say so plainly."""
-    path = Path(name_or_path).expanduser()
-    if (path.is_absolute() or name_or_path.startswith((".", "~"))) and not path.exists():
-        raise SetupError(f"model.name_or_path: {name_or_path}: no such directory")
+    try:
+        require_existing(name_or_path, "model.name_or_path", "a model directory")
+    except FileNotFoundError as e:
+        raise SetupError(str(e)) from None
 
 
 def load_tokenizer(cfg: ModelConfig):

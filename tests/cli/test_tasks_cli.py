@@ -1,4 +1,7 @@
 import json
+import time
+
+import pytest
 
 from typer.testing import CliRunner
 
@@ -44,3 +47,32 @@ def test_show_prints_rendered_prompt(tmp_path, make_record):
     assert "CUDA program:" in res.output and "Task Name:\nVector_Add" in res.output
     res = runner.invoke(app, ["tasks", "show", str(path), "--id", "9"])
     assert res.exit_code == 2 and "no valid task with id 9" in res.output
+
+
+@pytest.mark.parametrize("command", [["tasks", "validate"], ["tasks", "list"], ["tasks", "show", "--id", "0"]])
+@pytest.mark.parametrize("name", ["nope.jsonl", "./data", "runs/x/tasks"])
+def test_a_missing_local_task_file_is_one_line_at_once(tmp_path, monkeypatch, command, name):
+    """A name that can only be a local path is never tried as a hub dataset (25 s of retries)."""
+    monkeypatch.chdir(tmp_path)
+    t0 = time.perf_counter()
+    res = runner.invoke(app, [*command[:2], name, *command[2:]])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit)  # fail(), not a crash
+    assert f"tasks: {name}: no such file or directory" in " ".join(res.output.split())
+    assert "Traceback" not in res.output and time.perf_counter() - t0 < 5
+
+
+def test_a_missing_model_directory_is_named_by_generate(tmp_path, make_record):
+    tasks = _write(tmp_path, [make_record(0)])
+    res = runner.invoke(app, ["generate", "backend=hf", f"model={tmp_path / 'no-model'}", f"tasks={tasks}",
+                              f"out={tmp_path / 'g.jsonl'}"])
+    assert res.exit_code == 2
+    assert f"model: {tmp_path / 'no-model'}: no such file or directory" in " ".join(res.output.split())
+
+
+def test_local_paths_and_hub_names_are_told_apart():
+    from cuset.localpath import is_local_path
+
+    for name in ("/abs/model", "./m", "../m", "~/m", "runs/q7b/merged", "tasks.jsonl", "kb/problem.py"):
+        assert is_local_path(name), name
+    for name in ("Qwen/Qwen2.5-Coder-7B-Instruct", "CUDABench/CUDABench-Set", "gpt2"):
+        assert not is_local_path(name), name

@@ -112,8 +112,12 @@ def test_lenient_mode_skips_and_counts(write_jsonl, make_record):
 def test_missing_source_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
-    with pytest.raises(FileNotFoundError, match="neither a local file nor a loadable Hugging Face dataset"):
+    # a name that can only be a local path: never tried on the hub
+    with pytest.raises(FileNotFoundError, match="nope.jsonl: no such file or directory"):
         load_tasks(str(tmp_path / "nope.jsonl"))
+    # a hub-shaped name: tried as a dataset, and the failure says both
+    with pytest.raises(FileNotFoundError, match="neither a local file nor a loadable Hugging Face dataset"):
+        load_tasks("nobody-here/no-such-dataset")
 
 
 def test_hf_dataset_loading_path(tmp_path, monkeypatch, make_record):

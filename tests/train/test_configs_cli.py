@@ -137,4 +137,4 @@ def test_impossible_launch_combinations_are_clear_errors(env, finetune, message,
 def test_missing_model_is_a_clear_error(tmp_path):
     data = write_jsonl(tmp_path / "d.jsonl", [{"prompt": "q", "completion": "int x;"}])
     res = runner.invoke(app, ["train", str(TINY_LORA), *overrides(tmp_path / "no-model", data, tmp_path / "run", tmp_path / "c")])
-    assert res.exit_code == 2 and f"{tmp_path / 'no-model'}: no such directory" in " ".join(res.output.split())
+    assert res.exit_code == 2 and f"{tmp_path / 'no-model'}: no such file or directory" in " ".join(res.output.split())

@@ -191,3 +191,29 @@ def test_cuda_spans_paper_marks_fewer_tokens_than_broad(tmp_path, tokenizer):
 
     with pytest.raises(ConfigError, match="cuda_spans: must be one of 'broad', 'paper', got 'narrow'"):
         load_config(DataConfig, None, ["cuda_spans=narrow"])
+
+
+def test_tokenisation_cache_key_covers_every_module_that_decides_the_tokens():
+    """The cache key hashes the source of TOKENISATION_PACKAGES. Every cuset module those
+    packages import must lie inside them (prompt rendering in cuset.tasks once did not, so a
+    change of the prompts reused stale tokenised data); only infrastructure that never
+    shapes a token may lie outside."""
+    import ast
+    import importlib
+    from pathlib import Path
+
+    from cuset.tasks import render_prompt
+    from cuset.train.data.build import TOKENISATION_PACKAGES
+
+    infrastructure = {"cuset.config", "cuset.localpath"}  # config parsing, path checks
+    outside = set()
+    for package in TOKENISATION_PACKAGES:
+        for root in importlib.import_module(package).__path__:
+            for path in Path(root).rglob("*.py"):
+                for node in ast.walk(ast.parse(path.read_text())):
+                    names = ([node.module] if isinstance(node, ast.ImportFrom) and node.module else
+                             [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+                    outside |= {(n, path.name) for n in names
+                                if n.startswith("cuset") and not n.startswith(TOKENISATION_PACKAGES)}
+    assert {n for n, _ in outside} <= infrastructure, f"add these packages to TOKENISATION_PACKAGES: {outside}"
+    assert render_prompt.__module__.startswith(TOKENISATION_PACKAGES)

@@ -6,6 +6,7 @@ import time
 from typing import Iterator, Sequence
 
 from cuset.generate.backends import Completion, GenerationError, GenRequest
+from cuset.localpath import require_existing
 
 
 def count_generated(row: Sequence[int], eos_ids: set[int], pad_id: int | None) -> tuple[int, str]:
@@ -49,6 +50,14 @@ class HFGenerator:
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
         dtype = {"auto": "auto", "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[cfg.hf.dtype]
+        try:
+            require_existing(cfg.model, "model", "a model directory")
+            if cfg.tokenizer:
+                require_existing(cfg.tokenizer, "tokenizer", "a tokenizer directory")
+            if cfg.hf.adapter:
+                require_existing(cfg.hf.adapter, "hf.adapter", "a PEFT adapter directory")
+        except FileNotFoundError as e:
+            raise GenerationError(str(e)) from None
         try:
             tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer or cfg.model)
             model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype).to(device)

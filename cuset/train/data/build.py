@@ -104,12 +104,17 @@ def tokenizer_fingerprint(tokenizer) -> str:
     return h.hexdigest()
 
 
+# Every package whose code decides the tokens and masks of a record: the records and
+# tokenisation (train/data), the CUDA spans (spans) and the prompt rendering, task
+# schema and reasoning split (tasks). A change in any of them invalidates cached data.
+TOKENISATION_PACKAGES = ("cuset.train.data", "cuset.spans", "cuset.tasks")
+
+
 def _code_digest() -> str:
     """Hash of the modules that turn records into tokens and masks."""
-    import cuset.spans as spans_pkg
-    import cuset.train.data as data_pkg
+    import importlib
 
-    roots = [Path(p) for pkg in (data_pkg, spans_pkg) for p in pkg.__path__]
+    roots = [Path(p) for name in TOKENISATION_PACKAGES for p in importlib.import_module(name).__path__]
     h = hashlib.sha256()
     for root in roots:
         for path in sorted(root.rglob("*.py")):
