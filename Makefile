@@ -36,6 +36,7 @@ demo: $(STAMP)
 	$(VENV)/bin/cuset demo $(DEMO_ARGS)
 
 bench: $(STAMP)
+	$(PY) -m pip install -q -e '.[test,bench]'
 	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:

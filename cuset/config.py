@@ -116,6 +116,7 @@ def _coerce(value: Any, tp: Any, where: str, errors: list[str]) -> Any:
 
 
 def _build(cls: type, data: dict, prefix: str, errors: list[str]):
+    n_start = len(errors)
     hints = get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs: dict[str, Any] = {}
@@ -135,16 +136,19 @@ def _build(cls: type, data: dict, prefix: str, errors: list[str]):
             errors.append(f"{prefix}{key}: must be one of {', '.join(map(repr, choices))}, got {out!r}{hint}")
         if len(errors) == n_before:
             kwargs[key] = out
-    for name, f in fields.items():
-        if name not in kwargs and name not in data and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            errors.append(f"{prefix}{name}: required, not set")
-    if errors:
+    missing = [name for name, f in fields.items() if name not in kwargs and name not in data
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    errors.extend(f"{prefix}{name}: required, not set" for name in missing)
+    if missing:
         return None
+    # The value checks (__post_init__) run even when a key above was refused (it takes its
+    # default), so `workers=-1 backend=tpu` reports both problems, not the second alone.
     try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as e:  # __post_init__ checks
+        built = cls(**kwargs)
+    except (TypeError, ValueError) as e:
         errors.append(f"{prefix.rstrip('.') or cls.__name__}: {e}")
         return None
+    return built if len(errors) == n_start else None
 
 
 def parse_overrides(overrides: list[str], errors: list[str]) -> dict:

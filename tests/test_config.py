@@ -57,6 +57,31 @@ def test_all_errors_at_once_with_suggestions(tmp_path):
     assert len(errs) == 7
 
 
+@dataclass(frozen=True)
+class Checked:
+    workers: int = option(0, "parallel workers")
+    backend: str = option("cpu", "backend", choices=("cpu", "gpu"))
+
+    def __post_init__(self):
+        if self.workers < 0:
+            raise ValueError(f"workers must be >= 0, got {self.workers}")
+
+
+def test_value_checks_run_even_when_another_key_is_refused():
+    with pytest.raises(ConfigError) as exc:
+        load_config(Checked, None, ["workers=-1", "backend=tpu"])
+    assert exc.value.errors == ["backend: must be one of 'cpu', 'gpu', got 'tpu' (did you mean 'gpu'?)",
+                                "Checked: workers must be >= 0, got -1"]
+    assert load_config(Checked, None, ["workers=2"]) == Checked(workers=2)
+
+
+def test_negative_validation_workers_are_refused_not_clamped():
+    from cuset.data.config import ValidationConfig
+
+    with pytest.raises(ConfigError, match="validation.workers must be >= 0"):
+        load_config(ValidationConfig, None, ["workers=-3"])
+
+
 def test_unknown_key_without_close_match_lists_known_keys():
     with pytest.raises(ConfigError, match=r"zzz: unknown key \(known keys: model, objective"):
         load_config(Outer, None, ["zzz=1"])

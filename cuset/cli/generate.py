@@ -18,7 +18,7 @@ def register(root: typer.Typer) -> None:
     ):
         """Generate n samples per task into a JSONL (resumable: a re-run fills in missing samples).
 
-        Example: cuset generate --config configs/generate/hf-tiny.yaml model=./ckpt out=gens.jsonl
+        Example: cuset generate --config configs/generate/hf.yaml model=./ckpt tasks=tasks.jsonl out=gens.jsonl
         """
         from rich.table import Table
 

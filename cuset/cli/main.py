@@ -6,13 +6,27 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from typer.core import TyperGroup
 
 from cuset import __version__
 from cuset.cli import analyze, data, demo, evaluate, generate, inspect, report, tasks, train
 from cuset.cli.common import setup_logging
 
+# The order of the pipeline, which is the order `--help` lists the stages in.
+STAGES = ("tasks", "data", "inspect", "train", "sweep", "generate", "eval", "analyze", "report", "demo")
+
+
+class _PipelineOrder(TyperGroup):
+    """Lists subcommands in data-flow order (Typer puts plain commands before command groups)."""
+
+    def list_commands(self, ctx):
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: STAGES.index(n) if n in STAGES else len(STAGES))
+
+
 app = typer.Typer(
     name="cuset",
+    cls=_PipelineOrder,
     help="CUDA-Sensitive Instruction Tuning: tasks -> spans -> losses -> train -> generate -> execute -> evaluate -> analysis.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -37,7 +51,6 @@ def main_callback(
     ctx.obj = {"config": config}
 
 
-# Registration order is the order of the pipeline, which is the order `--help` lists.
 for module in (tasks, data, inspect, train, generate, evaluate, analyze, report, demo):
     module.register(app)
 

@@ -82,6 +82,8 @@ class ValidationConfig:
     def __post_init__(self):
         if not self.cases:
             raise ValueError("validation.cases must name at least one case")
+        if self.workers < 0:
+            raise ValueError(f"validation.workers must be >= 0 (0 = one per core), got {self.workers}")
         if self.ray_max_retries < 0:
             raise ValueError("validation.ray_max_retries must be >= 0")
         if min(self.gen_timeout_s, self.compile_timeout_s, self.run_timeout_s, self.compare_timeout_s) <= 0:

@@ -1,6 +1,6 @@
 """One training run: data -> model -> CusetTrainer -> adapter / merged model / run summary.
 
-    summary = train(load_config(TrainConfig, "configs/train/tiny.yaml"), resume=False)
+    summary = train(load_config(TrainConfig, "configs/train/tiny/lora.yaml"), resume=False)
 
 Works the same under `python`, `accelerate launch` and `torchrun`: the Trainer
 reads the distributed setup from the environment; tokenisation runs on the main

@@ -1,4 +1,5 @@
 import json
+import re
 import time
 
 import pytest
@@ -16,11 +17,11 @@ def _write(tmp_path, records):
     return p
 
 
-def test_help_lists_every_stage():
+def test_help_lists_every_stage_in_data_flow_order():
     res = runner.invoke(app, ["--help"])
     assert res.exit_code == 0
-    for stage in ("tasks", "data", "train", "generate", "eval", "analyze", "report", "inspect", "demo"):
-        assert stage in res.output
+    listed = re.findall(r"^\W*([a-z]+) {2,}\S", res.output.split("Commands")[1], flags=re.M)
+    assert listed == ["tasks", "data", "inspect", "train", "sweep", "generate", "eval", "analyze", "report", "demo"]
 
 
 def test_validate_reports_per_field_errors_and_exits_nonzero(tmp_path, make_record):
