@@ -71,3 +71,21 @@ def write_jsonl(tmp_path):
                     fh.write(json.dumps(line).encode() + b"\n")
         return path
     return write
+
+
+@pytest.fixture
+def cold_compile_cache(tmp_path, monkeypatch):
+    """A fresh cache root (CUSET_CACHE) whose compile cache starts empty; the precompiled
+    headers (build products keyed by toolchain fingerprint, not results) are the shared ones,
+    so the test does not pay for building them again. They are symlinked in, which also checks
+    that a symlinked cache works inside the sandbox (the compile once saw a dangling link)."""
+    from cuset.cachedir import cache_root
+
+    shared = cache_root()
+    root = tmp_path / "cuset_cache"
+    root.mkdir()
+    for pch in ("cpu-pch", "kb-pch"):
+        (shared / pch).mkdir(parents=True, exist_ok=True)
+        (root / pch).symlink_to(shared / pch)
+    monkeypatch.setenv("CUSET_CACHE", str(root))
+    return root / "compile"

@@ -26,7 +26,8 @@ from cuset.evaluate.pipeline import evaluate_program
 from cuset.evaluate.records import ResultWriter, SampleResult, load_results
 from cuset.evaluate.report import write_report
 from cuset.evaluate.workspace import Workspace
-from cuset.execute.compile_cache import DEFAULT_ROOT, CompileCache
+from cuset.cachedir import cache_root
+from cuset.execute.compile_cache import CompileCache
 from cuset.execute.result import ExecResult, Status
 from cuset.execute.sandbox import resolve_mode
 from cuset.generate.extract import get_extractor
@@ -117,7 +118,7 @@ class EvalContext:
         self.cfg = cfg
         self.backend = backend or cfg.make_backend()
         # Absolute: the sandbox hides it by path, and programs run in their own directories.
-        self.cache_root = Path(cfg.cache_dir).resolve() if cfg.cache_dir else DEFAULT_ROOT.parent
+        self.cache_root = Path(cfg.cache_dir).resolve() if cfg.cache_dir else cache_root()
         self.sandbox_mode = resolve_mode(cfg.sandbox.mode)  # fail before any work if there is no sandbox
         self.workspace = Workspace(parent=cfg.workdir or None,
                                    data_root=self.cache_root / "data" if cfg.data_cache else None,

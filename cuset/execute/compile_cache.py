@@ -26,11 +26,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
+from cuset.cachedir import cache_root
 from cuset.execute.backends import Backend, CompileOutcome
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import protect
 
-DEFAULT_ROOT = Path(os.environ.get("CUSET_CACHE", Path.home() / ".cache" / "cuset")) / "compile"
+def default_root() -> Path:
+    """`compile/` under the cache root (read now: CUSET_CACHE may change after import)."""
+    return cache_root() / "compile"
 
 
 def cache_key(source: str, fingerprint: str) -> str:
@@ -46,7 +49,7 @@ class CompileCache:
                  timeout: float = 120.0):
         self.backend = backend
         # Absolute: compilers and programs run with their own working directories.
-        self.root = Path(root or DEFAULT_ROOT).resolve()
+        self.root = Path(root or default_root()).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o700)  # untrusted programs must not browse other binaries' sources
         # Hidden from every sandbox (a compile sees its own build dir only, bound back

@@ -76,8 +76,7 @@ def _config(tmp_path, server, *overrides):
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU backend needs g++")
 @pytest.mark.timeout(900)
-def test_reasoning_build_keeps_the_most_concise_passing_answer(tmp_path, reasoning_server, monkeypatch):
-    monkeypatch.setenv("CUSET_CACHE", str(tmp_path / "cuset_cache"))
+def test_reasoning_build_keeps_the_most_concise_passing_answer(tmp_path, reasoning_server, cold_compile_cache):
     result = build_dataset(_config(tmp_path, reasoning_server), progress=False)
     run = result.run_dir
     assert sorted(reasoning_server.asked) == sorted(SCRIPT)  # every task, seeds 0..3

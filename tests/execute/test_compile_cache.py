@@ -145,3 +145,18 @@ def test_executable_outside_workdir_is_refused(tmp_path):
     with CompileCache(Escaping(tmp_path / "log"), tmp_path / "c") as cache:
         with pytest.raises(RuntimeError, match="outside its workdir"):
             cache.compile("A")
+
+
+def test_the_default_root_follows_cuset_cache_set_after_import(tmp_path, monkeypatch):
+    from cuset.execute.cpu.toolchain import default_cache_dir
+    from cuset.train.data.build import tokenized_root
+    from cuset.train.data.config import DataConfig
+
+    monkeypatch.setenv("CUSET_CACHE", str(tmp_path / "one"))
+    with CompileCache(CountingBackend(tmp_path / "log")) as cache:
+        assert cache.root == (tmp_path / "one" / "compile").resolve()
+    assert default_cache_dir() == tmp_path / "one" / "cpu-pch"
+    assert tokenized_root(DataConfig()) == tmp_path / "one" / "tokenized"
+    monkeypatch.setenv("CUSET_CACHE", str(tmp_path / "two"))
+    with CompileCache(CountingBackend(tmp_path / "log")) as cache:
+        assert cache.root == (tmp_path / "two" / "compile").resolve()

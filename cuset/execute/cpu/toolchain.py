@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from cuset.cachedir import cache_root
 from cuset.execute.cpu.rewriter import REWRITER_VERSION
 from cuset.execute.process import clean_env, run_step
 
@@ -35,8 +36,7 @@ class ToolchainError(RuntimeError):
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cuset" / "cpu-pch"
+    return cache_root() / "cpu-pch"
 
 
 @lru_cache(maxsize=8)
@@ -121,7 +121,9 @@ class Toolchain:
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
     def runtime_dir(self) -> Path:
-        return (self.cache_dir or default_cache_dir()) / self.fingerprint()
+        # resolved: the sandbox binds this path into a compile's view of the file system, and
+        # a symlinked cache (~/.cache -> /scratch/...) would point at nothing in there
+        return ((self.cache_dir or default_cache_dir()) / self.fingerprint()).resolve()
 
     def ensure_runtime(self, timeout: float = 600.0) -> Path:
         """Directory holding the PCH and the runtime library, built if needed."""

@@ -143,7 +143,7 @@ class KbToolchain(Toolchain):
         return "kb-" + h.hexdigest()[:20]
 
     def runtime_dir(self) -> Path:
-        return (self.cache_dir or default_cache_dir().parent / "kb-pch") / self.fingerprint()
+        return ((self.cache_dir or default_cache_dir().parent / "kb-pch") / self.fingerprint()).resolve()
 
     def ensure_runtime(self, timeout: float = 900.0) -> Path:
         final = self.runtime_dir()

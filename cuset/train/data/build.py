@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuset.cachedir import cache_root
 from cuset.tasks.io import Problem
 from cuset.train.data.config import DataConfig
 from cuset.train.data.cuda_spans import response_spans
@@ -133,11 +134,10 @@ def cache_key(cfg: DataConfig, tokenizer) -> str:
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def cache_root(cfg: DataConfig) -> Path:
+def tokenized_root(cfg: DataConfig) -> Path:
     if cfg.cache_dir:
         return Path(cfg.cache_dir).expanduser()
-    base = os.environ.get("CUSET_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "cuset")
-    return Path(base) / "tokenized"
+    return cache_root() / "tokenized"
 
 
 def _tokenize_one(example: Example, cfg: DataConfig, tokenizer) -> dict | Problem:
@@ -207,7 +207,7 @@ def build_dataset(cfg: DataConfig, tokenizer, *, progress: bool = True):
     import datasets
 
     key = cache_key(cfg, tokenizer) if cfg.paths and all(Path(p).is_file() for p in cfg.paths) else ""
-    target = cache_root(cfg) / key
+    target = tokenized_root(cfg) / key
     if key and (target / "report.json").is_file():
         report = DataReport.from_json(json.loads((target / "report.json").read_text()))
         report.cache_hit = True

@@ -33,7 +33,7 @@ class DataConfig:
                                      "prompt). The CUDA mask never covers the trace.")
     strict: bool = option(True, help="Bad records (missing field, empty response, invalid UTF-8, prompt over max_length) "
                           "raise an error naming file:line; false skips them and counts them by reason.")
-    cache_dir: str | None = option(None, help="Where tokenised datasets are cached (default $CUSET_CACHE_DIR or ~/.cache/cuset, /tokenized).")
+    cache_dir: str | None = option(None, help="Where tokenised datasets are cached (default $CUSET_CACHE or ~/.cache/cuset, /tokenized).")
     limit: int | None = option(None, help="Use only the first N good examples (smoke runs).")
 
     def __post_init__(self):
