@@ -79,3 +79,24 @@ def test_prefix_sum_means_equal_a_plain_loop(values, window, mode):
             assert all(b - a <= window for a, b in zip(w.starts, w.ends))
     else:
         assert len(w) == max(1, len(values) - window + 1)
+
+
+@pytest.mark.parametrize("window", [1, 2, 3, 7, 64, 65, 256])
+def test_the_training_windows_in_torch_and_the_analysis_windows_in_numpy_agree(window):
+    """CuSeT's loss (torch, packed samples) and the confidence analysis (numpy, one sample)
+    compute eq. 5-6 separately; they must give the same window means, per sample."""
+    import torch
+
+    from cuset.losses.segments import segment_runs, window_confidence
+
+    rng = np.random.default_rng(window)
+    lengths = [1, 2, 5, 63, 64, 65, 129, 300]
+    samples = [rng.random(n) for n in lengths]
+    segment = torch.cat([torch.full((n,), i) for i, n in enumerate(lengths)])
+    packed = torch.tensor(np.concatenate(samples), dtype=torch.float64)
+    trained = window_confidence(packed, segment_runs(segment), window).numpy()
+    offset = 0
+    for conf in samples:
+        analysed = window_means(conf, window, mode="centered").means
+        np.testing.assert_allclose(trained[offset:offset + len(conf)], analysed, rtol=0, atol=1e-12)
+        offset += len(conf)
