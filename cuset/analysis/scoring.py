@@ -23,6 +23,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from cuset.analysis.confidence import ScoredSample
+from cuset.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +133,7 @@ def score_batches(model, tokenizer, encoded: Sequence[Encoded], *, batch_size: i
     use_full = False
     checked = False
     model.eval()
-    bar = _progress(len(encoded), progress)
-    with torch.inference_mode():
+    with torch.inference_mode(), progress_bar("scoring", len(encoded), enabled=progress) as bar:
         for a in range(0, len(order), batch_size):
             idx = order[a:a + batch_size]
             batch = [encoded[i] for i in idx]
@@ -153,15 +153,8 @@ def score_batches(model, tokenizer, encoded: Sequence[Encoded], *, batch_size: i
                         probs = _target_probs_full(model, ids, mask, batch)
             for i, p in zip(idx, probs):
                 results[i] = p
-            bar.update(len(batch))
-    bar.close()
+            bar.advance(len(batch))
     return [ScoredSample(e.sample_id, results[i], e.kinds, e.tokens) for i, e in enumerate(encoded)]
-
-
-def _progress(total: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc="scoring", unit="sample", disable=not enabled)
 
 
 def encode_examples(tokenizer, items: Iterable, *, max_length: int, limit: int | None = None

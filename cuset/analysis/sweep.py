@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from cuset.config import option
+from cuset.progress import track
 
 log = logging.getLogger(__name__)
 
@@ -263,7 +264,7 @@ def run_sweep(cfg: SweepConfig, runner: CellRunner | None = None, resolver: Reso
     runner = runner or PipelineRunner(cfg)
     entries = []
     counts = {"done": 0, "cached": 0, "failed": 0}
-    for i, cell in enumerate(_iter_progress(cells, progress)):
+    for i, cell in enumerate(track(cells, "sweep cells", enabled=progress)):
         cell_dir = out / "cells" / cell.cell_id
         entry = {"cell_id": cell.cell_id, "settings": dict(cell.settings), "labels": cell.labels}
         if (cell_dir / "done.json").exists():
@@ -318,12 +319,6 @@ def _report(cfg: SweepConfig, done: list[dict]) -> Path:
     out = Path(cfg.out_dir) / "report"
     build_report(runs, out, published_mode=cfg.published, title=f"Sweep {cfg.name}")
     return out
-
-
-def _iter_progress(cells: list[Cell], enabled: bool) -> Iterable[Cell]:
-    from tqdm.auto import tqdm
-
-    return tqdm(cells, desc="sweep cells", unit="cell", disable=not enabled)
 
 
 # ---- the real pipeline: train -> generate -> eval ------------------------------------------

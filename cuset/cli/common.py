@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.logging import RichHandler
 
 from cuset.config import ConfigError, load_config
+from cuset.progress import console  # stderr: errors, logging and progress bars share it
 
-console = Console(stderr=True, soft_wrap=True)  # long error lines stay whole (grep-able)
 out = Console()  # stdout, for results meant to be piped
 
 # Stage commands accept key=value overrides after their options.

@@ -42,7 +42,7 @@ def build(
     from cuset.data.validation import ValidationUnavailable
 
     try:
-        result = build_dataset(cfg, progress=not no_progress, console=console)
+        result = build_dataset(cfg, progress=not no_progress)
     except (SourceError, LLMFatalError, ValidationUnavailable, FileNotFoundError) as e:
         fail(f"{e}\n(finished items are kept in {cfg.out_dir}; the next run resumes from them)")
     _print_funnel(result.manifest)

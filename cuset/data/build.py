@@ -30,7 +30,7 @@ from cuset.data.dedup import deduplicate
 from cuset.data.llm import ChatClient
 from cuset.data.llm_stage import synthesize_candidates
 from cuset.data.llm_task import PROMPT_VERSION
-from cuset.data.progress import stage_bar
+from cuset.progress import progress_bar
 from cuset.data.runstore import StageStore, write_jsonl
 from cuset.data.sources import SourceScan, scan_sources
 from cuset.data.summary import write_summary
@@ -46,7 +46,7 @@ class BuildResult:
 
 
 def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transport=None,
-                  progress: bool = True, console=None) -> BuildResult:
+                  progress: bool = True) -> BuildResult:
     """Run (or resume) every stage. `evaluate`/`backend` default to cuset.evaluate and the
     configured backend; `transport` is an httpx transport for the LLM client (tests)."""
     run = Path(cfg.out_dir)
@@ -55,7 +55,7 @@ def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transpor
     eval_tasks = load_eval_sets(cfg.decontam.eval_sets)  # a bad path fails now, not after the LLM bill
 
     def bar(desc, total):
-        return stage_bar(desc, total, enabled=progress, console=console)
+        return progress_bar(desc, total, enabled=progress)
 
     scan = _sources(cfg, run, bar)
     client = ChatClient(cfg.llm, cfg.llm_cache_dir, transport=transport)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuset.demo.config import DemoConfig
+from cuset.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -152,10 +153,10 @@ class DemoRun:
         model = AutoModelForCausalLM.from_pretrained(staging, dtype=torch.float32)
         corpus = programs + [instruction_document(tokenizer, t) for t in instruct]
         random.Random(c.seed).shuffle(corpus)
-        with _bar(c.pretrain_steps, "pretrain vanilla", c.progress) as advance:
+        with progress_bar("pretrain vanilla", c.pretrain_steps, enabled=c.progress) as bar:
             losses = pretrain(model, tokenizer, corpus, steps=c.pretrain_steps, seq_len=c.seq_len,
                               batch_size=max(1, 4096 // c.seq_len), lr=c.pretrain_lr, seed=c.seed,
-                              progress=lambda s, loss: advance(loss))
+                              progress=lambda s, loss: bar.advance(status=f"loss {loss:.3f}"))
         model.save_pretrained(staging)
         (staging / "pretrain_log.json").write_text(json.dumps({"loss": losses}))
         staging.rename(self.vanilla)
@@ -251,29 +252,6 @@ class DemoRun:
         analyze_confidence(samples, out, window=self.cfg.confidence_window, sensitive_kinds=CUSET_KINDS,
                            categories=ALL_KINDS, model_label="vanilla demo base model",
                            data_label=str(self.eval_tasks), skipped=dict(skipped), skipped_messages=messages)
-
-
-class _bar:
-    """A rich progress bar showing the latest loss; silent when disabled."""
-
-    def __init__(self, total: int, desc: str, enabled: bool):
-        self.total, self.desc, self.enabled = total, desc, enabled
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda loss: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TextColumn("loss {task.fields[loss]}"), TimeRemainingColumn())
-        self.progress.start()
-        self.task = self.progress.add_task(self.desc, total=self.total, loss="-")
-        return lambda loss: self.progress.update(self.task, advance=1, loss=f"{loss:.3f}")
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self.progress.stop()
-        return False
 
 
 def run_demo(cfg: DemoConfig) -> Path:

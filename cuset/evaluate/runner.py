@@ -15,6 +15,7 @@ import json
 import os
 import time
 from collections import Counter
+from contextlib import contextmanager
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable, Sequence
@@ -30,6 +31,7 @@ from cuset.cachedir import cache_root
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.result import ExecResult, Status
 from cuset.execute.sandbox import resolve_mode
+from cuset.progress import progress_bar
 from cuset.generate.extract import get_extractor
 from cuset.tasks.reasoning import UNTERMINATED_DETAIL, split_reasoning
 from cuset.generate.records import GenerationRecord, load_generations
@@ -216,30 +218,13 @@ def _run_local(ctx: EvalContext, todo: list[GenerationRecord], task_by_id: dict[
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-class _progress:
-    """A rich progress bar that also shows the running pass count; silent when disabled."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled = total, enabled
-        self.passed = 0
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda result: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        from cuset.cli.common import console
-
-        self._bar = Progress(TextColumn("eval"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-                             TimeElapsedColumn(), TimeRemainingColumn(), console=console, transient=False)
-        self._bar.__enter__()
-        self._task = self._bar.add_task("eval", total=self.total, info="")
-
-        def advance(result: SampleResult):
-            self.passed += result.passed
-            self._bar.update(self._task, advance=1, info=f"passed {self.passed}")
-        return advance
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self._bar.__exit__(*exc)
+@contextmanager
+def _progress(total: int, enabled: bool):
+    """The eval bar, showing the running pass count; yields record(result)."""
+    passed = 0
+    with progress_bar("eval", total, enabled=enabled) as bar:
+        def advance(result: SampleResult) -> None:
+            nonlocal passed
+            passed += result.passed
+            bar.advance(status=f"passed {passed}")
+        yield advance

@@ -17,6 +17,7 @@ from cuset.generate.config import GenerateConfig
 from cuset.generate.extract import get_extractor
 from cuset.tasks.reasoning import split_reasoning
 from cuset.generate.records import GenerationRecord, drop_torn_tail, load_generations
+from cuset.progress import progress_bar
 from cuset.tasks import AnyTask, load_tasks, render_prompt, task_id_order
 
 
@@ -67,7 +68,7 @@ def generate_file(cfg: GenerateConfig, generator: Generator | None = None) -> Ge
     names = {t.id: t.task_name for t in tasks}
     out.parent.mkdir(parents=True, exist_ok=True)
     drop_torn_tail(out)
-    with open(out, "a", encoding="utf-8") as fh, _bar(len(requests), cfg.progress) as advance:
+    with open(out, "a", encoding="utf-8") as fh, progress_bar("generate", len(requests), enabled=cfg.progress) as advance:
         for req, comp in generator.generate(requests):
             # a reasoning model's trace is never searched for code; an unclosed trace leaves no code
             split = split_reasoning(comp.text, comp.reasoning)
@@ -83,25 +84,3 @@ def generate_file(cfg: GenerateConfig, generator: Generator | None = None) -> Ge
             fh.flush()
             advance()
     return stats
-
-
-class _bar:
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.enabled = total, enabled
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        from cuset.cli.common import console
-
-        self._p = Progress(TextColumn("generate"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                           TimeRemainingColumn(), console=console)
-        self._p.__enter__()
-        task = self._p.add_task("generate", total=self.total)
-        return lambda: self._p.update(task, advance=1)
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self._p.__exit__(*exc)

@@ -56,27 +56,29 @@ def read_log(path: str | Path) -> list[dict]:
 
 
 class ProgressBarCallback(TrainerCallback):
-    """A tqdm bar over optimizer steps showing loss, NLL, kept/CUDA fractions, lr and tokens/s."""
+    """A bar over optimizer steps (main process only) showing loss, NLL, kept/CUDA fractions, lr and tokens/s."""
 
     def __init__(self):
         self.bar = None
+        self._context = None
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            from tqdm.auto import tqdm
+            from cuset.progress import progress_bar
 
-            self.bar = tqdm(total=state.max_steps, initial=state.global_step, desc="train", unit="step", dynamic_ncols=True)
+            self._context = progress_bar("train", state.max_steps, completed=state.global_step)
+            self.bar = self._context.__enter__()
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.bar is not None:
-            self.bar.update(state.global_step - self.bar.n)
+            self.bar.update(completed=state.global_step)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.bar is not None and logs and "loss" in logs:
             shown = {label: logs[key] for key, label in BAR_KEYS if isinstance(logs.get(key), (int, float))}
-            self.bar.set_postfix({k: (f"{v:.2e}" if k == "lr" else f"{v:.4g}") for k, v in shown.items()}, refresh=False)
+            self.bar.update(status=" ".join(f"{k}={v:.2e}" if k == "lr" else f"{k}={v:.4g}" for k, v in shown.items()))
 
     def on_train_end(self, args, state, control, **kwargs):
-        if self.bar is not None:
-            self.bar.close()
-            self.bar = None
+        if self._context is not None:
+            self._context.__exit__(None, None, None)
+            self.bar = self._context = None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuset.cachedir import cache_root
+from cuset.progress import progress_bar
 from cuset.tasks.io import Problem
 from cuset.train.data.config import DataConfig
 from cuset.train.data.cuda_spans import response_spans
@@ -154,35 +155,32 @@ def _tokenize_one(example: Example, cfg: DataConfig, tokenizer) -> dict | Proble
 
 def tokenize_files(cfg: DataConfig, tokenizer, *, progress: bool = True) -> tuple[dict[str, list], DataReport]:
     """Columns of the tokenised set and its report. Strict mode raises DataError."""
-    from tqdm.auto import tqdm
-
     missing = [p for p in cfg.paths if not Path(p).is_file()]
     if not cfg.paths or missing:
         raise FileNotFoundError("data.paths: " + (f"no such file: {', '.join(missing)}" if missing else "no training files given"))
     report = DataReport(sources=list(cfg.paths))
     columns: dict[str, list] = {c: [] for c in _columns(cfg)}
     opts = cfg.record_options()
-    bar = tqdm(desc="tokenize", unit="ex", disable=not progress)
-    for path in cfg.paths:
-        for item in read_examples(path, opts):
-            if cfg.limit is not None and report.examples >= cfg.limit:
-                break
-            row = item if isinstance(item, Problem) else _tokenize_one(item, cfg, tokenizer)
-            bar.update(1)
-            if isinstance(row, Problem):
-                report.problems.append(row)
-                report.skipped[row.reason] += 1
-                continue
-            for c in columns:
-                columns[c].append(row[c])
-            report.examples += 1
-            report.truncated += row["truncated"]
-            report.tokens += len(row["input_ids"])
-            report.supervised_tokens += sum(t != -100 for t in row["labels"])
-            report.cuda_tokens += int(sum(row["cuda_mask"]))
-            report.reasoning_tokens += int(sum(row["reasoning_mask"]))
-            report.reasoning_examples += item.reasoning is not None
-    bar.close()
+    with progress_bar("tokenize", None, enabled=progress) as bar:
+        for path in cfg.paths:
+            for item in read_examples(path, opts):
+                if cfg.limit is not None and report.examples >= cfg.limit:
+                    break
+                row = item if isinstance(item, Problem) else _tokenize_one(item, cfg, tokenizer)
+                bar.advance()
+                if isinstance(row, Problem):
+                    report.problems.append(row)
+                    report.skipped[row.reason] += 1
+                    continue
+                for c in columns:
+                    columns[c].append(row[c])
+                report.examples += 1
+                report.truncated += row["truncated"]
+                report.tokens += len(row["input_ids"])
+                report.supervised_tokens += sum(t != -100 for t in row["labels"])
+                report.cuda_tokens += int(sum(row["cuda_mask"]))
+                report.reasoning_tokens += int(sum(row["reasoning_mask"]))
+                report.reasoning_examples += item.reasoning is not None
     if cfg.strict and report.problems:
         raise DataError(report.problems)
     if report.examples == 0:
