@@ -104,13 +104,13 @@ class Workspace:
             return None
         with self._guard:
             if self._server is None:
-                from cuset.evaluate.pyrunner import PyForkServer
+                from cuset.execute.pyrunner import PyForkServer
 
                 self._server = PyForkServer(tuple(self._preload))
             return self._server
 
     def run_script(self, name: str, cwd: Path, script: str, timeout: float, env: dict[str, str]) -> StepResult:
-        from cuset.evaluate.pyrunner import run_script
+        from cuset.execute.pyrunner import run_script
 
         return run_script(name, script, cwd=cwd, timeout=timeout, extra_env={**self.script_env, **env},
                           server=self.python_server())

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from cuset.evaluate.pyrunner import PyForkServer, run_script
+from cuset.execute.pyrunner import PyForkServer, run_script
 
 
 @pytest.fixture(scope="module")
