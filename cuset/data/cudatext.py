@@ -21,7 +21,6 @@ _LEXER = re.compile(
     re.S | re.X,
 )
 
-_FENCE = re.compile(r"```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)(?:```|\Z)", re.S)
 
 
 def code_tokens(source: str) -> list[str]:
@@ -76,15 +75,3 @@ def _skip_parens(toks: list[str], j: int) -> int:
 def has_main(source: str) -> bool:
     toks = code_tokens(source)
     return any(t == "main" and i + 1 < len(toks) and toks[i + 1] == "(" for i, t in enumerate(toks))
-
-
-def extract_code(response: str) -> str | None:
-    """The CUDA program in a model response: the first fenced block holding a kernel
-    or `main`, else the first fenced block, else the whole text if it holds a kernel."""
-    blocks = [m.group(2) for m in _FENCE.finditer(response)]
-    for block in blocks:
-        if "__global__" in block or has_main(block):
-            return block.strip("\n")
-    if blocks:
-        return blocks[0].strip("\n") or None
-    return response if "__global__" in response else None

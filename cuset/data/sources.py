@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Iterator
 
 from cuset.data.config import SourceConfig
-from cuset.data.cudatext import extract_code, kernel_names
+from cuset.data.cudatext import kernel_names
+from cuset.generate.extract import extract_code
 from cuset.data.records import Candidate, Skip, content_key
 
 BINARY_SNIFF_BYTES = 8192

@@ -1,4 +1,4 @@
-from cuset.data.cudatext import code_digest, code_tokens, extract_code, has_main, kernel_names, normalize_code
+from cuset.data.cudatext import code_digest, code_tokens, has_main, kernel_names, normalize_code
 
 from conftest import FIXTURES
 
@@ -37,9 +37,17 @@ def test_has_main():
     assert not has_main("int domain(int x);") and not has_main("// int main()")
 
 
-def test_extract_code_prefers_the_block_with_a_kernel():
-    response = "Setup:\n```bash\nnvcc k.cu\n```\nCode:\n```cuda\n__global__ void k() {}\nint main() {}\n```\nDone."
-    assert extract_code(response) == "__global__ void k() {}\nint main() {}"
-    assert extract_code("no fences, __global__ void k() {}") == "no fences, __global__ void k() {}"
-    assert extract_code("A warp is 32 threads.") is None
-    assert extract_code("```\nint x;\n```") == "int x;"
+def test_pair_sources_take_the_program_the_evaluation_would_take():
+    """Curation and evaluation judge a reply by one extractor: the block with main and a
+    kernel wins over an earlier kernel-only snippet; prose with no program is no_code."""
+    from cuset.data.config import SourceConfig
+    from cuset.data.sources import _pair_candidate
+
+    src = SourceConfig(kind="pairs_jsonl", path="pairs.jsonl")
+    full = "#include <cstdio>\n__global__ void k(float* x) { x[0] = 1; }\nint main() { return 0; }\n"
+    reply = ("The kernel:\n```cuda\n__global__ void k(float* x) { x[0] = 1; }\n```\n"
+             f"The program:\n```cuda\n{full}```\n")
+    got = _pair_candidate(src, "pairs.jsonl:1", {"prompt": "Write k.", "response": reply})
+    assert got.code == full and got.kind == "pair"
+    prose = _pair_candidate(src, "pairs.jsonl:2", {"prompt": "Write k.", "response": "A warp is 32 threads."})
+    assert prose.reason == "no_code"
