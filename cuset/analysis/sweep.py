@@ -20,14 +20,14 @@ import hashlib
 import itertools
 import json
 import logging
-import os
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from cuset.config import option
+from cuset.io import atomic_write_json
 from cuset.progress import track
 
 log = logging.getLogger(__name__)
@@ -235,10 +235,7 @@ CellRunner = Callable[[Cell, Path], Path]  # (cell, cell_dir) -> eval run direct
 
 
 def _write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_json(path, data, indent=1)
 
 
 def cell_state(cell_dir: Path) -> str:

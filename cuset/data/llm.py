@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuset.data.config import LLMConfig
+from cuset.io import atomic_write_json
 
 MAX_BACKOFF_S = 60.0
 
@@ -71,11 +72,7 @@ class ReplyCache:
             return None
 
     def put(self, key: str, request: dict, response: dict) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(json.dumps({"request": request, "response": response}, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_json(self._path(key), {"request": request, "response": response})
 
 
 def request_key(body: dict) -> str:

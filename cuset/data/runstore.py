@@ -14,6 +14,8 @@ import os
 import threading
 from pathlib import Path
 
+from cuset.io import atomic_write_json, atomic_write_jsonl
+
 
 class StageStore:
     def __init__(self, run_dir: str | os.PathLike, name: str, settings: dict):
@@ -59,16 +61,7 @@ class StageStore:
 
 def write_jsonl(path: str | os.PathLike, rows) -> int:
     """Atomically write dicts as JSON lines."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    n = 0
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-            n += 1
-    os.replace(tmp, path)
-    return n
+    return atomic_write_jsonl(path, rows)
 
 
 def read_jsonl(path: str | os.PathLike) -> list[dict]:
@@ -97,6 +90,4 @@ def _read_state(run_dir: Path) -> dict:
 
 
 def _write_state(run_dir: Path, state: dict) -> None:
-    tmp = run_dir / "state.json.tmp"
-    tmp.write_text(json.dumps(state, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, run_dir / "state.json")
+    atomic_write_json(run_dir / "state.json", state, indent=1, sort_keys=True)

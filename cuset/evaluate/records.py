@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
+from cuset.io import atomic_write_jsonl
 from cuset.execute.result import ExecResult, Status, StepResult
 from cuset.generate.records import drop_torn_tail
 
@@ -159,11 +160,5 @@ class ResultWriter:
 
 
 def save_results(path: str | os.PathLike, results: Iterable[SampleResult]) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for r in results:
-            fh.write(json.dumps(r.to_json(), ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    atomic_write_jsonl(path, (r.to_json() for r in results))
 

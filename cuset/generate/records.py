@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from cuset.io import atomic_write_jsonl
 from cuset.tasks.schema import valid_task_id
 
 
@@ -89,13 +90,7 @@ def append_generations(path: str | os.PathLike, records: Iterable[GenerationReco
 
 def save_generations(path: str | os.PathLike, records: Iterable[GenerationRecord]) -> None:
     """Write a whole file atomically."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for rec in records:
-            fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    atomic_write_jsonl(path, (rec.to_json() for rec in records))
 
 
 def drop_torn_tail(path: Path) -> None:

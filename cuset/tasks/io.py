@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from cuset.io import atomic_write_jsonl
 from cuset.localpath import require_existing
 from cuset.tasks.kernelbench import (
     KIND as KERNELBENCH, KernelBenchTask, check_reference, validate_kernelbench_record,
@@ -296,13 +297,4 @@ def load_kernelbench_dir(directory: str | os.PathLike, *,
 
 def save_tasks(tasks: Iterable[AnyTask], path: str | os.PathLike) -> int:
     """Write tasks as JSONL atomically (temp file + rename). Returns the count."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    n = 0
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for task in tasks:
-            fh.write(json.dumps(task.to_json(), ensure_ascii=False) + "\n")
-            n += 1
-    os.replace(tmp, path)
-    return n
+    return atomic_write_jsonl(path, (task.to_json() for task in tasks))

@@ -10,9 +10,7 @@ process first and the others read its cache.
 from __future__ import annotations
 
 import copy
-import json
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import torch
 import yaml
 
 from cuset.config import to_dict
+from cuset.io import atomic_write_json
 from cuset.train.callbacks import LOG_NAME, JsonlLogCallback, ProgressBarCallback, read_log, truncate_log
 from cuset.train.checkpoint import clear_staging, last_checkpoint, publish, staging_dir
 from cuset.train.config import TrainConfig
@@ -177,9 +176,7 @@ def _save_final(trainer, cfg: TrainConfig, run_dir: Path, tokenizer) -> dict[str
 
 
 def _write_json_atomically(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_json(path, data, indent=2)
 
 
 def _versions() -> dict[str, str]:
