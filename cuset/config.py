@@ -18,8 +18,10 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import yaml
 
+from cuset.errors import CusetError
 
-class ConfigError(ValueError):
+
+class ConfigError(CusetError, ValueError):
     def __init__(self, errors: list[str], source: str = "config"):
         self.errors = errors
         super().__init__(f"{len(errors)} error(s) in {source}:\n" + "\n".join(f"  - {e}" for e in errors))

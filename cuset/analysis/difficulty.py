@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from cuset.errors import CusetError
+
 MIN_POINTS = 3             # fewer points carry no usable rank correlation
 EXACT_MAX_N = 8            # up to 8! = 40,320 orderings the exact permutation p-value is cheap
 ALPHA = 0.05
@@ -29,7 +31,7 @@ MAX_FAMILY_COLOURS = 19    # more families share one grey "other" colour so the 
 REASONING_MANIFEST = "5_reasoning.jsonl"
 
 
-class ReasoningManifestError(ValueError):
+class ReasoningManifestError(CusetError, ValueError):
     """A reasoning manifest line that cannot be read; the message names file:line and the problem."""
 
 

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import yaml
 
+from cuset.errors import CusetError
+
 if TYPE_CHECKING:
     from cuset.analysis.difficulty import Attempt
 
@@ -48,7 +50,7 @@ DEFINITIONS = ("unbiased", "compat", "compat_quirk")
 METRIC_KEYS = ("compile@1", "function@1", "compile@3", "function@3")
 
 
-class ResultsError(ValueError):
+class ResultsError(CusetError, ValueError):
     """A RESULTS argument that cannot be read; the message names the file and the fix."""
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from cuset.errors import CusetError
 from cuset.config import option
 from cuset.io import atomic_write_json
 from cuset.progress import track
@@ -37,7 +38,7 @@ VANILLA = "vanilla"
 CUSET_LABELS = ("tau", "lam", "window", "conf_mask", "cuda_mask", "region_weight")
 
 
-class SweepError(ValueError):
+class SweepError(CusetError, ValueError):
     """A sweep that cannot run as configured; the message says what to change."""
 
 

@@ -10,18 +10,27 @@ from typer.core import TyperGroup
 
 from cuset import __version__
 from cuset.cli import analyze, data, demo, evaluate, generate, inspect, report, tasks, train
-from cuset.cli.common import setup_logging
+from cuset.cli.common import fail, setup_logging
+from cuset.errors import CusetError
 
 # The order of the pipeline, which is the order `--help` lists the stages in.
 STAGES = ("tasks", "data", "inspect", "train", "sweep", "generate", "eval", "analyze", "report", "demo")
 
 
 class _PipelineOrder(TyperGroup):
-    """Lists subcommands in data-flow order (Typer puts plain commands before command groups)."""
+    """Lists subcommands in data-flow order (Typer puts plain commands before command groups),
+    and turns a CusetError raised anywhere below into one line and exit code 2 (any other
+    exception is a bug and keeps its traceback)."""
 
     def list_commands(self, ctx):
         names = super().list_commands(ctx)
         return sorted(names, key=lambda n: STAGES.index(n) if n in STAGES else len(STAGES))
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except CusetError as error:
+            fail(str(error))
 
 
 app = typer.Typer(

@@ -23,17 +23,18 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuset.errors import CusetError
 from cuset.data.config import LLMConfig
 from cuset.io import atomic_write_json
 
 MAX_BACKOFF_S = 60.0
 
 
-class BudgetExhausted(RuntimeError):
+class BudgetExhausted(CusetError, RuntimeError):
     """The configured request or token budget is spent."""
 
 
-class LLMFatalError(RuntimeError):
+class LLMFatalError(CusetError, RuntimeError):
     """The server cannot answer this configuration (bad URL, key, model, or it is down)."""
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from cuset.errors import CusetError
 from cuset.data.config import SourceConfig
 from cuset.data.cudatext import kernel_names
 from cuset.generate.extract import extract_code
@@ -23,7 +24,7 @@ from cuset.data.records import Candidate, Skip, content_key
 BINARY_SNIFF_BYTES = 8192
 
 
-class SourceError(RuntimeError):
+class SourceError(CusetError, RuntimeError):
     """A source cannot be read at all (missing path, dataset not loadable): the build stops."""
 
 

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
+from cuset.errors import CusetError
 from cuset.data.config import ValidationConfig
 from cuset.data.records import json_key
 from cuset.data.runstore import StageStore
@@ -26,7 +27,7 @@ from cuset.tasks import Task
 Evaluate = Callable[..., ExecResult]
 
 
-class ValidationUnavailable(RuntimeError):
+class ValidationUnavailable(CusetError, RuntimeError):
     """Validation cannot run here (no evaluation pipeline, no backend)."""
 
 

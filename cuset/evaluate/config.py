@@ -6,6 +6,7 @@ import os
 import shutil
 from dataclasses import dataclass
 
+from cuset.errors import CusetError
 from cuset.config import option
 from cuset.evaluate.pipeline import EvalOptions, Timeouts
 from cuset.execute.sandbox import MODES, SandboxPolicy
@@ -170,5 +171,5 @@ class EvalConfig:
         return backend
 
 
-class GpuUnavailable(RuntimeError):
+class GpuUnavailable(CusetError, RuntimeError):
     """--backend gpu on a machine where no GPU answers."""

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable, Sequence
 
+from cuset.errors import CusetError
 from cuset.evaluate import devicemap
 from cuset.evaluate.config import EvalConfig
 from cuset.evaluate.metrics import Summary, summarize
@@ -62,7 +63,7 @@ def sample_result(task_id: int | str, task_name: str, family: str, rec: Generati
     )
 
 
-class MissingTasks(ValueError):
+class MissingTasks(CusetError, ValueError):
     """The generations cover only part of the tasks file (and allow_missing is off)."""
 
 

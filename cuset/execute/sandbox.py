@@ -75,6 +75,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuset.errors import CusetError
 from cuset.execute.process import Limits, clean_env, run_step
 from cuset.execute.result import StepResult
 
@@ -87,7 +88,7 @@ UID_SPAN = 100_000
 _uid_counter = itertools.count()
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(CusetError, RuntimeError):
     pass
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from cuset.errors import CusetError
 from cuset.io import atomic_write_jsonl
 from cuset.localpath import require_existing
 from cuset.tasks.kernelbench import (
@@ -46,7 +47,7 @@ class Problem:
         return f"{self.source}:{self.line}: {self.field}: {self.message}"
 
 
-class TaskValidationError(ValueError):
+class TaskValidationError(CusetError, ValueError):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         head = f"{len(problems)} problem(s) in task file:\n"

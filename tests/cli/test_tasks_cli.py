@@ -77,3 +77,26 @@ def test_local_paths_and_hub_names_are_told_apart():
         assert is_local_path(name), name
     for name in ("Qwen/Qwen2.5-Coder-7B-Instruct", "CUDABench/CUDABench-Set", "gpt2"):
         assert not is_local_path(name), name
+
+
+def test_a_user_error_from_deep_in_the_library_is_one_line_and_a_bug_keeps_its_traceback(monkeypatch, tmp_path):
+    import cuset.tasks
+    from cuset.errors import CusetError
+
+    class Deep(CusetError, ValueError):
+        pass
+
+    def user_error(*a, **k):
+        raise Deep("tasks.jsonl:3: field x: set it to an integer")
+
+    monkeypatch.setattr(cuset.tasks, "load_tasks", user_error)
+    res = runner.invoke(app, ["tasks", "list", "whatever.jsonl"])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit)
+    assert "error: tasks.jsonl:3: field x: set it to an integer" in " ".join(res.output.split())
+
+    def bug(*a, **k):
+        raise KeyError("internal")
+
+    monkeypatch.setattr(cuset.tasks, "load_tasks", bug)
+    res = runner.invoke(app, ["tasks", "list", "whatever.jsonl"])
+    assert isinstance(res.exception, KeyError)  # not swallowed into a one-line message

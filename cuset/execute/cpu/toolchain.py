@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from cuset.errors import CusetError
 from cuset.cachedir import cache_root
 from cuset.execute.cpu.rewriter import REWRITER_VERSION
 from cuset.execute.process import clean_env, run_step
@@ -31,7 +32,7 @@ PCH_HEADER = "cuset_pch.h"
 RUNTIME_LIB = "libcuset_cpu.a"
 
 
-class ToolchainError(RuntimeError):
+class ToolchainError(CusetError, RuntimeError):
     """The compiler is missing or the runtime does not build: the backend cannot work."""
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator, Protocol, Sequence
 
+from cuset.errors import CusetError
+
 
 @dataclass(frozen=True)
 class GenRequest:
@@ -39,7 +41,7 @@ class Generator(Protocol):
         ...
 
 
-class GenerationError(RuntimeError):
+class GenerationError(CusetError, RuntimeError):
     """A failure that stops the run (bad credentials, unknown model, server gone)."""
 
 

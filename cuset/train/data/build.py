@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuset.errors import CusetError
 from cuset.cachedir import cache_root
 from cuset.progress import progress_bar
 from cuset.tasks.io import Problem
@@ -33,7 +34,7 @@ COLUMNS = ("input_ids", "labels", "cuda_mask")
 MAX_LISTED = 50  # problems spelled out in a strict-mode error; the rest are counted
 
 
-class DataError(ValueError):
+class DataError(CusetError, ValueError):
     """Bad training records (strict mode): every problem as file:line: field: message."""
 
     def __init__(self, problems: list[Problem], message: str | None = None):

@@ -19,12 +19,13 @@ import os
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from cuset.errors import CusetError
 from cuset.tasks.reasoning import CLOSE, OPEN
 
 IGNORE_INDEX = -100  # the label Hugging Face losses skip
 
 
-class PromptTooLongError(ValueError):
+class PromptTooLongError(CusetError, ValueError):
     """The prompt alone fills `max_length`: no response token would be left to supervise."""
 
     def __init__(self, n_prompt_tokens: int, max_length: int):
@@ -35,7 +36,7 @@ class PromptTooLongError(ValueError):
             "no response token fits; raise data.max_length or shorten the prompt")
 
 
-class TemplateError(ValueError):
+class TemplateError(CusetError, ValueError):
     """The chat template did not render the response where it can be found."""
 
 
