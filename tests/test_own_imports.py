@@ -57,3 +57,19 @@ def test_no_test_skips_when_our_own_modules_fail_to_import():
     found = {f"{p.relative_to(TESTS)}:{line}" for p in sorted(TESTS.rglob("*.py"))
              for line in self_skips(p.read_text(encoding="utf-8"))}
     assert found == set(), "import cuset modules directly; a broken import must fail the suite"
+
+
+def test_the_library_never_imports_the_cli():
+    """The CLI is a thin layer on top: no module outside cuset/cli imports it (the eval and
+    generate stages once took the CLI's console for their progress bars)."""
+    package = TESTS.parent / "cuset"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        if (package / "cli") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom) else
+                     [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            offenders += [f"{path.relative_to(package.parent)}:{node.lineno}" for n in names
+                          if n == "cuset.cli" or n.startswith("cuset.cli.")]
+    assert offenders == []
