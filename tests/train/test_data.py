@@ -205,7 +205,8 @@ def test_tokenisation_cache_key_covers_every_module_that_decides_the_tokens():
     from cuset.tasks import render_prompt
     from cuset.train.data.build import TOKENISATION_PACKAGES
 
-    infrastructure = {"cuset.config", "cuset.localpath", "cuset.cachedir", "cuset.progress"}  # config, paths, bars
+    # config parsing, path checks, cache root, progress bars, errors, file writes: none shapes a token
+    infrastructure = {"cuset.config", "cuset.localpath", "cuset.cachedir", "cuset.progress", "cuset.errors", "cuset.io"}
     outside = set()
     for package in TOKENISATION_PACKAGES:
         for root in importlib.import_module(package).__path__:
