@@ -110,14 +110,23 @@ def test_lenient_mode_skips_and_counts(write_jsonl, make_record):
 
 
 def test_missing_source_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    import datasets
+
+    asked = []
+
+    def unreachable_hub(name, **kwargs):  # the hub's answer without the network (and its retries)
+        asked.append(name)
+        raise ConnectionError(f"Couldn't reach '{name}' on the Hub")
+
+    monkeypatch.setattr(datasets, "load_dataset", unreachable_hub)
     # a name that can only be a local path: never tried on the hub
     with pytest.raises(FileNotFoundError, match="nope.jsonl: no such file or directory"):
         load_tasks(str(tmp_path / "nope.jsonl"))
+    assert asked == []
     # a hub-shaped name: tried as a dataset, and the failure says both
     with pytest.raises(FileNotFoundError, match="neither a local file nor a loadable Hugging Face dataset"):
         load_tasks("nobody-here/no-such-dataset")
+    assert asked == ["nobody-here/no-such-dataset"]
 
 
 def test_hf_dataset_loading_path(tmp_path, monkeypatch, make_record):
