@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
-    from cuset.execute.backends import get_backend
+    from cuset.execute.registry import get_backend
     from cuset.execute.compile_cache import CompileCache
     from cuset.execute.kernelbench.build import ExtensionBuilder
     from cuset.tasks import load_tasks

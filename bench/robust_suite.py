@@ -24,7 +24,7 @@ def run_suite(tasks, *, robust_cases: int = 3, workers: int = 2, root: Path, bac
     """(task, ExecResult, seconds) per task, in order."""
     from cuset.evaluate import EvalOptions, evaluate_program
     from cuset.evaluate.workspace import Workspace
-    from cuset.execute.backends import get_backend
+    from cuset.execute.registry import get_backend
     from cuset.execute.compile_cache import CompileCache
 
     backend = get_backend(backend_name, **({"workers": 1} if backend_name == "cpu" else {}))

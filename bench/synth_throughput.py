@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cuset.data.families.validate import load_validations, task_key, validate_references
     from cuset.data.synth import synthesize
-    from cuset.execute.backends import get_backend
+    from cuset.execute.registry import get_backend
 
     console = Console()
     out = Path(args.out)

@@ -22,7 +22,7 @@ def register(root: typer.Typer) -> None:
         """
         from rich.table import Table
 
-        from cuset.generate.backends import GenerationError
+        from cuset.generate.backends.interface import GenerationError
         from cuset.generate.config import GenerateConfig
         from cuset.generate.records import load_generations
         from cuset.generate.run import generate_file

@@ -62,7 +62,7 @@ def pipeline_evaluator(cfg: ValidationConfig, backend) -> Iterator[Evaluate]:
 
 
 def make_backend(name: str):
-    from cuset.execute.backends import get_backend
+    from cuset.execute.registry import get_backend
 
     try:
         return get_backend(name)

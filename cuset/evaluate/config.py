@@ -120,7 +120,7 @@ class EvalConfig:
         """gpu or cpu (auto asks the NVIDIA driver)."""
         if self.backend != "auto":
             return self.backend
-        from cuset.execute.backends import gpu_available
+        from cuset.execute.registry import gpu_available
 
         return "gpu" if gpu_available() else "cpu"
 
@@ -139,7 +139,7 @@ class EvalConfig:
     def make_backend(self):
         """The execution backend, wrapped so nvcc judges compilation when `compile_judge` says so.
         A GPU backend that finds no answering GPU raises `GpuUnavailable` before anything runs."""
-        from cuset.execute.backends import get_backend, gpu_available
+        from cuset.execute.registry import get_backend, gpu_available
 
         name = self.backend_name()
         kwargs = dict(self.backend_options)

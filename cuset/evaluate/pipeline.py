@@ -1,7 +1,7 @@
 """Evaluate one program on one task: the library entry point.
 
     from cuset.evaluate import evaluate_program
-    from cuset.execute.backends import get_backend
+    from cuset.execute.registry import get_backend
     result = evaluate_program(task, code, backend=get_backend("cpu"))
     result.status, result.detail   # Status.PASSED, ""
 
@@ -54,7 +54,7 @@ from cuset.evaluate.checks import compare_verdict, file_digest, output_problem, 
 from cuset.evaluate.seeds import offset_seeds
 from cuset.evaluate.strict import StrictVerdict, strict_check
 from cuset.evaluate.workspace import PreparedData, Workspace
-from cuset.execute.backends import Backend, CompileOutcome
+from cuset.execute.interface import Backend, CompileOutcome
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.result import ExecResult, Status, StepResult, truncate_log
 from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
@@ -103,7 +103,7 @@ def evaluate_program(task: Task, code: str | None, *, backend: Backend, cases=No
                      workspace: Workspace | None = None, options: EvalOptions | None = None) -> ExecResult:
     """Evaluate ONE program on `task` and return its typed result.
 
-    backend   : from `cuset.execute.backends.get_backend("gpu"|"cpu"|"auto")`.
+    backend   : from `cuset.execute.registry.get_backend("gpu"|"cpu"|"auto")`.
     cases     : input cases, default (0,); gen.py runs once per case with CUSET_CASE=<i>.
     workdir   : where to make a temporary workspace (ignored if `workspace` is given).
     timeouts  : per-step limits (default `Timeouts()`).

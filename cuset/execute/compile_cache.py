@@ -27,7 +27,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cuset.cachedir import cache_root
-from cuset.execute.backends import Backend, CompileOutcome
+from cuset.execute.interface import Backend, CompileOutcome
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import protect
 

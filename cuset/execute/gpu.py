@@ -12,7 +12,7 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-from cuset.execute.backends import CompileOutcome, Invocation
+from cuset.execute.interface import CompileOutcome, Invocation
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import NVCC_MEMORY_BYTES, compile_policy, run_compiler
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cuset.execute.backends import Backend, CompileOutcome, Invocation
+from cuset.execute.interface import Backend, CompileOutcome, Invocation
 from cuset.execute.gpu import GpuBackend
 from cuset.execute.result import Status, StepResult
 

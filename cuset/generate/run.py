@@ -8,15 +8,16 @@ A re-run asks the backend only for the (task_id, sample) pairs missing from `out
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuset.generate.backends import GenRequest, Generator, get_generator
+from cuset.generate.backends.interface import GenRequest, Generator
+from cuset.generate.backends.registry import get_generator
 from cuset.generate.config import GenerateConfig
 from cuset.generate.extract import get_extractor
 from cuset.tasks.reasoning import split_reasoning
-from cuset.generate.records import GenerationRecord, drop_torn_tail, load_generations
+from cuset.generate.records import GenerationRecord, load_generations
+from cuset.io import JsonlAppender
 from cuset.progress import progress_bar
 from cuset.tasks import AnyTask, load_tasks, render_prompt, task_id_order
 
@@ -66,9 +67,7 @@ def generate_file(cfg: GenerateConfig, generator: Generator | None = None) -> Ge
     extract_for = {t.id: extractors[t.kind] for t in tasks}  # a ModelNew program or a CUDA program
     count_tokens = getattr(generator, "count_tokens", None)  # the backend's tokenizer, for inline traces
     names = {t.id: t.task_name for t in tasks}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    drop_torn_tail(out)
-    with open(out, "a", encoding="utf-8") as fh, progress_bar("generate", len(requests), enabled=cfg.progress) as advance:
+    with JsonlAppender(out) as sink, progress_bar("generate", len(requests), enabled=cfg.progress) as advance:
         for req, comp in generator.generate(requests):
             # a reasoning model's trace is never searched for code; an unclosed trace leaves no code
             split = split_reasoning(comp.text, comp.reasoning)
@@ -80,7 +79,6 @@ def generate_file(cfg: GenerateConfig, generator: Generator | None = None) -> Ge
                 level=cfg.level, response=comp.text, code=None if split.unterminated else extract_for[req.task_id](split.answer),
                 n_tokens=comp.n_tokens, finish_reason=comp.finish_reason, seconds=round(comp.seconds, 4),
                 reasoning=split.reasoning, reasoning_tokens=reasoning_tokens)
-            fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
-            fh.flush()
+            sink.append(rec.to_json())
             advance()
     return stats

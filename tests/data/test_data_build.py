@@ -118,7 +118,7 @@ def test_end_to_end_with_real_validation_on_the_cpu_backend(build_config, fake_l
 
 
 def test_missing_backend_stops_after_synthesis_with_a_clear_error(build_config, fake_llm, monkeypatch):
-    import cuset.execute.backends as backends
+    import cuset.execute.registry as backends
     from cuset.data.validation import ValidationUnavailable
 
     def no_backend(name, **kw):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cuset.execute.backends import CompileOutcome, Invocation
+from cuset.execute.interface import CompileOutcome, Invocation
 from cuset.execute.process import clean_env, run_step
 from cuset.execute.result import Status
 from cuset.tasks import Task, TensorSpec

@@ -229,7 +229,7 @@ def test_tasks_with_fewer_than_k_samples_are_listed_and_padded_only_when_allowed
 
 
 def test_gpu_backend_without_an_answering_gpu_stops_before_anything_runs(partial, monkeypatch):
-    monkeypatch.setattr("cuset.execute.backends.gpu_available", lambda: False)
+    monkeypatch.setattr("cuset.execute.registry.gpu_available", lambda: False)
     res = runner.invoke(app, ["eval", str(partial / "tasks.jsonl"), str(partial / "gens.jsonl"), "--out",
                               str(partial / "out"), "--backend", "gpu", "allow_missing=true"])
     assert res.exit_code == 2

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 
 from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program  # noqa: E402
-from cuset.execute.backends import get_backend  # noqa: E402
+from cuset.execute.registry import get_backend  # noqa: E402
 from cuset.execute.compile_cache import CompileCache  # noqa: E402
 from cuset.execute.kernelbench.build import ExtensionBuilder  # noqa: E402
 from cuset.execute.result import Status  # noqa: E402

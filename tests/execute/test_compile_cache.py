@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from cuset.execute.backends import CompileOutcome
+from cuset.execute.interface import CompileOutcome
 from cuset.execute.compile_cache import CompileCache, cache_key
 from cuset.execute.result import Status, StepResult
 

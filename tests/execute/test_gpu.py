@@ -64,7 +64,7 @@ def test_compat_fence_quirk_fails_to_compile(tmp_path):
 
 @pytest.mark.gpu
 def test_runs_on_a_gpu():
-    from cuset.execute.backends import gpu_available
+    from cuset.execute.registry import gpu_available
     from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
 
     if not gpu_available():

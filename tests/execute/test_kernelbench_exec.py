@@ -52,7 +52,7 @@ def candidate(model_new: str) -> str:
 def test_correct_candidate_passes_through_evaluate_program(cache):
     """Device placement maps to the CPU: x.is_cuda()/kCUDA CHECKs in C++, the current
     stream, C10_CUDA_KERNEL_LAUNCH_CHECK, and .cuda()/.to("cuda")/device="cuda"/x.is_cuda in Python."""
-    from cuset.execute.backends import get_backend
+    from cuset.execute.registry import get_backend
 
     result = evaluate_program(TASK, RELU_OK, backend=get_backend("cpu"), options=OPTIONS, cache=cache)
     assert result.status is Status.PASSED, result.detail
@@ -329,7 +329,7 @@ def test_missing_syncthreads_passes_forward_order_but_is_a_race_in_the_plain_ver
 # ---------------------------------------------------------------- GPU
 @pytest.mark.gpu
 def test_correct_candidate_passes_on_a_gpu():
-    from cuset.execute.backends import gpu_available
+    from cuset.execute.registry import gpu_available
 
     if not gpu_available():
         pytest.skip("no NVIDIA GPU")

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from cuset.config import load_config
-from cuset.generate.backends import GenerationError, GenRequest, get_generator
+from cuset.generate.backends.interface import GenerationError, GenRequest
+from cuset.generate.backends.registry import get_generator
 from cuset.generate.backends.hf import count_generated, render_chat
 from cuset.generate.config import GenerateConfig
 from cuset.generate.records import load_generations

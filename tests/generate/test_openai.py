@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from cuset.config import load_config
-from cuset.generate.backends import GenerationError
+from cuset.generate.backends.interface import GenerationError
 from cuset.generate.config import GenerateConfig
 from cuset.generate.records import load_generations
 from cuset.generate.run import generate_file

@@ -3,7 +3,9 @@ import sys
 import pytest
 
 from cuset.config import load_config
-from cuset.generate.backends import GenerationError, get_generator
+from cuset.errors import CusetError
+from cuset.generate.backends.interface import GenerationError
+from cuset.generate.backends.registry import get_generator
 from cuset.generate.config import GenerateConfig
 
 
@@ -15,7 +17,7 @@ def test_missing_vllm_is_a_clear_error(monkeypatch):
 
 
 def test_unknown_backend():
-    with pytest.raises(ValueError, match="hf, vllm or openai"):
+    with pytest.raises(CusetError, match="unknown generation backend 'tgi': use hf, vllm or openai"):
         get_generator("tgi", None)
 
 

@@ -33,7 +33,7 @@ class _WordGenerator:
         return len(text.split())
 
     def generate(self, requests):
-        from cuset.generate.backends import Completion
+        from cuset.generate.backends.interface import Completion
         for req in requests:
             yield req, Completion(self.text, len(self.text.split()), "stop", 0.0)
 

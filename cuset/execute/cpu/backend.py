@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuset.execute.backends import CompileOutcome, Invocation
+from cuset.execute.interface import CompileOutcome, Invocation
 from cuset.execute.cpu.diagnostics import classify_run, summarize_compile_errors
 from cuset.execute.cpu.features import find_unsupported
 from cuset.execute.cpu.rewriter import REWRITER_VERSION, rewrite

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuset.execute.backends import CompileOutcome
+from cuset.execute.interface import CompileOutcome
 from cuset.execute.process import clean_env, run_step
 from cuset.execute.result import Status, StepResult
 

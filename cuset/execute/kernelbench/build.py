@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from cuset.execute.backends import CompileOutcome
+from cuset.execute.interface import CompileOutcome
 from cuset.execute.cpu.diagnostics import summarize_compile_errors
 from cuset.execute.cpu.features import find_unsupported
 from cuset.execute.cpu.rewriter import rewrite

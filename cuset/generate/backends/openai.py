@@ -23,7 +23,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Iterator, Sequence
 
-from cuset.generate.backends import Completion, GenerationError, GenRequest
+from cuset.generate.backends.interface import Completion, GenerationError, GenRequest
 from cuset.tasks.reasoning import split_reasoning
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}

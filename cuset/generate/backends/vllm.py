@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Iterator, Sequence
 
-from cuset.generate.backends import Completion, GenerationError, GenRequest
+from cuset.generate.backends.interface import Completion, GenerationError, GenRequest
 
 
 def import_vllm():

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cpu_helpers import needs_gxx
-from cuset.execute.backends import Backend, get_backend
+from cuset.execute.interface import Backend
+from cuset.execute.registry import get_backend
 from cuset.execute.cpu import CpuBackend
 from cuset.execute.cpu.toolchain import Toolchain, ToolchainError
 from cuset.execute.result import Status, StepResult

@@ -1,4 +1,4 @@
-"""The interface every execution backend implements, and lookup by name.
+"""The interface every execution backend implements (lookup by name: `cuset.execute.registry`).
 
 A backend knows how to turn CUDA source into an executable and how to invoke it.
 The evaluation pipeline owns everything else (compile cache, sandbox, inputs,
@@ -56,28 +56,3 @@ class Backend(Protocol):
         `warp_sync`, a CUDA error), or None for the pipeline's generic handling.
         (Optional next to it: `wrong_output_note() -> str`, appended to `wrong` verdicts,
         e.g. the CPU backend's poisoned device memory.)"""
-
-
-def get_backend(name: str, **options) -> Backend:
-    """'gpu', 'cpu' or 'auto' (gpu when an NVIDIA driver answers, else cpu)."""
-    if name == "auto":
-        name = "gpu" if gpu_available() else "cpu"
-    if name == "gpu":
-        from cuset.execute.gpu import GpuBackend
-        return GpuBackend(**options)
-    if name == "cpu":
-        from cuset.execute.cpu import CpuBackend
-        return CpuBackend(**options)
-    raise ValueError(f"unknown backend {name!r}: use gpu, cpu or auto")
-
-
-def gpu_available() -> bool:
-    import shutil
-    import subprocess
-
-    if not shutil.which("nvidia-smi"):
-        return False
-    try:
-        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
