@@ -23,18 +23,13 @@ from cuset.analysis.confidence import (
     ScoredSample, category_stats, describe, ks_test, low_window_stats, sample_windows, split_by_sensitivity,
 )
 from cuset.analysis.published import PUBLISHED_LABEL, published_section3
+from cuset.io import atomic_write_jsonl, iter_jsonl
 
 
 def save_scores(path: str | Path, samples: Sequence[ScoredSample]) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        for s in samples:
-            fh.write(json.dumps({"sample_id": s.sample_id, "confidences": [float(c) for c in s.confidences],
-                                 "kinds": [sorted(k) for k in s.kinds], "tokens": list(s.tokens)},
-                                ensure_ascii=False) + "\n")
-    tmp.replace(path)
+    atomic_write_jsonl(path, ({"sample_id": s.sample_id, "confidences": [float(c) for c in s.confidences],
+                               "kinds": [sorted(k) for k in s.kinds], "tokens": list(s.tokens)} for s in samples))
     return path
 
 
@@ -44,20 +39,14 @@ def load_scores(path: str | Path) -> list[ScoredSample]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such scores file (written by `cuset analyze confidence` as scores.jsonl)")
     out = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                d = json.loads(line)
-                out.append(ScoredSample(str(d["sample_id"]), np.asarray(d["confidences"], dtype=np.float64),
-                                        tuple(frozenset(k) for k in d["kinds"]), tuple(d.get("tokens") or ())))
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg}") from None
-            except KeyError as e:
-                raise ValueError(f"{path}:{lineno}: missing field {e.args[0]!r} (need sample_id, confidences, kinds)") from None
-            except (TypeError, ValueError) as e:
-                raise ValueError(f"{path}:{lineno}: {e}") from None
+    for lineno, d in iter_jsonl(path):  # a line that is not JSON: JsonlError naming path:line
+        try:
+            out.append(ScoredSample(str(d["sample_id"]), np.asarray(d["confidences"], dtype=np.float64),
+                                    tuple(frozenset(k) for k in d["kinds"]), tuple(d.get("tokens") or ())))
+        except KeyError as e:
+            raise ValueError(f"{path}:{lineno}: missing field {e.args[0]!r} (need sample_id, confidences, kinds)") from None
+        except (TypeError, ValueError) as e:
+            raise ValueError(f"{path}:{lineno}: {e}") from None
     return out
 
 

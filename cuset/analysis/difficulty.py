@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from cuset.errors import CusetError
+from cuset.io import JsonlError, iter_jsonl
 
 MIN_POINTS = 3             # fewer points carry no usable rank correlation
 EXACT_MAX_N = 8            # up to 8! = 40,320 orderings the exact permutation p-value is cheap
@@ -219,19 +220,15 @@ def attempts_from_reasoning_manifest(path: str | Path) -> tuple[list[Attempt], s
     -> (one Attempt per candidate, the token unit the file states)."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as e:
+        rows = list(iter_jsonl(path))
+    except OSError as e:
         raise ReasoningManifestError(f"{path}: cannot read the reasoning manifest ({e})") from None
+    except JsonlError as e:
+        raise ReasoningManifestError(str(e)) from None
     records: list[tuple[str, str, str, list]] = []  # key, task_name, family, candidates
     units: dict[str, int] = {}
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for lineno, d in rows:
         where = f"{path}:{lineno}"
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ReasoningManifestError(f"{where}: invalid JSON: {e.msg}") from None
         if not isinstance(d, dict):
             raise ReasoningManifestError(f"{where}: expected a JSON object (one task per line), got {type(d).__name__}")
         for name in ("key", "task_name", "family", "token_unit"):

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import yaml
 
 from cuset.errors import CusetError
+from cuset.io import JsonlError, iter_jsonl
 
 if TYPE_CHECKING:
     from cuset.analysis.difficulty import Attempt
@@ -142,13 +143,12 @@ def _model_from_generations(meta: dict) -> str | None:
     path = meta.get("generations")
     if not isinstance(path, str) or not Path(path).is_file():
         return None
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                model = json.loads(line).get("model")
-            except (json.JSONDecodeError, AttributeError):
-                return None
+    try:
+        for _, record in iter_jsonl(path):
+            model = record.get("model") if isinstance(record, dict) else None
             return model if isinstance(model, str) and model else None
+    except JsonlError:  # only a label here: the commands that read the generations report a bad line
+        return None
     return None
 
 

@@ -1,8 +1,10 @@
 """Per-stage JSONL files in the run directory that make a build resumable.
 
 Each stage keeps one record per item, keyed by the item's key, appended (and
-flushed) as soon as the item is done: an interrupted build loses at most the
-items in flight. A stage's records are reused only while its settings
+flushed, through cuset.io's `JsonlAppender`) as soon as the item is done: an
+interrupted build loses at most the items in flight, and an item whose line was
+torn by the interruption is redone (cuset.io's JSONL policy; a bad line anywhere
+else is an error naming the file and line). A stage's records are reused only while its settings
 fingerprint (kept in `state.json`) is unchanged; changing, say, the LLM model
 or the validation backend starts that stage afresh.
 """
@@ -14,7 +16,9 @@ import os
 import threading
 from pathlib import Path
 
-from cuset.io import atomic_write_json, atomic_write_jsonl
+from cuset.io import JsonlAppender, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
+
+__all__ = ["StageStore", "read_jsonl", "write_jsonl"]  # read_jsonl is cuset.io's, offered here with write_jsonl
 
 
 class StageStore:
@@ -33,7 +37,7 @@ class StageStore:
             self.path.unlink()  # settings changed: nothing in it is valid any more
         state[name] = self.fingerprint
         _write_state(self.run_dir, state)
-        self._fh = None
+        self._out: JsonlAppender | None = None
 
     def get(self, key: str) -> dict | None:
         return self.records.get(key)
@@ -42,18 +46,17 @@ class StageStore:
         """Record one finished item (must carry "key") durably."""
         with self._lock:
             self.records[record["key"]] = record
-            if self._fh is None:
-                self._fh = open(self.path, "a", encoding="utf-8")
-            self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-            self._fh.flush()
+            if self._out is None:
+                self._out = JsonlAppender(self.path)
+            self._out.append(record)
 
     def finish(self, keys_in_order: list[str]) -> list[dict]:
         """Rewrite the file with exactly the records of `keys_in_order` (stale ones dropped,
         order made deterministic) and return them; keys without a record are left out."""
         with self._lock:
-            if self._fh is not None:
-                self._fh.close()
-                self._fh = None
+            if self._out is not None:
+                self._out.close()
+                self._out = None
             rows = [self.records[k] for k in keys_in_order if k in self.records]
             write_jsonl(self.path, rows)
             return rows
@@ -64,22 +67,8 @@ def write_jsonl(path: str | os.PathLike, rows) -> int:
     return atomic_write_jsonl(path, rows)
 
 
-def read_jsonl(path: str | os.PathLike) -> list[dict]:
-    return list(_read_records(Path(path), keyed=False).values())
-
-
-def _read_records(path: Path, keyed: bool = True) -> dict:
-    out: dict = {}
-    if not path.exists():
-        return out
-    with open(path, encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by an interrupted run: that item is redone
-            out[rec.get("key", i) if keyed else i] = rec
-    return out
+def _read_records(path: Path) -> dict[str, dict]:
+    return {rec.get("key", lineno): rec for lineno, rec in iter_jsonl(path)} if path.exists() else {}
 
 
 def _read_state(run_dir: Path) -> dict:

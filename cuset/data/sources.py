@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from cuset.errors import CusetError
+from cuset.io import JsonlError, iter_jsonl
 from cuset.data.config import SourceConfig
 from cuset.data.cudatext import kernel_names
 from cuset.generate.extract import extract_code
@@ -112,22 +113,13 @@ def _text_candidate(source: str, origin: str, code: str, prompt: str = "") -> Ca
 
 def _iter_pairs_jsonl(src: SourceConfig, max_bytes: int) -> Iterator[Candidate | Skip]:
     path = _existing_file(src)
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            origin = f"{path}:{lineno}"
-            if len(raw) > max_bytes:
-                yield Skip(src.name, origin, "oversized", f"line of {len(raw)} bytes > max_file_bytes={max_bytes}")
-                continue
-            try:
-                row = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as e:
-                yield Skip(src.name, origin, "non_utf8", f"invalid UTF-8 at byte {e.start}")
-                continue
-            except json.JSONDecodeError as e:
-                yield Skip(src.name, origin, "bad_json", f"{e.msg} (column {e.colno})")
-                continue
+    reasons = {"oversized": "oversized", "utf8": "non_utf8", "json": "bad_json"}
+    for lineno, row in iter_jsonl(path, errors="yield", max_line_bytes=max_bytes):
+        origin = f"{path}:{lineno}"
+        if isinstance(row, JsonlError):
+            detail = f"{row.detail} (max_file_bytes)" if row.kind == "oversized" else row.detail
+            yield Skip(src.name, origin, reasons[row.kind], detail)
+        else:
             yield _pair_candidate(src, origin, row)
 
 

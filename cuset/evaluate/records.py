@@ -1,21 +1,20 @@
 """The per-sample evaluation record: one line of a results JSONL.
 
 Field names are a contract with analysis/report and data curation; keep them
-stable. Results are appended as samples finish; `load_results` tolerates a
-torn last line so an interrupted run resumes cleanly.
+stable. Results are appended as samples finish (`ResultWriter`) and read back
+(`load_results`) under cuset.io's JSONL policy: the torn last line of an
+interrupted run is dropped, so that sample is redone.
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
-from cuset.io import atomic_write_jsonl
+from cuset.io import JsonlAppender, atomic_write_jsonl, iter_jsonl
 from cuset.execute.result import ExecResult, Status, StepResult
-from cuset.generate.records import drop_torn_tail
 
 
 @dataclass(frozen=True)
@@ -114,49 +113,18 @@ def load_results(path: str | os.PathLike) -> list[SampleResult]:
     path = Path(path)
     if not path.exists():
         return []
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.readlines()
     by_key: dict[tuple[int, int], SampleResult] = {}
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            if lineno == len(lines) and not line.endswith("\n"):
-                break  # torn last line of an interrupted run: that sample is redone
-            raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg}") from None
+    for lineno, d in iter_jsonl(path):
         r = SampleResult.from_json(d, f"{path}:{lineno}")
         by_key[r.key] = r
     return list(by_key.values())
 
 
-class ResultWriter:
+class ResultWriter(JsonlAppender):
     """Appends one flushed line per result; safe to call from several threads."""
 
-    def __init__(self, path: str | os.PathLike):
-        import threading
-
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        drop_torn_tail(self.path)
-        self._fh = open(self.path, "a", encoding="utf-8")
-        self._lock = threading.Lock()
-
     def write(self, result: SampleResult) -> None:
-        line = json.dumps(result.to_json(), ensure_ascii=False) + "\n"
-        with self._lock:
-            self._fh.write(line)
-            self._fh.flush()
-
-    def close(self) -> None:
-        self._fh.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+        self.append(result.to_json())
 
 
 def save_results(path: str | os.PathLike, results: Iterable[SampleResult]) -> None:

@@ -6,13 +6,12 @@ names stable. `code` is None when nothing could be extracted from `response`.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from cuset.io import atomic_write_jsonl
+from cuset.io import JsonlAppender, atomic_write_jsonl, iter_jsonl
 from cuset.tasks.schema import valid_task_id
 
 
@@ -55,21 +54,11 @@ class GenerationRecord:
 def iter_generations(path: str | os.PathLike) -> Iterator[GenerationRecord]:
     """Records of a generations JSONL, with file:line in every error.
 
-    A last line cut off mid-write (an interrupted run) is ignored, so a
-    resumed run regenerates that sample instead of failing.
+    A last line cut off mid-write (an interrupted run) is ignored (cuset.io's JSONL
+    policy), so a resumed run regenerates that sample instead of failing.
     """
     path = Path(path)
-    with open(path, encoding="utf-8") as fh:
-        lines = fh.readlines()
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            d = json.loads(line)
-        except json.JSONDecodeError as e:
-            if lineno == len(lines) and not line.endswith("\n"):
-                return  # torn final line of an interrupted run
-            raise ValueError(f"{path}:{lineno}: invalid JSON: {e.msg}") from None
+    for lineno, d in iter_jsonl(path):
         yield GenerationRecord.from_json(d, f"{path}:{lineno}")
 
 
@@ -79,28 +68,11 @@ def load_generations(path: str | os.PathLike) -> list[GenerationRecord]:
 
 def append_generations(path: str | os.PathLike, records: Iterable[GenerationRecord]) -> None:
     """Append records (one flushed line each) so an interrupted run loses at most one line."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    drop_torn_tail(path)
-    with open(path, "a", encoding="utf-8") as fh:
+    with JsonlAppender(path) as out:
         for rec in records:
-            fh.write(json.dumps(rec.to_json(), ensure_ascii=False) + "\n")
-            fh.flush()
+            out.append(rec.to_json())
 
 
 def save_generations(path: str | os.PathLike, records: Iterable[GenerationRecord]) -> None:
     """Write a whole file atomically."""
     atomic_write_jsonl(path, (rec.to_json() for rec in records))
-
-
-def drop_torn_tail(path: Path) -> None:
-    """Cut a final line that lacks its newline (left by a killed writer)."""
-    if not path.exists() or path.stat().st_size == 0:
-        return
-    with open(path, "rb+") as fh:
-        fh.seek(-1, os.SEEK_END)
-        if fh.read(1) == b"\n":
-            return
-        fh.seek(0)
-        data = fh.read()
-        fh.truncate(data.rfind(b"\n") + 1)

@@ -12,7 +12,6 @@ mode skips bad records and counts them by reason in the returned `LoadReport`.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,7 +19,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from cuset.errors import CusetError
-from cuset.io import atomic_write_jsonl
+from cuset.io import JsonlError, atomic_write_jsonl, iter_jsonl
 from cuset.localpath import require_existing
 from cuset.tasks.kernelbench import (
     KIND as KERNELBENCH, KernelBenchTask, check_reference, validate_kernelbench_record,
@@ -126,24 +125,7 @@ def validate_record(record) -> list[tuple[str, str, str]]:
     return errs
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, object, str | None]]:
-    """Yield (line_number, decoded_record_or_None, decode_error)."""
-    with open(path, "rb") as fh:
-        for lineno, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                yield lineno, None, f"invalid UTF-8 at byte {e.start}"
-                continue
-            try:
-                yield lineno, json.loads(text), None
-            except json.JSONDecodeError as e:
-                yield lineno, None, f"invalid JSON: {e.msg} (column {e.colno})"
-
-
-def _iter_hf(name: str, split: str) -> Iterator[tuple[int, object, str | None]]:
+def _iter_hf(name: str, split: str) -> Iterator[tuple[int, object]]:
     try:
         import datasets
     except ImportError as e:  # pragma: no cover - datasets is a core dependency
@@ -156,7 +138,7 @@ def _iter_hf(name: str, split: str) -> Iterator[tuple[int, object, str | None]]:
             "Pass a path to a JSONL file, or check the dataset name and your network."
         ) from None
     for i, row in enumerate(ds, 1):
-        yield i, dict(row), None
+        yield i, dict(row)
 
 
 def _from_kernelbench_columns(record):
@@ -194,14 +176,14 @@ def load_tasks(source: str | os.PathLike, *, strict: bool = True,
     if path.is_dir():
         return load_kernelbench_dir(path, strict=strict)
     require_existing(src, "tasks", "a JSONL file of task records or a directory of KernelBench .py references")
-    rows: Iterable = _iter_jsonl(path) if path.exists() else _iter_hf(src, split)
+    rows: Iterable = iter_jsonl(path, errors="yield") if path.exists() else _iter_hf(src, split)
     report = LoadReport(source=src)
     tasks: list[AnyTask] = []
     first_line_of_id: dict[int | str, int] = {}
-    for lineno, record, decode_error in rows:
+    for lineno, record in rows:
         cls = None
-        if decode_error:
-            errs = [("<line>", decode_error, "bad_json")]
+        if isinstance(record, JsonlError):  # bad JSON or UTF-8: reported with the other problems
+            errs = [("<line>", record.detail, "bad_json")]
         else:
             record = _from_kernelbench_columns(record)
             errs, cls = _validate_any(record)
@@ -236,9 +218,9 @@ def _read_metadata(path: Path, report: LoadReport) -> dict[str, tuple[int, dict]
     """stem -> (line, fields) from a directory's metadata.jsonl; bad lines are reported."""
     meta: dict[str, tuple[int, dict]] = {}
     src = str(path)  # unknown fields are reported by validate_kernelbench_record, at this line
-    for lineno, record, decode_error in _iter_jsonl(path):
-        if decode_error:
-            _reject(report, [Problem(src, lineno, "<line>", decode_error, "bad_json")])
+    for lineno, record in iter_jsonl(path, errors="yield"):
+        if isinstance(record, JsonlError):
+            _reject(report, [Problem(src, lineno, "<line>", record.detail, "bad_json")])
             continue
         if not isinstance(record, dict) or not isinstance(record.get("id"), str):
             _reject(report, [Problem(src, lineno, "id", "each line must be an object whose \"id\" is the stem of a "

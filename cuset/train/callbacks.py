@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from transformers import TrainerCallback
+
+from cuset.io import JsonlAppender, atomic_write_jsonl, iter_jsonl, read_jsonl
 
 LOG_NAME = "train_log.jsonl"
 BAR_KEYS = (("loss", "loss"), ("nll", "nll"), ("conf_kept_frac", "kept"), ("cuda_frac", "cuda"), ("learning_rate", "lr"), ("tokens_per_s", "tok/s"))
@@ -28,31 +29,21 @@ class JsonlLogCallback(TrainerCallback):
         if not state.is_world_process_zero or not logs or "train_runtime" in logs:
             return
         record = {"step": state.global_step, "epoch": state.epoch, **{k: _jsonable(v) for k, v in logs.items()}}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+        with JsonlAppender(self.path) as out:
+            out.append(record)
 
 
 def truncate_log(path: str | Path, last_step: int) -> int:
-    """Drop log lines of steps after `last_step` (written by a run that was then killed). Returns lines kept."""
+    """Drop log lines of steps after `last_step` (written by a run that was then killed), and a
+    line torn by the kill. Returns lines kept."""
     path = Path(path)
     if not path.is_file():
         return 0
-    kept = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            if json.loads(line).get("step", 0) <= last_step:
-                kept.append(line)
-        except json.JSONDecodeError:  # a line cut short by the kill
-            continue
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(k + "\n" for k in kept), encoding="utf-8")
-    tmp.replace(path)
-    return len(kept)
+    return atomic_write_jsonl(path, [rec for _, rec in iter_jsonl(path) if rec.get("step", 0) <= last_step])
 
 
 def read_log(path: str | Path) -> list[dict]:
-    return [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    return read_jsonl(path)
 
 
 class ProgressBarCallback(TrainerCallback):

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from cuset.io import JsonlAppender, iter_jsonl
 from cuset.tasks.schema import Task
 
 
@@ -43,16 +44,17 @@ def task_key(task: Task) -> str:
 
 
 def load_validations(path: str | Path) -> list[Validation]:
+    """The records of a results file (a line torn by an interrupted run is dropped, so that
+    task is simply validated again; cuset.io's JSONL policy)."""
     path = Path(path)
     if not path.exists():
         return []
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            try:
-                out.append(Validation(**json.loads(line)))
-            except (json.JSONDecodeError, TypeError):
-                continue  # a line torn by an interrupted run: that task is simply validated again
+    for lineno, d in iter_jsonl(path):
+        try:
+            out.append(Validation(**d))
+        except TypeError as e:
+            raise ValueError(f"{path}:{lineno}: not a validation record ({e})") from None
     return out
 
 
@@ -74,7 +76,7 @@ def validate_references(
     keys = [task_key(t) for t in tasks]
     todo = [(k, t) for k, t in dict(zip(keys, tasks)).items() if k not in done]
     lock = threading.Lock()
-    sink = open(results_path, "a", encoding="utf-8") if results_path else None
+    sink = JsonlAppender(results_path) if results_path else None
     timeouts = Timeouts()
     try:
         with CompileCache(backend, cache_dir, workers=workers, timeout=timeouts.compile) as cache, \
@@ -95,8 +97,7 @@ def validate_references(
                     with lock:
                         done[v.key] = v
                         if sink:
-                            sink.write(json.dumps(asdict(v)) + "\n")
-                            sink.flush()
+                            sink.append(asdict(v))
                     if on_result:
                         on_result(v)
     finally:

@@ -7,11 +7,11 @@ is decided here and nowhere else.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from cuset.io import JsonlError, iter_jsonl
 from cuset.tasks.io import Problem
 
 FORMATS = ("auto", "cudabench", "messages", "prompt_completion", "alpaca")
@@ -221,20 +221,12 @@ def _split_trace(record: dict, fmt: str, response: str) -> tuple[str, str | None
 
 
 def read_examples(path: str | Path, opts: RecordOptions) -> Iterator[Example | Problem]:
-    """Examples and problems of one JSONL file, in file order (blank lines skipped)."""
+    """Examples and problems of one JSONL file, in file order (blank lines skipped; a line
+    that is not JSON or not UTF-8 is a problem, the torn last line of an interrupted write
+    is dropped: cuset.io's JSONL policy)."""
     source = str(path)
-    with open(path, "rb") as fh:
-        for line, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                yield Problem(source, line, "<line>", f"invalid UTF-8 at byte {e.start}", "invalid_utf8")
-                continue
-            try:
-                record = json.loads(text)
-            except json.JSONDecodeError as e:
-                yield Problem(source, line, "<line>", f"invalid JSON: {e.msg} (column {e.colno})", "bad_json")
-                continue
+    for line, record in iter_jsonl(path, errors="yield"):
+        if isinstance(record, JsonlError):
+            yield Problem(source, line, "<line>", record.detail, "invalid_utf8" if record.kind == "utf8" else "bad_json")
+        else:
             yield parse_record(record, opts, source, line)
