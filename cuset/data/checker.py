@@ -1,23 +1,50 @@
-"""compare.py for synthesized tasks, with a tolerance derived from dtype and reduction depth.
+"""compare.py, the checker every generated task carries, and the two tolerance rules.
 
 The checker is written here rather than by the LLM: a model-written checker with
 a loose tolerance (or one that prints T unconditionally) would let wrong programs
-into the training set. The LLM only states the reduction depth.
+into the training set. Both kinds of generated task use it: LLM-synthesised tasks
+(`cuset.data.llm_task`) and the deterministic families (`cuset.data.families`).
 
-Tolerance rule (used as both rtol and atol in `allclose`):
-    integers and bool: exact;
+The script (`compare_script`) reads data/<y>.bin and data/<y>_ref.bin for every
+output y and prints T when all of them match, else F. An output matches when both
+files hold exactly the declared number of elements of the declared dtype and
+    integers and bool: every element equal;
+    floats with atol = rtol = 0: every element equal (NaN never equals NaN);
+    other floats: every output element finite (NaN or inf fails, even where the
+        reference has the same: a task whose reference overflows fails its own
+        check, and validation drops it) and |out - ref| <= atol + rtol * |ref|.
+A file that cannot be read fails its output. bfloat16 is refused: numpy cannot
+read it, and no generated task declares it.
+
+The tolerances come from one of two rules, by what the task's author knows:
+
+`tolerance(dtype, reduction_depth)`, for LLM tasks, which state only each
+output's dtype and the reduction depth (the longest chain of values accumulated
+into one output element, 1 for elementwise). One value, used as both atol and rtol:
+    integers and bool: 0 (exact);
     floats: max(floor, 8 * eps * sqrt(depth)), at most 0.1,
-where eps is the dtype's machine epsilon and depth is the longest chain of values
-accumulated into one output element (1 for elementwise). Rounding errors of a
-sum of n terms in a different order grow like eps * sqrt(n) (the random-walk
-bound); the factor 8 leaves room for fused multiply-adds and fast intrinsics. The
-floors are the usual float32 1e-5 (robust-kbench), and their analogues for
-lower and higher precision.
+where eps is the dtype's machine epsilon. Rounding errors of a sum of n terms in
+a different order grow like eps * sqrt(n) (the random-walk bound); the factor 8
+leaves room for fused multiply-adds and fast intrinsics. The floors are the usual
+float32 1e-5 (robust-kbench), and their analogues for lower and higher precision.
+
+`float_tolerance(depth, scale, transcendental=...)`, for the families, whose
+builders know their arithmetic: (atol, rtol) for a float32 output accumulating
+`depth` terms of magnitude ~`scale`:
+    depth 1: atol = rtol = 1e-5, or 1e-4 with transcendental functions (the ulp
+        differences between CUDA's and a CPU's libm);
+    deeper: atol = 5e-5 * sqrt(depth) * scale rounded to 2 significant digits (at
+        least the depth-1 value), rtol = 1e-4.
+A float32 sum's rounding error grows like sqrt(depth) for random-sign terms in any
+order (tree, atomics or sequential), so atol grows the same way. Families may also
+state a Check's atol/rtol directly.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from string import Template
 
 FLOAT_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 FLOAT_FLOOR = {"float16": 1e-3, "bfloat16": 1e-2, "float32": 1e-5, "float64": 1e-10}
@@ -25,7 +52,8 @@ MAX_TOLERANCE = 0.1
 
 
 def tolerance(dtype: str, reduction_depth: int) -> float:
-    """rtol (= atol) for comparing an output of `dtype` that accumulates `reduction_depth` terms."""
+    """rtol (= atol) for comparing an output of `dtype` that accumulates `reduction_depth` terms
+    (the LLM tasks' rule, see the module doc)."""
     if reduction_depth < 1:
         raise ValueError(f"reduction depth must be >= 1, got {reduction_depth}")
     if dtype not in FLOAT_EPS:
@@ -33,56 +61,68 @@ def tolerance(dtype: str, reduction_depth: int) -> float:
     return min(MAX_TOLERANCE, max(FLOAT_FLOOR[dtype], 8 * FLOAT_EPS[dtype] * math.sqrt(reduction_depth)))
 
 
-_TEMPLATE = '''"""Checker for {task_name}: prints T when every output matches its reference, else F.
-
-Tolerances (rtol = atol) follow cuset.data.checker.tolerance: dtype and reduction depth {depth}.
-"""
-import sys
-
-import numpy as np
-
-OUTPUTS = {outputs!r}  # (name, dtype, shape, tolerance)
-
-
-def load(path, dtype):
-    if dtype == "bfloat16":  # numpy has no bfloat16: widen the raw bits to float32
-        bits = np.fromfile(path, dtype=np.uint16)
-        return (bits.astype(np.uint32) << 16).view(np.float32)
-    return np.fromfile(path, dtype=dtype)
+def float_tolerance(depth: int = 1, scale: float = 1.0, *, transcendental: bool = False) -> tuple[float, float]:
+    """(atol, rtol) for a float32 output that accumulates `depth` terms of magnitude ~`scale`
+    (the families' rule, see the module doc)."""
+    base = 1e-4 if transcendental else 1e-5
+    if depth <= 1:
+        return base, base
+    atol = float(f"{max(base, 5e-5 * math.sqrt(depth) * scale):.2g}")
+    return atol, max(base, 1e-4)
 
 
-def check(name, dtype, shape, tol):
-    n = int(np.prod(shape))
+@dataclass(frozen=True)
+class Check:
+    """How compare.py judges one output: exact when atol == rtol == 0."""
+
+    name: str
+    atol: float = 0.0
+    rtol: float = 0.0
+
+
+# `$` never appears in the script itself.
+_SCRIPT = Template('''import numpy as np
+
+
+def check(name, dtype, count, atol, rtol):
+    """True iff data/<name>.bin holds `count` values matching data/<name>_ref.bin."""
     try:
-        out = load("data/%s.bin" % name, dtype)
-        ref = load("data/%s_ref.bin" % name, dtype)
-    except OSError as e:
-        return "%s: cannot read: %s" % (name, e)
-    if ref.size != n:
-        return "%s: reference has %d elements, expected %d" % (name, ref.size, n)
-    if out.size != n:
-        return "%s: output has %d elements, expected %d" % (name, out.size, n)
-    if tol == 0.0:
-        bad = np.flatnonzero(out != ref)
-    else:
-        o, r = out.astype(np.float64), ref.astype(np.float64)
-        close = np.isclose(o, r, rtol=tol, atol=tol, equal_nan=True)
-        bad = np.flatnonzero(~close)
-    if bad.size:
-        i = int(bad[0])
-        return "%s: %d of %d elements differ (first at %d: %r vs reference %r, tolerance %g)" % (
-            name, bad.size, n, i, out[i].item(), ref[i].item(), tol)
-    return None
+        out = np.fromfile(f"data/{name}.bin", dtype=dtype)
+        ref = np.fromfile(f"data/{name}_ref.bin", dtype=dtype)
+    except (OSError, ValueError):
+        return False
+    if out.size != count or ref.size != count:
+        return False
+    if atol == 0 and rtol == 0:
+        return bool(np.array_equal(out, ref))
+    out = out.astype(np.float64)
+    ref = ref.astype(np.float64)
+    return bool(np.all(np.isfinite(out)) and np.all(np.abs(out - ref) <= atol + rtol * np.abs(ref)))
+
+$body
+print("T" if ok else "F")
+''')
+
+# numpy names the script uses; np.bool only exists again since numpy 2.
+_NP_TYPE = {"bool": "bool_"}
+_FLOATS = ("float16", "float32", "float64")
 
 
-problems = [p for p in (check(*o) for o in OUTPUTS) if p]
-for p in problems:
-    print(p, file=sys.stderr)
-print("F" if problems else "T")
-'''
-
-
-def make_compare_py(task_name: str, outputs, reduction_depth: int) -> str:
-    """compare.py reading data/<y>.bin and data/<y>_ref.bin for every output spec."""
-    rows = [(o.name, o.dtype, tuple(o.dims), tolerance(o.dtype, reduction_depth)) for o in outputs]
-    return _TEMPLATE.format(task_name=task_name, depth=reduction_depth, outputs=rows)
+def compare_script(outputs, checks) -> str:
+    """compare.py for `outputs` (each with .name, .dtype and .numel: a TensorSpec or a family
+    Tensor), judged by `checks`, one per output (see the module doc)."""
+    by_name = {t.name: t for t in outputs}
+    if not by_name:
+        raise ValueError("a checker needs at least one output")
+    if {c.name for c in checks} != set(by_name):
+        raise ValueError(f"checks {[c.name for c in checks]} must cover exactly the outputs {list(by_name)}")
+    calls = []
+    for c in checks:
+        t = by_name[c.name]
+        if t.dtype == "bfloat16":
+            raise ValueError(f"output {t.name!r} is bfloat16, which numpy cannot read")
+        if t.dtype not in _FLOATS and (c.atol or c.rtol):
+            raise ValueError(f"output {t.name!r} is {t.dtype}: integer and bool outputs are compared exactly")
+        calls.append(f'check("{t.name}", np.{_NP_TYPE.get(t.dtype, t.dtype)}, {t.numel}, {c.atol!r}, {c.rtol!r})')
+    body = "ok = " + calls[0] if len(calls) == 1 else "ok = all([\n" + "".join(f"    {c},\n" for c in calls) + "])"
+    return _SCRIPT.substitute(body=body)

@@ -16,7 +16,7 @@ import json
 import re
 import threading
 
-from cuset.data.checker import make_compare_py
+from cuset.data.checker import Check, compare_script, tolerance
 from cuset.data.cudatext import has_main, kernel_names
 from cuset.data.records import Candidate
 from cuset.tasks import Task, validate_record
@@ -130,7 +130,8 @@ def reply_to_task(content: str, cand: Candidate, task_id: int) -> Task:
     _check_program(obj["bench_cu"], cand)
     _check_generator(obj["gen_py"])
     task = Task.from_json(record)
-    compare = make_compare_py(task.task_name, task.outputs, obj["reduction_depth"])
+    tols = {o.name: tolerance(o.dtype, obj["reduction_depth"]) for o in task.outputs}
+    compare = compare_script(task.outputs, tuple(Check(name, tol, tol) for name, tol in tols.items()))
     return Task.from_json({**record, "compare.py": compare})
 
 

@@ -37,7 +37,7 @@ def test_a_good_reply_becomes_a_task_with_our_checker():
     assert [s.to_json() for s in task.outputs] == [{"name": "sums", "dtype": "float32", "shape": "(64,)"}]
     assert task.bench_cu == CODE and "CUSET_CASE" in task.gen_py
     tol = tolerance("float32", 1024)
-    assert f"OUTPUTS = [('sums', 'float32', (64,), {tol!r})]" in task.compare_py
+    assert f'ok = check("sums", np.float32, 64, {tol!r}, {tol!r})' in task.compare_py
 
 
 @pytest.mark.parametrize("content", [

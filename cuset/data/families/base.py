@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from string import Template
 from typing import Callable, Mapping
 
+# The family modules take Check and float_tolerance from here with the other helpers.
+from cuset.data.checker import Check, compare_script, float_tolerance  # noqa: F401
 from cuset.tasks.schema import Task, TensorSpec
 
 Params = Mapping[str, object]
@@ -63,15 +65,6 @@ class Tensor:
 
     def describe(self) -> str:
         return f"{self.name} ({self.dtype}, shape {tuple(self.shape)})"
-
-
-@dataclass(frozen=True)
-class Check:
-    """How compare.py judges one output: exact when atol == rtol == 0."""
-
-    name: str
-    atol: float = 0.0
-    rtol: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -306,57 +299,6 @@ def gen_script(seed: int, body: str, inputs: tuple[Tensor, ...], outputs: tuple[
     for t in outputs:
         lines.append(f'save("data/{t.name}_ref.bin", {t.name}, np.{t.dtype}, {t.numel})')
     return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------- compare.py
-
-COMPARE_HEAD = '''import numpy as np
-
-
-def check(name, dtype, count, atol, rtol):
-    """True iff data/<name>.bin holds `count` values matching data/<name>_ref.bin."""
-    try:
-        out = np.fromfile(f"data/{name}.bin", dtype=dtype)
-        ref = np.fromfile(f"data/{name}_ref.bin", dtype=dtype)
-    except (OSError, ValueError):
-        return False
-    if out.size != count or ref.size != count:
-        return False
-    if atol == 0 and rtol == 0:
-        return bool(np.array_equal(out, ref))
-    out = out.astype(np.float64)
-    ref = ref.astype(np.float64)
-    return bool(np.all(np.isfinite(out)) and np.all(np.abs(out - ref) <= atol + rtol * np.abs(ref)))
-
-'''
-
-
-def compare_script(outputs: tuple[Tensor, ...], checks: tuple[Check, ...]) -> str:
-    by_name = {t.name: t for t in outputs}
-    if {c.name for c in checks} != set(by_name):
-        raise ValueError(f"checks {[c.name for c in checks]} must cover exactly the outputs {list(by_name)}")
-    calls = []
-    for c in checks:
-        t = by_name[c.name]
-        if t.dtype != "float32" and (c.atol or c.rtol):
-            raise ValueError(f"output {t.name!r} is {t.dtype}: integer outputs are compared exactly")
-        calls.append(f'check("{t.name}", np.{t.dtype}, {t.numel}, {c.atol!r}, {c.rtol!r})')
-    body = "ok = " + calls[0] if len(calls) == 1 else "ok = all([\n" + "".join(f"    {c},\n" for c in calls) + "])"
-    return COMPARE_HEAD + body + '\nprint("T" if ok else "F")\n'
-
-
-def float_tolerance(depth: int = 1, scale: float = 1.0, *, transcendental: bool = False) -> tuple[float, float]:
-    """(atol, rtol) for a float32 output that accumulates `depth` terms of magnitude ~`scale`.
-
-    The rounding error of a float32 sum grows like sqrt(depth) for random-sign terms in
-    any order (tree, atomics or sequential), so atol grows the same way; transcendental
-    functions get 1e-4 for the ulp differences between CUDA's and a CPU's libm.
-    """
-    base = 1e-4 if transcendental else 1e-5
-    if depth <= 1:
-        return base, base
-    atol = float(f"{max(base, 5e-5 * math.sqrt(depth) * scale):.2g}")
-    return atol, max(base, 1e-4)
 
 
 def io_sentence(inputs: tuple[Tensor, ...], outputs: tuple[Tensor, ...]) -> str:
