@@ -322,62 +322,28 @@ def _report(cfg: SweepConfig, done: list[dict]) -> Path:
 # ---- the real pipeline: train -> generate -> eval ------------------------------------------
 
 class PipelineRunner:
-    """Runs one cell through the library entry points, each resumable on its own:
-    `cuset.train.run.train` (resume=True continues a killed run), generation, and
-    `cuset.evaluate.evaluate_file` (skips samples already evaluated)."""
+    """Runs one sweep cell as a `cuset.experiment.Cell` (train unless vanilla -> generate ->
+    evaluate, each step resumable) from the sweep's stage configs and the cell's overrides."""
 
     def __init__(self, cfg: SweepConfig):
         self.cfg = cfg
 
     def __call__(self, cell: Cell, cell_dir: Path) -> Path:
-        if cell.vanilla:
-            model = (cell.resolved["model"]["name_or_path"], "")
-        else:
-            model = self._train(cell, cell_dir)
-        generations = self._generate(cell, cell_dir, *model)
-        return self._evaluate(cell, cell_dir, generations)
-
-    def _train(self, cell: Cell, cell_dir: Path) -> tuple[str, str]:
-        """(model to generate with, LoRA adapter to apply or ''): the merged model when there is one."""
         from cuset.config import load_config
-        from cuset.train.config import TrainConfig
-        from cuset.train.run import SUMMARY_NAME, train
-
-        run_dir = cell_dir / "train"
-        done = run_dir / SUMMARY_NAME
-        if done.exists():  # trained by an earlier, interrupted sweep: generation/eval resume on their own
-            summary = json.loads(done.read_text(encoding="utf-8"))
-        else:
-            overrides = list(self.cfg.train_overrides) + list(cell.overrides["train"]) + [f"output_dir={run_dir}"]
-            summary = train(load_config(TrainConfig, self.cfg.train_config, overrides), resume=True)
-        outputs = summary["outputs"]
-        if "merged" in outputs:
-            return outputs["merged"], ""
-        if "adapter" in outputs:
-            return cell.resolved["model"]["name_or_path"], outputs["adapter"]
-        return outputs["model"], ""
-
-    def _generate(self, cell: Cell, cell_dir: Path, model: str, adapter: str) -> Path:
-        from cuset.config import load_config
+        from cuset.evaluate import EvalConfig
+        from cuset.experiment import Cell as ExperimentCell, run_cell
         from cuset.generate.config import GenerateConfig
-        from cuset.generate.run import generate_file
+        from cuset.train.config import TrainConfig
 
-        out = cell_dir / "generations.jsonl"
-        overrides = (list(self.cfg.generate_overrides) + list(cell.overrides["generate"])
-                     + [f"tasks={self.cfg.tasks}", f"out={out}", f"model={model}"])
-        gen_cfg = load_config(GenerateConfig, self.cfg.generate_config, overrides)
-        if adapter:
-            if gen_cfg.backend != "hf":
-                raise SweepError(f"backend {gen_cfg.backend} cannot apply a LoRA adapter: set merge: true in "
-                                 f"{self.cfg.train_config} (or train_overrides: [merge=true])")
-            gen_cfg.hf.adapter = adapter
-        generate_file(gen_cfg)
-        return out
-
-    def _evaluate(self, cell: Cell, cell_dir: Path, generations: Path) -> Path:
-        from cuset.config import load_config
-        from cuset.evaluate import EvalConfig, evaluate_file
-
-        eval_cfg = load_config(EvalConfig, self.cfg.eval_config, list(self.cfg.eval_overrides) + list(cell.overrides["eval"]))
-        evaluate_file(self.cfg.tasks, generations, cell_dir / "eval" / "results.jsonl", eval_cfg)
-        return cell_dir / "eval"
+        cfg = self.cfg
+        train = None
+        if not cell.vanilla:
+            train = load_config(TrainConfig, cfg.train_config,
+                                list(cfg.train_overrides) + list(cell.overrides["train"]) + [f"output_dir={cell_dir / 'train'}"])
+        generate = load_config(GenerateConfig, cfg.generate_config,
+                               list(cfg.generate_overrides) + list(cell.overrides["generate"])
+                               + [f"tasks={cfg.tasks}", f"out={cell_dir / 'generations.jsonl'}",
+                                  f"model={cell.resolved['model']['name_or_path']}"])
+        evaluate = load_config(EvalConfig, cfg.eval_config, list(cfg.eval_overrides) + list(cell.overrides["eval"]))
+        return run_cell(ExperimentCell(cell_dir, str(cfg.tasks), generate=generate, evaluate=evaluate, train=train),
+                        name=f"cell {cell.cell_id}")

@@ -63,7 +63,7 @@ def write_report(run) -> Path:
     methods = ["vanilla"] + run.cfg.method_list()
     by_method = {m: [r for r in run.models if run.method_of(r) == m] for m in methods}
     confidence = json.loads((out / "confidence" / "confidence.json").read_text())
-    trains = {m: json.loads((out / "train" / m / "run_summary.json").read_text()) for m in run.models if m != "vanilla"}
+    trains = {m: json.loads((run.cell_dir(m) / "train" / "run_summary.json").read_text()) for m in run.models if m != "vanilla"}
     doc = {"config": json.loads((out / "demo_config.json").read_text()), "metrics": rows,
            "methods": {m: method_row([runs[r] for r in by_method[m]], [rows[r] for r in by_method[m]])
                        for m in methods},

@@ -7,8 +7,10 @@ A fine-tuned run is named after its method, with `-seed<k>` for the k-th seed af
 the first (`sft`, `sft-seed1`, ...); `--study` is the same pipeline with more tasks,
 seeds and methods.
 
-Every step writes its outputs under the run directory and a `.done` marker;
-re-running with the same `out` skips finished steps, so an interrupted demo
+The demo's own steps (data, base model, base NLL, confidence) write their outputs
+under the run directory and a `.done` marker; each model's train -> generate ->
+evaluate is a cell of `cuset.experiment` under cells/<model>/, as in `cuset sweep`.
+Re-running with the same `out` skips whatever finished, so an interrupted demo
 resumes. Every number in the report is read back from the per-sample result
 files this run wrote.
 """
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuset.demo.config import DemoConfig
+from cuset.experiment import run_cell, step_seconds
 from cuset.progress import progress_bar
 
 log = logging.getLogger(__name__)
@@ -72,14 +75,14 @@ class DemoRun:
     def vanilla(self) -> Path:
         return self.out / "models" / "vanilla"
 
-    def adapter(self, model: str) -> Path:
-        return self.out / "train" / model / ("adapter" if self.cfg.finetune == "lora" else "model")
+    def cell_dir(self, model: str) -> Path:
+        return self.out / "cells" / model
 
     def generations(self, model: str) -> Path:
-        return self.out / "generations" / f"{model}.jsonl"
+        return self.cell_dir(model) / "generations.jsonl"
 
     def eval_dir(self, model: str) -> Path:
-        return self.out / "eval" / model
+        return self.cell_dir(model) / "eval"
 
     # -- driver ------------------------------------------------------------
     def step(self, name: str, fn: Callable[[], None]) -> None:
@@ -102,10 +105,8 @@ class DemoRun:
         self.step("base_model", self.make_base_model)
         self.step("base_nll", self.base_nll)
         for model in self.models:
-            if model != VANILLA:
-                self.step(f"finetune_{model}", lambda m=model: self.finetune(m))
-            self.step(f"generate_{model}", lambda m=model: self.generate(m))
-            self.step(f"evaluate_{model}", lambda m=model: self.evaluate(m))
+            run_cell(self.cell(model), name=f"demo {model}")
+            self.timings.update({f"{key}_{model}": s for key, s in step_seconds(self.cell_dir(model)).items()})
         self.step("confidence", self.confidence)
         from cuset.demo.report import write_report
 
@@ -161,62 +162,43 @@ class DemoRun:
         (staging / "pretrain_log.json").write_text(json.dumps({"loss": losses}))
         staging.rename(self.vanilla)
 
-    def finetune(self, model: str) -> None:
+    def cell(self, model: str):
+        """`model` through train (unless vanilla) -> generate -> evaluate, by cuset.experiment."""
         from cuset.config import load_config
+        from cuset.evaluate.config import EvalConfig
+        from cuset.experiment import Cell
+        from cuset.generate.config import GenerateConfig
         from cuset.train.config import TrainConfig
-        from cuset.train.run import train
 
         c, method = self.cfg, self.method_of(model)
-        spec = {
-            "output_dir": str(self.out / "train" / model),
-            "model": {"name_or_path": str(self.vanilla), "dtype": "float32"},
-            "data": {"paths": [str(self.train_tasks)], "format": "cudabench", "prompt_level": 1,
-                     "max_length": 2048, "cache_dir": str(self.out / "cache" / "tokenized")},
-            "loss": {"name": method, "window": c.window, "tau": c.tau, "lam": c.lam},
-            "finetune": c.finetune,
-            "optim": {"learning_rate": c.finetune_lr, "max_steps": c.finetune_steps,
-                      "per_device_batch_size": c.batch_size, "warmup_ratio": 0.05},
-            "precision": "fp32", "seed": self.seed_of(model), "save_steps": 0, "report_to": [],
-            "progress": c.progress,
-        }
-        cfg = load_config(TrainConfig, base=spec)
-        resume = any((self.out / "train" / model).glob("checkpoint-*"))
-        train(cfg, resume=resume)
-
-    def generate(self, model: str) -> None:
-        from cuset.config import load_config
-        from cuset.generate.config import GenerateConfig
-        from cuset.generate.run import generate_file
-
-        c = self.cfg
-        tuned = model != VANILLA
-        spec = {
+        train = None
+        if model != VANILLA:
+            train = load_config(TrainConfig, base={
+                "output_dir": str(self.cell_dir(model) / "train"),
+                "model": {"name_or_path": str(self.vanilla), "dtype": "float32"},
+                "data": {"paths": [str(self.train_tasks)], "format": "cudabench", "prompt_level": 1,
+                         "max_length": 2048, "cache_dir": str(self.out / "cache" / "tokenized")},
+                "loss": {"name": method, "window": c.window, "tau": c.tau, "lam": c.lam},
+                "finetune": c.finetune,
+                "optim": {"learning_rate": c.finetune_lr, "max_steps": c.finetune_steps,
+                          "per_device_batch_size": c.batch_size, "warmup_ratio": 0.05},
+                "precision": "fp32", "seed": self.seed_of(model), "save_steps": 0, "report_to": [],
+                "progress": c.progress,
+            })
+        generate = load_config(GenerateConfig, base={
             "tasks": str(self.eval_tasks), "out": str(self.generations(model)), "backend": "hf",
             "model": str(self.vanilla), "n_samples": c.samples, "level": 1, "progress": c.progress,
             "sampling": {"temperature": c.temperature, "top_p": 0.95, "max_new_tokens": c.max_new_tokens,
                          "seed": self.seed_of(model)},
-            "hf": {"batch_size": 16, "device": "cpu", "dtype": "float32",
-                   "adapter": str(self.adapter(model)) if tuned and c.finetune == "lora" else ""},
-        }
-        if tuned and c.finetune == "full":
-            spec["model"] = str(self.adapter(model))
-        generate_file(load_config(GenerateConfig, base=spec))
-
-    def evaluate(self, model: str) -> None:
-        from cuset.config import load_config
-        from cuset.evaluate.config import EvalConfig
-        from cuset.evaluate.runner import evaluate_file
-
+            "hf": {"batch_size": 16, "device": "cpu", "dtype": "float32"},
+        })
         # Compilation is judged by nvcc (the paper's metric); the CPU backend runs what compiled.
-        cfg = load_config(EvalConfig, base={"backend": "cpu", "compile_judge": "nvcc", "progress": self.cfg.progress,
-                                            "cache_dir": str(self.out / "cache"),
-                                            "backend_options": {"seed": self.cfg.seed + 1}})
-        backend = cfg.make_backend()
-        out = self.eval_dir(model)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "labels.json").write_text(json.dumps({"model": "demo-base", "method": self.method_of(model),
-                                                     "seed": self.seed_of(model)}))
-        evaluate_file(self.eval_tasks, self.generations(model), out / "results.jsonl", cfg, backend=backend)
+        evaluate = load_config(EvalConfig, base={"backend": "cpu", "compile_judge": "nvcc", "progress": c.progress,
+                                                 "cache_dir": str(self.out / "cache"),
+                                                 "backend_options": {"seed": c.seed + 1}})
+        labels = {"model": "demo-base", "method": method, "seed": self.seed_of(model)}
+        return Cell(self.cell_dir(model), str(self.eval_tasks), generate=generate, evaluate=evaluate,
+                    train=train, labels=labels)
 
     def _score(self, tasks: Path, limit: int):
         """Teacher-forced confidences of the vanilla model on the reference responses of `tasks`."""

@@ -62,10 +62,10 @@ def test_sweep_trains_generates_evaluates_and_resumes(setup, monkeypatch):
     real_eval, real_train = cuset.evaluate.evaluate_file, cuset.train.run.train
     trained = []
 
-    def flaky_eval(tasks_path, generations, results_path, config):
+    def flaky_eval(tasks_path, generations, results_path, config, **kw):
         if "cuset" in str(results_path):
             raise RuntimeError("evaluation interrupted (simulated)")
-        return real_eval(tasks_path, generations, results_path, config)
+        return real_eval(tasks_path, generations, results_path, config, **kw)
 
     def counting_train(cfg, **kw):
         trained.append(cfg.output_dir)

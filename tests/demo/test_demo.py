@@ -86,7 +86,7 @@ def test_figures_and_artifacts(demo_run):
     doc = json.loads((demo_run / "report.json").read_text())
     assert set(doc["metrics"]) == {"vanilla", "sft", "cuset"}
     for method in ("sft", "cuset"):
-        summary = json.loads((demo_run / "train" / method / "run_summary.json").read_text())
+        summary = json.loads((demo_run / "cells" / method / "train" / "run_summary.json").read_text())
         assert summary["objective"] == method and summary["steps"] == doc["config"]["finetune_steps"]
         if doc["config"]["finetune"] == "full":  # every weight trains: the report's count is the model's
             assert summary["trainable_parameters"] == doc["base_model"]["parameters"]
@@ -98,8 +98,9 @@ def test_figures_and_artifacts(demo_run):
 
 def test_rerun_resumes_without_redoing_steps(demo_run):
     before = (demo_run / "report.md").read_text()
-    artifacts = [*demo_run.glob("generations/*.jsonl"), *demo_run.glob("eval/*/results.jsonl"),
-                 *demo_run.glob("train/*/run_summary.json"), demo_run / "models" / "vanilla" / "model.safetensors"]
+    artifacts = [*demo_run.glob("cells/*/generations.jsonl"), *demo_run.glob("cells/*/eval/results.jsonl"),
+                 *demo_run.glob("cells/*/train/run_summary.json"), demo_run / "models" / "vanilla" / "model.safetensors"]
+    assert len(artifacts) == 3 + 3 + 2 + 1  # vanilla, sft, cuset: each cell's generations and results; 2 trainings
     stamps = {p: p.stat().st_mtime_ns for p in artifacts}
     res = CliRunner().invoke(app, ["demo", "--fast", "--out", str(demo_run), "progress=false"])
     assert res.exit_code == 0

@@ -1,0 +1,140 @@
+"""One model through train -> generate -> evaluate: the orchestration under both
+`cuset demo` and `cuset sweep`.
+
+    eval_dir = run_cell(Cell(dir, tasks, generate=gen_cfg, evaluate=eval_cfg, train=train_cfg))
+
+A cell lives in one directory:
+
+    <dir>/train/              the training run (absent when the cell evaluates a model as it is)
+    <dir>/generations.jsonl   the samples
+    <dir>/eval/               results.jsonl, summary, labels.json
+    <dir>/steps.json          seconds of each finished step
+
+Resuming has two levels and no others: a step recorded in steps.json is finished and
+skipped; a step that was interrupted resumes inside its own stage (training from its
+last checkpoint, generation skipping the samples already written, evaluation skipping
+the samples already judged).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from cuset.errors import CusetError
+from cuset.io import atomic_write_json
+
+if TYPE_CHECKING:
+    from cuset.evaluate.config import EvalConfig
+    from cuset.generate.config import GenerateConfig
+    from cuset.train.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+STEPS = ("train", "generate", "evaluate")
+
+
+class CellError(CusetError, ValueError):
+    """A cell whose steps cannot be chained (e.g. an adapter the generation backend cannot apply)."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    dir: Path
+    tasks: str                        # the tasks generated for and evaluated on
+    generate: GenerateConfig          # tasks, out and model are set here (model: from training when there is one)
+    evaluate: EvalConfig
+    train: TrainConfig | None = None  # None: evaluate `generate.model` as it is; output_dir is set here
+    labels: dict | None = None        # report labels, written to eval/labels.json
+
+    @property
+    def train_dir(self) -> Path:
+        return self.dir / "train"
+
+    @property
+    def generations(self) -> Path:
+        return self.dir / "generations.jsonl"
+
+    @property
+    def eval_dir(self) -> Path:
+        return self.dir / "eval"
+
+
+def step_seconds(cell_dir: str | Path) -> dict[str, float]:
+    """Seconds of each finished step of the cell in `cell_dir` (empty before any)."""
+    path = Path(cell_dir) / "steps.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def run_cell(cell: Cell, *, backend=None, name: str = "") -> Path:
+    """Run (or resume) every unfinished step of `cell`; returns its eval directory.
+    `backend`: an execution backend to evaluate with (default: the eval config's);
+    `name`: how log lines call this cell."""
+    cell.dir.mkdir(parents=True, exist_ok=True)
+    done = step_seconds(cell.dir)
+    label = name or cell.dir.name
+
+    def step(key: str, fn: Callable[[], None]) -> None:
+        if key in done:
+            log.info("[%s] %s: done in an earlier run, skipped", label, key)
+            return
+        log.info("[%s] %s ...", label, key)
+        t0 = time.perf_counter()
+        fn()
+        done[key] = round(time.perf_counter() - t0, 1)
+        atomic_write_json(cell.dir / "steps.json", done, indent=1)
+        log.info("[%s] %s: %.1f s", label, key, done[key])
+
+    if cell.train is not None:
+        step("train", lambda: _train(cell))
+    step("generate", lambda: _generate(cell))
+    step("evaluate", lambda: _evaluate(cell, backend))
+    return cell.eval_dir
+
+
+def trained_model(cell: Cell) -> tuple[str, str]:
+    """(model to generate with, LoRA adapter to apply or ''): the merged model when there is one."""
+    if cell.train is None:
+        return cell.generate.model, ""
+    from cuset.train.run import SUMMARY_NAME
+
+    outputs = json.loads((cell.train_dir / SUMMARY_NAME).read_text(encoding="utf-8"))["outputs"]
+    if "merged" in outputs:
+        return outputs["merged"], ""
+    if "adapter" in outputs:
+        return cell.train.model.name_or_path, outputs["adapter"]
+    return outputs["model"], ""
+
+
+def _train(cell: Cell) -> None:
+    from cuset.train.run import SUMMARY_NAME, train
+
+    if (cell.train_dir / SUMMARY_NAME).exists():  # trained by a run killed before it recorded the step
+        return
+    train(replace(cell.train, output_dir=str(cell.train_dir)), resume=True)
+
+
+def _generate(cell: Cell) -> None:
+    from cuset.generate.run import generate_file
+
+    model, adapter = trained_model(cell)
+    cfg = replace(cell.generate, tasks=str(cell.tasks), out=str(cell.generations), model=model)
+    if adapter:
+        if cfg.backend != "hf":
+            raise CellError(f"generation backend {cfg.backend} cannot apply a LoRA adapter ({adapter}): "
+                            "train with merge: true (train key `merge=true`) or generate with backend=hf")
+        cfg = replace(cfg, hf=replace(cfg.hf, adapter=adapter))
+    generate_file(cfg)
+
+
+def _evaluate(cell: Cell, backend) -> None:
+    from cuset.evaluate import evaluate_file
+
+    cell.eval_dir.mkdir(parents=True, exist_ok=True)
+    if cell.labels is not None:
+        atomic_write_json(cell.eval_dir / "labels.json", {"labels": cell.labels}, indent=1)
+    evaluate_file(cell.tasks, cell.generations, cell.eval_dir / "results.jsonl", cell.evaluate, backend=backend)
