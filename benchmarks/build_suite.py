@@ -47,10 +47,10 @@ without a GPU, where the GPU sizes would only time out.
 
 Evaluate a model on it like any CUDABench file:
 
-    cuset generate --config configs/generate/hf.yaml tasks=benchmarks/cuset-bench.jsonl out=gens.jsonl
+    cuset generate configs/generate/hf.yaml tasks=benchmarks/cuset-bench.jsonl out=gens.jsonl
     cuset eval benchmarks/cuset-bench.jsonl gens.jsonl --out runs/bench --backend gpu
     # no GPU: the CPU-sized subset
-    cuset generate --config configs/generate/hf.yaml tasks=benchmarks/cuset-bench-cpu.jsonl out=gens-cpu.jsonl
+    cuset generate configs/generate/hf.yaml tasks=benchmarks/cuset-bench-cpu.jsonl out=gens-cpu.jsonl
     cuset eval benchmarks/cuset-bench-cpu.jsonl gens-cpu.jsonl --out runs/bench-cpu --backend cpu
 
 The suite is generated, never edited by hand: `python benchmarks/build_suite.py` rewrites

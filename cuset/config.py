@@ -228,8 +228,23 @@ def to_dict(cfg) -> dict:
     return conv(cfg)
 
 
-def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
-    """(key, default, help) rows for every option, nested ones with dotted keys."""
+def type_name(tp: Any) -> str:
+    """A type as a reader writes it: `int`, `float | None`, `list[str]`, `'a' | 'b'`."""
+    origin = get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join("None" if a is type(None) else type_name(a) for a in get_args(tp))
+    if origin is Literal:
+        return " | ".join(map(repr, get_args(tp)))
+    if origin is not None:
+        args = get_args(tp)
+        name = getattr(origin, "__name__", str(origin))
+        return f"{name}[{', '.join(type_name(a) for a in args)}]" if args else name
+    return _type_name(tp)
+
+
+def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
+    """(key, type, default, help) rows for every option, nested ones with dotted keys; a key with
+    `choices` shows them as its type."""
     rows = []
     hints = get_type_hints(cls)
     for f in dataclasses.fields(cls):
@@ -237,7 +252,13 @@ def describe(cls: type, prefix: str = "") -> list[tuple[str, str, str]]:
         if dataclasses.is_dataclass(tp):
             rows.extend(describe(tp, f"{prefix}{f.name}."))
             continue
-        default = f.default if f.default is not dataclasses.MISSING else (
-            f.default_factory() if f.default_factory is not dataclasses.MISSING else "(required)")
-        rows.append((prefix + f.name, repr(default), f.metadata.get("help", "")))
+        if f.default is not dataclasses.MISSING:
+            default = repr(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = repr(f.default_factory())
+        else:
+            default = "(required)"
+        choices = f.metadata.get("choices")
+        kind = " | ".join(map(repr, choices)) if choices is not None else type_name(tp)
+        rows.append((prefix + f.name, kind, default, f.metadata.get("help", "")))
     return rows

@@ -100,6 +100,10 @@ def test_yaml_errors_name_the_line(tmp_path):
 
 
 def test_describe_lists_nested_help():
-    rows = {k: (d, h) for k, d, h in describe(Outer)}
+    rows = {k: (d, h) for k, _, d, h in describe(Outer)}
+    types = {k: t for k, t, _, _ in describe(Outer)}
+    assert types["loss.tau"] == "float" and types["objective"] == "'sft' | 'cuset' | 'dft'"
+    assert types["out"] == "Path | None" and types["tags"] == "list[str]"
+    assert types["reduction"] == "'token' | 'sample_sum'"
     assert rows["loss.tau"] == ("0.1", "confidence threshold")
     assert rows["objective"][1] == "objective"

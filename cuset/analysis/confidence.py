@@ -16,6 +16,11 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from cuset.analysis.windows import Windows, true_runs, window_counts, window_means
+from cuset.errors import CusetError
+
+
+class ScoresError(CusetError, ValueError):
+    """Token scores that cannot be read or analysed (a bad scores.jsonl line, no tokens of a group)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -71,7 +76,7 @@ def ks_test(sensitive, neutral) -> KsResult:
     a = np.asarray(sensitive, dtype=np.float64)
     b = np.asarray(neutral, dtype=np.float64)
     if a.size == 0 or b.size == 0:
-        raise ValueError(f"KS test needs tokens of both groups; got {a.size} CUDA-sensitive and {b.size} neutral")
+        raise ScoresError(f"KS test needs tokens of both groups; got {a.size} CUDA-sensitive and {b.size} neutral")
     res = ks_2samp(a, b, alternative="two-sided")
     return KsResult(float(res.statistic), float(res.pvalue), int(a.size), int(b.size))
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from cuset.analysis import plots
 from cuset.analysis.confidence import (
-    ScoredSample, category_stats, describe, ks_test, low_window_stats, sample_windows, split_by_sensitivity,
+    ScoredSample, ScoresError, category_stats, describe, ks_test, low_window_stats, sample_windows, split_by_sensitivity,
 )
 from cuset.analysis.published import PUBLISHED_LABEL, published_section3
 from cuset.io import atomic_write_jsonl, iter_jsonl
@@ -44,9 +44,9 @@ def load_scores(path: str | Path) -> list[ScoredSample]:
             out.append(ScoredSample(str(d["sample_id"]), np.asarray(d["confidences"], dtype=np.float64),
                                     tuple(frozenset(k) for k in d["kinds"]), tuple(d.get("tokens") or ())))
         except KeyError as e:
-            raise ValueError(f"{path}:{lineno}: missing field {e.args[0]!r} (need sample_id, confidences, kinds)") from None
+            raise ScoresError(f"{path}:{lineno}: missing field {e.args[0]!r} (need sample_id, confidences, kinds)") from None
         except (TypeError, ValueError) as e:
-            raise ValueError(f"{path}:{lineno}: {e}") from None
+            raise ScoresError(f"{path}:{lineno}: {e}") from None
     return out
 
 
@@ -54,7 +54,7 @@ def _pick_sample(per_sample, chosen: int | None) -> int:
     """The sample shown in Figure 2: `chosen`, else the one with the lowest window."""
     if chosen is not None:
         if not 0 <= chosen < len(per_sample):
-            raise ValueError(f"--sample {chosen} is out of range: {len(per_sample)} sample(s) were scored (0-based index)")
+            raise ScoresError(f"--sample {chosen} is out of range: {len(per_sample)} sample(s) were scored (0-based index)")
         return chosen
     mins = [float(sw.windows.means.min()) if len(sw.windows) else np.inf for sw in per_sample]
     return int(np.argmin(mins))
@@ -69,7 +69,7 @@ def analyze_confidence(samples: Sequence[ScoredSample], out_dir: str | Path, *, 
     out.mkdir(parents=True, exist_ok=True)
     samples = [s for s in samples if len(s) > 0]
     if not samples:
-        raise ValueError("no scored tokens: every sample was skipped or empty")
+        raise ScoresError("no scored tokens: every sample was skipped or empty")
     sens, neut = split_by_sensitivity(samples, sensitive_kinds)
     ks = ks_test(sens, neut)
     threshold = float(neut.mean())

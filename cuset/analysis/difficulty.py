@@ -171,7 +171,7 @@ def difficulty_table(attempts: Iterable[Attempt]) -> DifficultyResult:
     family_of: dict[str, str] = {}
     for a in attempts:
         if family_of.setdefault(a.task, a.family) != a.family:
-            raise ValueError(f"task {a.task!r} appears under two families, {family_of[a.task]!r} and {a.family!r}; "
+            raise ReasoningManifestError(f"task {a.task!r} appears under two families, {family_of[a.task]!r} and {a.family!r}; "
                              "give each task one family")
         by_task[a.task].append(a)
     rows = []

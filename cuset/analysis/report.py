@@ -16,7 +16,7 @@ from cuset.analysis import plots
 from cuset.analysis.difficulty import DifficultyResult, difficulty_markdown, difficulty_table, plot_difficulty
 from cuset.analysis.published import PUBLISHED_LABEL, published
 from cuset.analysis.paired import common_tasks, paired_bootstrap, task_matrix
-from cuset.analysis.results import METRIC_KEYS, RunResults, method_name, parse_label_arg
+from cuset.analysis.results import METRIC_KEYS, ResultsError, RunResults, method_name, parse_label_arg
 from cuset.analysis.tables import (
     HPARAMS, MEASURED, hparam_markdown, hparam_series, published_points, table2_markdown, table2_rows,
     table3_markdown, table3_rows, table5_markdown, table5_rows,
@@ -96,13 +96,13 @@ def paired_comparisons(runs: Sequence[RunResults], compare: Sequence[str]) -> li
     pairs = []
     for spec in compare:
         if spec.count(":") != 1:
-            raise ValueError(f"--compare {spec!r}: write two label selectors separated by ':', "
+            raise ResultsError(f"--compare {spec!r}: write two label selectors separated by ':', "
                              "e.g. method=SFT:method=CuSeT")
         sel_a, sel_b = spec.split(":")
         a, b = _select(runs, sel_a), _select(runs, sel_b)
         for sel, idx in ((sel_a, a), (sel_b, b)):
             if not idx:
-                raise ValueError(f"--compare {spec!r}: no run has the labels {sel!r} "
+                raise ResultsError(f"--compare {spec!r}: no run has the labels {sel!r} "
                                  f"(labels: {[r.labels for r in runs]})")
         pairs.append((sel_a, a, sel_b, b))
     if not compare and len(runs) == 2:

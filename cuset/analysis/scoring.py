@@ -23,11 +23,16 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from cuset.analysis.confidence import ScoredSample
+from cuset.errors import CusetError
 from cuset.progress import progress_bar
 
 log = logging.getLogger(__name__)
 
 HEAD_CHUNK = 2048  # positions per LM-head chunk
+
+
+class ModelLoadError(CusetError, ValueError):
+    """A model, tokenizer, dtype or device that cannot be used (bad path or hub id, no GPU)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,7 @@ def resolve_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but torch sees no CUDA GPU; use --device cpu")
+        raise ModelLoadError(f"device {device!r} requested but torch sees no CUDA GPU; use --device cpu")
     return device
 
 
@@ -200,24 +205,42 @@ def load_model(name_or_path: str, *, device: str, dtype: str = "auto"):
     from pathlib import Path
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from cuset.localpath import require_existing
 
     dtypes = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
     if dtype not in dtypes:
-        raise ValueError(f"dtype must be one of {', '.join(dtypes)}, got {dtype!r}")
+        raise ModelLoadError(f"dtype must be one of {', '.join(dtypes)}, got {dtype!r}")
     torch_dtype = dtypes[dtype] or (torch.bfloat16 if device.startswith("cuda") else torch.float32)
     require_existing(name_or_path, "model", "a model or adapter directory")
     path = Path(name_or_path)
     adapter = path / "adapter_config.json"
-    if adapter.exists():
-        from peft import AutoPeftModelForCausalLM
+    try:  # transformers answers a bad directory or hub id with OSError or ValueError
+        if adapter.exists():
+            from peft import AutoPeftModelForCausalLM
 
-        model = AutoPeftModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype).merge_and_unload()
-        tok_src = str(path) if (path / "tokenizer_config.json").exists() else json.loads(adapter.read_text())["base_model_name_or_path"]
-    else:
-        model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype)
-        tok_src = name_or_path
-    tokenizer = AutoTokenizer.from_pretrained(tok_src)
-    return model.to(device), tokenizer
+            model = AutoPeftModelForCausalLM.from_pretrained(str(path), dtype=torch_dtype).merge_and_unload()
+            tok_src = str(path) if (path / "tokenizer_config.json").exists() else json.loads(adapter.read_text())["base_model_name_or_path"]
+        else:
+            model = AutoModelForCausalLM.from_pretrained(name_or_path, dtype=torch_dtype)
+            tok_src = name_or_path
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"cannot load model {name_or_path!r}: {e}") from e
+    return model.to(device), load_tokenizer(tok_src)
+
+
+def load_tokenizer(name_or_path: str, what: str = "tokenizer"):
+    """A tokenizer from a local directory (files only) or a hub name; `what` names the key or option
+    in the error."""
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from cuset.localpath import require_existing
+
+    require_existing(name_or_path, what, "a tokenizer or model directory")
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path, local_files_only=Path(name_or_path).exists())
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"{what} {name_or_path}: cannot load it ({e})") from e

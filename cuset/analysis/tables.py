@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
 from cuset.analysis.published import PUBLISHED_LABEL, published_figure4, published_rows
-from cuset.analysis.results import METHOD_ORDER, METRIC_KEYS, RunResults, method_name
+from cuset.analysis.results import METHOD_ORDER, METRIC_KEYS, ResultsError, RunResults, method_name
 
 MEASURED = "this run"
 SWITCHES = ("conf_mask", "cuda_mask", "region_weight")
@@ -199,7 +199,7 @@ def hparam_series(runs: Sequence[RunResults], param: str) -> list[dict]:
         for r in members:
             x = _as_float(r.label(param))
             if x is None:
-                raise ValueError(f"{r.source}: label {param}={r.label(param)!r} is not a number")
+                raise ResultsError(f"{r.source}: label {param}={r.label(param)!r} is not a number")
             by_x[x].append(r)
         if len(by_x) < 2:
             continue

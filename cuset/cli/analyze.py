@@ -59,8 +59,8 @@ def register(root: typer.Typer) -> None:
             if model or data:
                 fail("--scores analyses saved scores: leave out --model and --data")
             try:
-                samples = load_scores(scores)
-            except (FileNotFoundError, ValueError) as e:
+                samples = load_scores(scores)  # a bad line: ScoresError or JsonlError (CusetErrors)
+            except FileNotFoundError as e:
                 fail(str(e))
             model_label, data_label = f"scores from {scores}", str(scores)
         else:
@@ -71,12 +71,10 @@ def register(root: typer.Typer) -> None:
                                                 prompt_level=prompt_level, strict=strict, progress=progress)
             save_scores(out_dir / "scores.jsonl", samples)
             model_label, data_label = model, str(data)
-        try:
-            result = analyze_confidence(samples, out_dir, window=window, mode=window_mode, sensitive_kinds=kinds,
-                                        categories=ALL_KINDS, sample=sample, model_label=model_label,
-                                        data_label=data_label, skipped=skipped, skipped_messages=messages)
-        except ValueError as e:
-            fail(str(e))
+        # nothing to analyse, or --sample out of range: ScoresError (a CusetError)
+        result = analyze_confidence(samples, out_dir, window=window, mode=window_mode, sensitive_kinds=kinds,
+                                    categories=ALL_KINDS, sample=sample, model_label=model_label,
+                                    data_label=data_label, skipped=skipped, skipped_messages=messages)
         _print_summary(result, out_dir)
 
 
@@ -96,11 +94,11 @@ def _score(model: str, data: Path, *, max_length, batch_size, device, dtype, lim
         fail(f"--prompt-level must be 1, 2 or 3, got {prompt_level}")
     if batch_size < 1 or max_length < 2:
         fail("--batch-size must be >= 1 and --max-length >= 2")
+    device = resolve_device(device)  # ModelLoadError (a CusetError): no GPU, bad dtype, unloadable model
+    console.print(f"loading {model} on {device} ...")
     try:
-        device = resolve_device(device)
-        console.print(f"loading {model} on {device} ...")
         lm, tokenizer = load_model(model, device=device, dtype=dtype)
-    except (OSError, ValueError) as e:
+    except FileNotFoundError as e:
         fail(f"cannot load model {model!r}: {e}")
     items = read_examples(data, RecordOptions(format=data_format, prompt_level=prompt_level))
     if strict:

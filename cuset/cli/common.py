@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Callable, Optional
 
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 
 from cuset.config import ConfigError, load_config
 from cuset.progress import console  # stderr: errors, logging and progress bars share it
@@ -28,41 +30,69 @@ def setup_logging(verbose: bool = False) -> None:
 
 
 def fail(message: str, code: int = 2) -> "typer.Exit":
-    console.print(f"[bold red]error:[/] {message}")
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True, highlight=False)
     raise typer.Exit(code)
 
 
-def global_config(ctx: typer.Context) -> Path | None:
-    obj = ctx.find_root().obj or {}
-    return obj.get("config")
+def config_argument(what: str) -> Optional[str]:
+    """The CONFIG argument every stage command takes the same way: `cuset STAGE [CONFIG] [key=value ...]`."""
+    return typer.Argument(None, metavar="CONFIG", show_default=False,
+                          help=f"YAML {what}; key=value overrides follow (CONFIG may be left out).")
 
 
-def stage_config(ctx: typer.Context, cls: type, config: Path | None = None, overrides: list[str] | None = None, base: dict | None = None):
-    """Load `cls` from the stage's --config (or the global one) plus key=value overrides.
+def help_config_option(sections: Callable[[], tuple[str, list[tuple[type, str]]]]):
+    """`--help-config`: print every key of the stage's config (type, default, help) and exit.
 
-    Prints every config error at once and exits 2 instead of a traceback.
+    `sections()` returns the table title and `(config class, key prefix)` pairs; it runs only
+    when the flag is given (config modules import lazily). Eager, so it works without the
+    command's required arguments."""
+    def show(value: bool) -> None:
+        if value:
+            title, parts = sections()
+            print_config_help(title, *parts)
+            raise typer.Exit()
+
+    return typer.Option(False, "--help-config", callback=show, is_eager=True, expose_value=False,
+                        help="List every config key with its type, default and help, then exit.")
+
+
+def stage_config(ctx: typer.Context, cls: type, config: str | Path | None = None, overrides: list[str] | None = None, base: dict | None = None):
+    """Load `cls` from CONFIG plus key=value overrides (the command's extra arguments unless
+    `overrides` is given). A CONFIG that holds `=` and is no file is the first override, so
+    `cuset STAGE key=value ...` needs no config file.
+
+    A ConfigError (every problem at once) goes up to the root group, which prints it
+    (`config_error`) and exits 2.
     """
-    path = config or global_config(ctx)
     extra = list(overrides if overrides is not None else ctx.args)
-    try:
-        return load_config(cls, path, extra, base=base)
-    except ConfigError as e:
+    if config is not None and "=" in str(config) and not Path(config).exists():
+        extra.insert(0, str(config))
+        config = None
+    return load_config(cls, config, extra, base=base)
+
+
+def config_error(e: ConfigError) -> "typer.Exit":
+    """Print a ConfigError (one line for one problem, else a list) and exit 2."""
+    if len(e.errors) == 1:
+        console.print(f"[bold red]config error:[/] {escape(e.errors[0])}", soft_wrap=True, highlight=False)
+    else:
         console.print(f"[bold red]config error[/] ({len(e.errors)}):")
         for err in e.errors:
-            console.print(f"  - {err}")
-        raise typer.Exit(2)
+            console.print(f"  - {escape(err)}", soft_wrap=True, highlight=False)
+    raise typer.Exit(2)
 
 
 def print_config_help(title: str, *sections: tuple[type, str]) -> None:
-    """A table of every config key, its default and help: `(cls, key prefix)` per section."""
+    """A table of every config key, its type, default and help: `(cls, key prefix)` per section."""
     from rich.table import Table
 
     from cuset.config import describe
 
     table = Table(title=title)
-    for col in ("key", "default", "help"):
+    table.add_column("key", no_wrap=True)  # whole, so it can be copied (and grepped)
+    for col in ("type", "default", "help"):
         table.add_column(col, overflow="fold")
     for cls, prefix in sections:
-        for key, default, text in describe(cls, prefix):
-            table.add_row(key, default, text)
+        for key, kind, default, text in describe(cls, prefix):
+            table.add_row(escape(key), escape(kind), escape(default), escape(text))
     out.print(table)

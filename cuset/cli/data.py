@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, console, fail, out, print_config_help, stage_config
+from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
 
 app = typer.Typer(help="Curate datasets: build (validated SFT data), synth (task factory), stats.", no_args_is_help=True)
 
@@ -16,23 +16,24 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="data")
 
 
+def _build_keys():
+    from cuset.data.config import DataBuildConfig, SourceConfig
+
+    return "DataBuildConfig keys (set in YAML or as key=value)", [(DataBuildConfig, ""), (SourceConfig, "sources[].")]
+
+
 @app.command("build", context_settings=OVERRIDES)
 def build(
     ctx: typer.Context,
-    config: Optional[Path] = typer.Argument(None, help="YAML config (see configs/data/); key=value overrides may follow."),
+    config: Optional[str] = config_argument("DataBuildConfig (see configs/data/)"),
     no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
-    help_config: bool = typer.Option(False, "--help-config", help="List every config key with its default and help, then exit."),
+    help_config: bool = help_config_option(_build_keys),
 ):
     """Sources -> LLM task synthesis -> validation -> dedup/decontamination -> train.jsonl + manifest.
 
     Re-running with the same run directory resumes: finished items are not redone."""
     from cuset.data.config import DataBuildConfig
 
-    if help_config:
-        from cuset.data.config import SourceConfig
-
-        print_config_help("DataBuildConfig keys (set in YAML or as key=value)", (DataBuildConfig, ""), (SourceConfig, "sources[]."))
-        return
     if config is None and not ctx.args:
         fail("give a config file: cuset data build CONFIG.yaml [key=value ...] (--help-config lists the keys)")
     cfg = stage_config(ctx, DataBuildConfig, config)
@@ -73,10 +74,7 @@ def synth(
     if holdout not in (None, "params", "families"):
         fail(f"--holdout must be params or families, not {holdout!r}")
     options = {k: v for k, v in (("split", split), ("holdout", holdout)) if v is not None}
-    try:
-        tasks = synthesize(n, seed, **options)
-    except (ValueError, KeyError) as e:
-        fail(str(e).strip("'\""))
+    tasks = synthesize(n, seed, **options)  # SynthError (a CusetError): more tasks than these options allow
     count = save_tasks(tasks, out_file)
     out.print(f"{count} tasks -> {out_file}", soft_wrap=True, highlight=False)
 
@@ -122,10 +120,7 @@ def stats(
             manifest_data = json.loads(manifest.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as e:
             fail(f"cannot read manifest {manifest}: {e}")
-    try:
-        counter = S.hf_token_counter(tokenizer) if tokenizer else S.lexer_token_counter()
-    except ValueError as e:
-        fail(str(e))
+    counter = S.hf_token_counter(tokenizer) if tokenizer else S.lexer_token_counter()  # TokenizerUnavailable: one line
     st = S.compute_stats(tasks, counter, level)
     for table in S.tables(st, manifest_data):
         out.print(table)
@@ -139,10 +134,8 @@ def stats(
 def _print_difficulty(S, reasoning: Path, out_dir: Path) -> None:
     from cuset.analysis.difficulty import correlation_sentence, rich_tables
 
-    try:
-        result, unit, paths = S.difficulty_stats(reasoning, out_dir)
-    except ValueError as e:  # ReasoningManifestError names file:line; a task under two families
-        fail(str(e))
+    # ReasoningManifestError (a CusetError) names file:line, or a task under two families
+    result, unit, paths = S.difficulty_stats(reasoning, out_dir)
     if not result.n_attempts:
         console.print(f"[yellow]{reasoning}: no candidates, so no difficulty analysis[/]", soft_wrap=True, highlight=False)
         return

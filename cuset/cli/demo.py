@@ -7,20 +7,27 @@ from typing import Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, console, out, print_config_help, stage_config
+from cuset.cli.common import OVERRIDES, config_argument, console, help_config_option, out, stage_config
+
+
+def _keys():
+    from cuset.demo.config import FAST, STUDY, DemoConfig
+
+    return ("DemoConfig keys (key=value; --fast changes " + ", ".join(FAST) + "; --study changes " + ", ".join(STUDY) + ")",
+            [(DemoConfig, "")])
 
 
 def register(root: typer.Typer) -> None:
     @root.command("demo", context_settings=OVERRIDES)
     def demo(
         ctx: typer.Context,
+        config: Optional[str] = config_argument("DemoConfig"),
         fast: bool = typer.Option(False, "--fast", help="A few-minute variant (fewer tasks, steps and tokens)."),
         study: bool = typer.Option(False, "--study", help="The powered variant: 64 evaluation tasks, 3 seeds of SFT, "
                                    "CuSeT and ASFT, paired comparisons with intervals (about an hour on 2 cores)."),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/demo-<timestamp>); "
                                                "an existing one is resumed."),
-        config: Optional[Path] = typer.Option(None, "--config", help="YAML DemoConfig; key=value overrides follow."),
-        help_config: bool = typer.Option(False, "--help-config", help="List every config key with its default and help, then exit."),
+        help_config: bool = help_config_option(_keys),
     ):
         """Synthesise tasks, build and pretrain a small base model on other families, fine-tune it with
         SFT and CuSeT, generate, evaluate (nvcc + CPU backend) and write runs/demo-*/report.md."""
@@ -29,10 +36,6 @@ def register(root: typer.Typer) -> None:
         from cuset.demo.config import FAST, STUDY, DemoConfig
         from cuset.demo.run import run_demo
 
-        if help_config:
-            print_config_help("DemoConfig keys (key=value; --fast changes " + ", ".join(FAST) + "; --study changes "
-                              + ", ".join(STUDY) + ")", (DemoConfig, ""))
-            return
         if fast and study:
             raise typer.BadParameter("--fast and --study are two presets: choose one (key=value overrides still apply)")
         cfg = stage_config(ctx, DemoConfig, config, base=FAST if fast else STUDY if study else None)

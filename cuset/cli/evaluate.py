@@ -7,7 +7,13 @@ from typing import Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, console, fail, out, stage_config
+from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
+
+
+def _keys():
+    from cuset.evaluate.config import EvalConfig
+
+    return "EvalConfig keys (set in YAML or as key=value)", [(EvalConfig, "")]
 
 
 def register(root: typer.Typer) -> None:
@@ -16,15 +22,14 @@ def register(root: typer.Typer) -> None:
         ctx: typer.Context,
         tasks: str = typer.Argument(..., help="Tasks: JSONL path (CUDABench format) or Hugging Face dataset name."),
         generations: Path = typer.Argument(..., help="Generations JSONL written by `cuset generate`."),
+        config: Optional[str] = config_argument("EvalConfig (see configs/eval/)"),
         out_dir: Path = typer.Option(..., "--out", help="Directory for results.jsonl, summary.json and report.md."),
         backend: Optional[str] = typer.Option(None, "--backend", help="gpu, cpu or auto (default: config, else auto)."),
-        compat: bool = typer.Option(False, "--compat", help="Official CUDABench definitions (see --help of the config)."),
-        config: Optional[Path] = typer.Option(None, "--config", help="YAML EvalConfig; key=value overrides follow."),
+        compat: bool = typer.Option(False, "--compat", help="Official CUDABench definitions (the config's compat key)."),
+        help_config: bool = help_config_option(_keys),
     ):
         """Evaluate GENERATIONS on TASKS; resumable: a re-run skips samples already in --out."""
         from cuset.evaluate import EvalConfig, evaluate_file
-        from cuset.evaluate.config import GpuUnavailable
-        from cuset.execute.sandbox import SandboxUnavailable
 
         extra = list(ctx.args)
         if backend is not None:
@@ -34,17 +39,13 @@ def register(root: typer.Typer) -> None:
         cfg = stage_config(ctx, EvalConfig, config, extra)
         if not generations.exists():
             fail(f"{generations}: no such generations file (write one with `cuset generate`)")
-        try:
+        try:  # no GPU: GpuUnavailable (a CusetError), one line
             backend_ = cfg.make_backend()
-        except GpuUnavailable as e:
-            fail(str(e))
         except (ImportError, FileNotFoundError) as e:
             fail(f"the {cfg.backend_name()} backend is not available: {e}")
-        try:
+        try:  # no sandbox, bad tasks or generations, missing tasks: CusetErrors, one line each
             summary = evaluate_file(tasks, generations, out_dir / "results.jsonl", cfg, backend=backend_)
-        except SandboxUnavailable as e:
-            fail(str(e))
-        except (FileNotFoundError, ValueError) as e:
+        except FileNotFoundError as e:
             fail(str(e))
         _print_table(summary)
         console.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  "

@@ -2,37 +2,40 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, console, fail, out, stage_config
+from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
+
+
+def _keys():
+    from cuset.generate.config import GenerateConfig
+
+    return "GenerateConfig keys (set in YAML or as key=value)", [(GenerateConfig, "")]
 
 
 def register(root: typer.Typer) -> None:
     @root.command("generate", context_settings=OVERRIDES)
     def generate_cmd(
         ctx: typer.Context,
-        config: Optional[Path] = typer.Option(None, "--config", help="YAML GenerateConfig; key=value overrides follow."),
+        config: Optional[str] = config_argument("GenerateConfig (see configs/generate/)"),
+        help_config: bool = help_config_option(_keys),
     ):
         """Generate n samples per task into a JSONL (resumable: a re-run fills in missing samples).
 
-        Example: cuset generate --config configs/generate/hf.yaml model=./ckpt tasks=tasks.jsonl out=gens.jsonl
+        Example: cuset generate configs/generate/hf.yaml model=./ckpt tasks=tasks.jsonl out=gens.jsonl
         """
         from rich.table import Table
 
-        from cuset.generate.backends.interface import GenerationError
         from cuset.generate.config import GenerateConfig
         from cuset.generate.records import load_generations
         from cuset.generate.run import generate_file
 
         cfg = stage_config(ctx, GenerateConfig, config)
-        try:
+        try:  # a backend that fails, a bad task or generations file: CusetErrors, one line each
             stats = generate_file(cfg)
-        except GenerationError as e:
-            fail(str(e))
-        except (FileNotFoundError, ValueError) as e:
+        except FileNotFoundError as e:
             fail(str(e))
         records = [r for r in load_generations(cfg.out)]
         table = Table(title=f"{cfg.out}")

@@ -100,16 +100,16 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
     if model_name is not None:
         from cuset.analysis.scoring import load_model, resolve_device
 
-        try:
+        try:  # no GPU or an unloadable model: ModelLoadError (a CusetError)
             model, model_tokenizer = load_model(model_name, device=resolve_device(device))
-        except (OSError, ValueError) as error:
+        except FileNotFoundError as error:
             fail(f"--model {model_name}: cannot load it ({error})")
         tok = _load_tokenizer(tokenizer_name) if tokenizer_name else model_tokenizer
     else:
         tok = _load_tokenizer(tokenizer_name)
     try:
         encoded = tokenize_example(tok, list(example.prompt), example.response, max_length=max_length, spans=spans)
-    except (TemplateError, PromptTooLongError, ValueError) as error:
+    except (TemplateError, PromptTooLongError) as error:
         fail(f"{example.source}:{example.line}: {error}")
     offsets = encoded["offsets"]
     start = encoded["response_start"]
@@ -134,18 +134,12 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
 
 
 def _load_tokenizer(name: str):
-    from transformers import AutoTokenizer
+    from cuset.analysis.scoring import load_tokenizer
 
-    from cuset.localpath import require_existing
-
-    try:
-        require_existing(name, "--tokenizer", "a tokenizer or model directory")
+    try:  # an unloadable tokenizer: ModelLoadError (a CusetError)
+        return load_tokenizer(name, "--tokenizer")
     except FileNotFoundError as error:
         fail(str(error))
-    try:
-        return AutoTokenizer.from_pretrained(name, local_files_only=Path(name).exists())
-    except (OSError, ValueError) as error:
-        fail(f"--tokenizer {name}: cannot load it ({error})")
 
 
 def _confidences(model, encoded: dict, supervised: list[bool], window: int) -> tuple[list[float | None], float | None]:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Optional
-
 import typer
 from typer.core import TyperGroup
 
 from cuset import __version__
 from cuset.cli import analyze, data, demo, evaluate, generate, inspect, report, tasks, train
-from cuset.cli.common import fail, setup_logging
+from cuset.cli.common import config_error, fail, setup_logging
+from cuset.config import ConfigError
 from cuset.errors import CusetError
 
 # The order of the pipeline, which is the order `--help` lists the stages in.
@@ -19,8 +17,8 @@ STAGES = ("tasks", "data", "inspect", "train", "sweep", "generate", "eval", "ana
 
 class _PipelineOrder(TyperGroup):
     """Lists subcommands in data-flow order (Typer puts plain commands before command groups),
-    and turns a CusetError raised anywhere below into one line and exit code 2 (any other
-    exception is a bug and keeps its traceback)."""
+    and turns a CusetError raised anywhere below into one line (a ConfigError: one line per
+    problem) and exit code 2; any other exception is a bug and keeps its traceback."""
 
     def list_commands(self, ctx):
         names = super().list_commands(ctx)
@@ -29,6 +27,8 @@ class _PipelineOrder(TyperGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
+        except ConfigError as error:
+            config_error(error)
         except CusetError as error:
             fail(str(error))
 
@@ -51,13 +51,10 @@ def _version(value: bool):
 
 @app.callback()
 def main_callback(
-    ctx: typer.Context,
-    config: Optional[Path] = typer.Option(None, "--config", "-c", help="YAML config applied to the stage command (key=value overrides follow the command)."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Debug logging."),
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
 ):
     setup_logging(verbose)
-    ctx.obj = {"config": config}
 
 
 for module in (tasks, data, inspect, train, generate, evaluate, analyze, report, demo):

@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, console, fail, out, stage_config
+from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
 
 REPORT_HELP = (
     "Tables and figures from evaluation results: Table 2 (model x method), Table 3 (+ type, #params, average "
@@ -22,6 +22,12 @@ SWEEP_HELP = (
     "Train and evaluate every cell of a grid (e.g. tau, lambda, window, objective), then write a report.\n\n"
     "CONFIG is a YAML SweepConfig (see configs/sweep/); key=value overrides follow it. Resumable: finished cells "
     "are skipped, failed ones are retried.")
+
+
+def _sweep_keys():
+    from cuset.analysis.sweep import SweepConfig
+
+    return "SweepConfig keys (set in YAML or as key=value)", [(SweepConfig, "")]
 
 
 def register(root: typer.Typer) -> None:
@@ -39,21 +45,16 @@ def register(root: typer.Typer) -> None:
                                                     "repeatable. Two RESULTS and no --compare: run 2 vs run 1."),
     ):
         from cuset.analysis.report import build_report
-        from cuset.analysis.results import DEFINITIONS, ResultsError, load_runs
+        from cuset.analysis.results import DEFINITIONS, load_runs
         from cuset.analysis.tables import PUBLISHED_MODES
 
         if published not in PUBLISHED_MODES:
             fail(f"--published must be one of {', '.join(PUBLISHED_MODES)}, got {published!r}")
         if definition not in DEFINITIONS:
             fail(f"--definition must be one of {', '.join(DEFINITIONS)}, got {definition!r}")
-        try:
-            runs = load_runs(results, label or (), definition=definition)
-            doc = build_report(runs, out_dir, published_mode=published, definition=definition, title=title,
-                               compare=compare or ())
-        except ResultsError as e:
-            fail(str(e))
-        except ValueError as e:
-            fail(str(e))
+        runs = load_runs(results, label or (), definition=definition)  # ResultsError (a CusetError): one line
+        doc = build_report(runs, out_dir, published_mode=published, definition=definition, title=title,
+                           compare=compare or ())
         _print_table2(doc)
         for cmp in doc["paired"]:
             for row in cmp["rows"]:
@@ -70,20 +71,18 @@ def register(root: typer.Typer) -> None:
     @root.command("sweep", help=SWEEP_HELP, context_settings=OVERRIDES, no_args_is_help=True)
     def sweep(
         ctx: typer.Context,
-        config: Path = typer.Argument(..., help="Sweep YAML (configs/sweep/*.yaml)."),
+        config: Optional[str] = config_argument("SweepConfig (see configs/sweep/)"),
         dry_run: bool = typer.Option(False, "--dry-run", help="List the cells and whether each is done; run nothing."),
+        help_config: bool = help_config_option(_sweep_keys),
     ):
-        from cuset.analysis.sweep import SweepConfig, SweepError, plan_cells, run_sweep
+        from cuset.analysis.sweep import SweepConfig, plan_cells, run_sweep
 
-        cfg = stage_config(ctx, SweepConfig, config, list(ctx.args))
-        try:
-            if dry_run:
-                for cell, state in plan_cells(cfg):
-                    out.print(f"{state:8s} {cell.cell_id}  {cell.describe()}")
-                return
-            result = run_sweep(cfg)
-        except SweepError as e:
-            fail(str(e))
+        cfg = stage_config(ctx, SweepConfig, config)
+        if dry_run:  # a bad grid: SweepError (a CusetError), one line
+            for cell, state in plan_cells(cfg):
+                out.print(f"{state:8s} {cell.cell_id}  {cell.describe()}")
+            return
+        result = run_sweep(cfg)
         counts = result["counts"]
         out.print(f"cells: {counts['done']} done ({counts['cached']} from earlier runs), {counts['failed']} failed")
         for f in result["failed"]:

@@ -6,35 +6,31 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.markup import escape
 
-from cuset.cli.common import OVERRIDES, console, fail, out, print_config_help, stage_config
+from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
+
+
+def _keys():
+    from cuset.train.config import TrainConfig
+
+    return "TrainConfig keys (set in YAML or as key=value)", [(TrainConfig, "")]
 
 
 def register(root: typer.Typer) -> None:
     @root.command("train", context_settings=OVERRIDES)
     def train_cmd(
         ctx: typer.Context,
-        config: Optional[Path] = typer.Argument(None, help="YAML TrainConfig (see configs/train/); key=value overrides follow."),
+        config: Optional[str] = config_argument("TrainConfig (see configs/train/)"),
         resume: bool = typer.Option(False, "--resume", help="Continue the run in output_dir from its last complete checkpoint."),
-        help_config: bool = typer.Option(False, "--help-config", help="List every config key with its default and help."),
+        help_config: bool = help_config_option(_keys),
     ):
         """Fine-tune a causal LM with CuSeT or a baseline objective (LoRA, QLoRA or full).
 
         Multi-GPU / multi-node: `accelerate launch --config_file configs/accelerate/<setup>.yaml -m cuset.cli.main train CONFIG`.
         """
-        if help_config:
-            from cuset.train.config import TrainConfig
-
-            print_config_help("TrainConfig keys (set in YAML or as key=value)", (TrainConfig, ""))
-            raise typer.Exit()
-        extra = list(ctx.args)
-        if config is not None and "=" in config.name and not config.exists():  # only overrides were given
-            extra.insert(0, str(config))
-            config = None
         from cuset.train.config import TrainConfig
 
-        cfg = stage_config(ctx, TrainConfig, config, extra)
+        cfg = stage_config(ctx, TrainConfig, config)
         from cuset.train.data import DataError, TemplateError
         from cuset.train.errors import SetupError
         from cuset.train.run import train
@@ -42,9 +38,9 @@ def register(root: typer.Typer) -> None:
         try:
             summary = train(cfg, resume=resume)
         except (SetupError, DataError, TemplateError, FileNotFoundError) as e:
-            fail(escape(str(e)))
+            fail(str(e))
         except OSError as e:  # from_pretrained on a bad path or hub id
-            fail(escape(f"{cfg.model.name_or_path}: {e}"))
+            fail(f"{cfg.model.name_or_path}: {e}")
         if summary.get("final_metrics"):
             m = summary["final_metrics"]
             out.print(f"step {summary['steps']}: loss {m.get('loss', float('nan')):.4f}  nll {m.get('nll', float('nan')):.4f}")

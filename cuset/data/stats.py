@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuset.data.cudatext import code_tokens
+from cuset.errors import CusetError
 from cuset.tasks import Task, render_prompt
 
 STAGE_ORDER = ("sources", "synthesis", "validation", "dedup", "decontamination")
@@ -39,15 +40,19 @@ def lexer_token_counter() -> tuple[str, Callable[[str], int]]:
     return "lexer tokens", lambda text: len(code_tokens(text))
 
 
+class TokenizerUnavailable(CusetError, ValueError):
+    """The tokenizer given for token counts is not a loadable local directory."""
+
+
 def hf_token_counter(path: str) -> tuple[str, Callable[[str], int]]:
     if not Path(path).is_dir():
-        raise ValueError(f"cannot load a tokenizer from {path!r}: not a directory; pass a local tokenizer directory")
+        raise TokenizerUnavailable(f"cannot load a tokenizer from {path!r}: not a directory; pass a local tokenizer directory")
     from transformers import AutoTokenizer
 
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except Exception as e:
-        raise ValueError(f"cannot load a tokenizer from {path!r} ({type(e).__name__}: {e}); pass a local tokenizer directory") from None
+        raise TokenizerUnavailable(f"cannot load a tokenizer from {path!r} ({type(e).__name__}: {e}); pass a local tokenizer directory") from None
     return f"{Path(path).name} tokens", lambda text: len(tok(text, add_special_tokens=False)["input_ids"])
 
 

@@ -16,6 +16,7 @@ import random
 import zlib
 from typing import Iterable, Literal, Sequence
 
+from cuset.errors import CusetError
 from cuset.data.families import DOMAINS, Family, all_families, get_family, param_key
 from cuset.tasks.schema import Task
 
@@ -26,6 +27,10 @@ Split = Literal["train", "eval"]
 Candidate = tuple[Family, dict, dict]
 
 
+class SynthError(CusetError, ValueError):
+    """The options allow no task, or fewer distinct tasks than asked for."""
+
+
 def select_families(families: Iterable[str] | None = None, exclude_families: Iterable[str] | None = None) -> list[Family]:
     """Families by name (registry order); unknown names raise KeyError with close matches."""
     chosen = [get_family(n) for n in families] if families is not None else all_families()
@@ -33,7 +38,7 @@ def select_families(families: Iterable[str] | None = None, exclude_families: Ite
     order = {f.name: i for i, f in enumerate(all_families())}
     picked = sorted({f.name: f for f in chosen if f.name not in excluded}.values(), key=lambda f: order[f.name])
     if not picked:
-        raise ValueError("no task family left after applying families/exclude_families")
+        raise SynthError("no task family left after applying families/exclude_families")
     return picked
 
 
@@ -122,7 +127,7 @@ def synthesize(
     pools = candidates(fams, size_scale, seed=seed, split=split, holdout=holdout, eval_fraction=eval_fraction)
     available = sum(len(p) for p in pools.values())
     if n > available:
-        raise ValueError(
+        raise SynthError(
             f"asked for {n} tasks but these options allow only {available} distinct ones "
             f"({len(pools)} families, size_scale={size_scale!r}); lower n, allow more families, or use size_scale='all'"
         )

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Iterable
 
 from cuset.io import JsonlAppender, atomic_write_jsonl, iter_jsonl
+from cuset.errors import CusetError
 from cuset.execute.result import ExecResult, Status, StepResult
+
+
+class ResultRecordError(CusetError, ValueError):
+    """A results line whose fields are missing or malformed (path:line in the message)."""
 
 
 @dataclass(frozen=True)
@@ -80,11 +85,11 @@ class SampleResult:
         names = [f.name for f in fields(cls)]
         missing = [n for n in ("task_id", "sample", "status") if n not in d]
         if missing:
-            raise ValueError(f"{where}: missing field(s) {', '.join(missing)}")
+            raise ResultRecordError(f"{where}: missing field(s) {', '.join(missing)}")
         try:
             status = Status(d["status"])
         except ValueError:
-            raise ValueError(f"{where}: unknown status {d['status']!r}; one of "
+            raise ResultRecordError(f"{where}: unknown status {d['status']!r}; one of "
                              f"{', '.join(s.value for s in Status)}") from None
         kw = {n: d[n] for n in names if n in d}
         kw["status"] = status
@@ -101,7 +106,7 @@ def _status(value, where: str, name: str) -> Status | None:
     try:
         return Status(value)
     except ValueError:
-        raise ValueError(f"{where}: unknown {name} {value!r}; one of {', '.join(s.value for s in Status)}") from None
+        raise ResultRecordError(f"{where}: unknown {name} {value!r}; one of {', '.join(s.value for s in Status)}") from None
 
 
 def _step_json(step: StepResult) -> dict:

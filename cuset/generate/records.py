@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from cuset.io import JsonlAppender, atomic_write_jsonl, iter_jsonl
+from cuset.errors import CusetError
 from cuset.tasks.schema import valid_task_id
+
+
+class GenerationRecordError(CusetError, ValueError):
+    """A generations line whose fields are missing or malformed (path:line in the message)."""
 
 
 @dataclass(frozen=True)
@@ -43,10 +48,10 @@ class GenerationRecord:
         optional = ("reasoning", "reasoning_tokens")  # later additions: older files lack them
         missing = [n for n in names if n not in d and n not in optional]
         if missing:
-            raise ValueError(f"{where}: missing field(s) {', '.join(missing)} "
+            raise GenerationRecordError(f"{where}: missing field(s) {', '.join(missing)} "
                              f"(a generations line needs {', '.join(names)})")
         if not valid_task_id(d["task_id"]) or not isinstance(d["sample"], int) or isinstance(d["sample"], bool):
-            raise ValueError(f"{where}: task_id must be an integer (CUDABench) or a non-empty string "
+            raise GenerationRecordError(f"{where}: task_id must be an integer (CUDABench) or a non-empty string "
                              f"(KernelBench) and sample an integer, got {d['task_id']!r} and {d['sample']!r}")
         return cls(**{n: d[n] for n in names if n in d})
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cuset.generate.backends.interface import GenRequest, Generator
 from cuset.generate.backends.registry import get_generator
+from cuset.config import ConfigError
 from cuset.generate.config import GenerateConfig
 from cuset.generate.extract import get_extractor
 from cuset.tasks.reasoning import split_reasoning
@@ -35,7 +36,7 @@ def select_tasks(tasks: list[AnyTask], cfg: GenerateConfig) -> list[AnyTask]:
         wanted = set(cfg.task_ids)
         unknown = wanted - {t.id for t in tasks}
         if unknown:
-            raise ValueError(f"task_ids not in {cfg.tasks}: {sorted(unknown, key=task_id_order)}")
+            raise ConfigError([f"task_ids: not in {cfg.tasks}: {sorted(unknown, key=task_id_order)}"], "GenerateConfig")
         tasks = [t for t in tasks if t.id in wanted]
     return tasks[: cfg.limit] if cfg.limit else tasks
 
@@ -52,7 +53,7 @@ def build_requests(tasks: list[AnyTask], cfg: GenerateConfig, done: set[tuple[in
 
 def generate_file(cfg: GenerateConfig, generator: Generator | None = None) -> GenerateStats:
     if not cfg.tasks or not cfg.out:
-        raise ValueError("set tasks=<tasks.jsonl> and out=<generations.jsonl>")
+        raise ConfigError(["tasks, out: set tasks=<tasks.jsonl> and out=<generations.jsonl>"], "GenerateConfig")
     loaded, report = load_tasks(cfg.tasks, strict=False)
     tasks = select_tasks(loaded, cfg)
     out = Path(cfg.out)
