@@ -20,8 +20,11 @@ import os
 import random
 import threading
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Iterable, TypeVar
 
 from cuset.errors import CusetError
 from cuset.data.config import LLMConfig
@@ -217,3 +220,44 @@ def _reply(response: dict, key: str, cached: bool) -> ChatReply:
     usage = response.get("usage") or {}
     return ChatReply(content, key, cached, int(usage.get("prompt_tokens") or 0),
                      int(usage.get("completion_tokens") or 0), str(choice.get("finish_reason") or ""), trace)
+
+
+Item = TypeVar("Item")
+
+
+def ask_concurrently(items: Iterable[Item], ask: Callable[[Item], None], *, concurrency: int,
+                     deferred: Counter, advance=None) -> None:
+    """Run `ask(item)` for every item on `concurrency` threads (ask records its own result).
+    An item the budget refuses is counted in deferred["llm_budget_exhausted"] and left for a
+    later run; the first LLMFatalError (bad key, unknown model) starts no new request and is
+    raised once those in flight finish; Ctrl-C does the same. `advance()` ticks once an item."""
+    stop = threading.Event()
+    fatal: list[BaseException] = []
+    lock = threading.Lock()
+
+    def work(item: Item) -> None:
+        if stop.is_set():
+            return
+        try:
+            ask(item)
+        except BudgetExhausted:
+            with lock:
+                deferred["llm_budget_exhausted"] += 1
+        except LLMFatalError as e:
+            stop.set()
+            with lock:
+                fatal.append(e)
+        finally:
+            if advance is not None:
+                advance()
+
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
+    try:
+        list(pool.map(work, items))
+    except BaseException:  # Ctrl-C: finish the requests in flight, start no new ones
+        stop.set()
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    if fatal:
+        raise fatal[0]

@@ -9,12 +9,10 @@ the next build (with a larger budget) picks them up.
 
 from __future__ import annotations
 
-import threading
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from cuset.data.llm import BudgetExhausted, ChatClient, LLMFatalError, LLMReplyError
+from cuset.data.llm import ChatClient, LLMFatalError, LLMReplyError, ask_concurrently
 from cuset.data.llm_task import ReplyRejected, build_messages, reply_to_task
 from cuset.data.records import Candidate
 from cuset.data.runstore import StageStore
@@ -50,41 +48,10 @@ def synthesize_candidates(cands: list[Candidate], store: StageStore, client: Cha
     if todo:
         if client is None:
             raise LLMFatalError(f"{len(todo)} raw program(s) need an LLM to become tasks, but none is configured")
-        _ask_all(todo, store, client, concurrency, outcome, advance)
+        ask_concurrently(todo, lambda cand: store.put(_ask_one(cand, client)), concurrency=concurrency,
+                         deferred=outcome.deferred, advance=advance)
     outcome.records = store.finish([c.key for c in cands])
     return outcome
-
-
-def _ask_all(todo, store, client, concurrency, outcome, advance) -> None:
-    stop = threading.Event()
-    fatal: list[BaseException] = []
-    lock = threading.Lock()
-
-    def work(cand: Candidate) -> None:
-        if stop.is_set():
-            return
-        try:
-            store.put(_ask_one(cand, client))
-        except BudgetExhausted:
-            with lock:
-                outcome.deferred["llm_budget_exhausted"] += 1
-        except LLMFatalError as e:
-            stop.set()
-            with lock:
-                fatal.append(e)
-        finally:
-            _tick(advance)
-
-    pool = ThreadPoolExecutor(max_workers=concurrency)
-    try:
-        list(pool.map(work, todo))
-    except BaseException:  # Ctrl-C: finish the requests in flight, start no new ones
-        stop.set()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    if fatal:
-        raise fatal[0]
 
 
 def _ask_one(cand: Candidate, client: ChatClient) -> dict:

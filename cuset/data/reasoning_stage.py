@@ -19,15 +19,13 @@ with a larger budget continues; cached replies are never requested again.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
 from cuset.data.config import ReasoningConfig
-from cuset.data.llm import BudgetExhausted, ChatClient, LLMFatalError, LLMReplyError
+from cuset.data.llm import ChatClient, LLMReplyError, ask_concurrently
 from cuset.data.runstore import StageStore
 from cuset.execute.result import ExecResult, Status
 from cuset.tasks import Task, render_prompt
@@ -74,40 +72,15 @@ def curate_reasoning(tasks: list[tuple[str, Task]], store: StageStore, client: C
     todo = [(k, t) for k, t in tasks if store.get(k) is None]
     for _ in range(len(tasks) - len(todo)):
         _tick(advance)
-    stop = threading.Event()
-    fatal: list[BaseException] = []
-    lock = threading.Lock()
-
-    def work(item: tuple[str, Task]) -> None:
-        if stop.is_set():
-            return
+    def ask(item: tuple[str, Task]) -> None:
         key, task = item
-        try:
-            cands = [_candidate(i, task, client, cfg, model, evaluate, backend, cases, count_tokens)
-                     for i in range(cfg.n_candidates)]
-            store.put({"key": key, "task_name": task.task_name, "family": task.family_name,
-                       "token_unit": token_unit, "candidates": cands,
-                       "n_passed": sum(c["status"] == PASSED for c in cands)})
-        except BudgetExhausted:
-            with lock:
-                outcome.deferred["llm_budget_exhausted"] += 1
-        except LLMFatalError as e:
-            stop.set()
-            with lock:
-                fatal.append(e)
-        finally:
-            _tick(advance)
+        cands = [_candidate(i, task, client, cfg, model, evaluate, backend, cases, count_tokens)
+                 for i in range(cfg.n_candidates)]
+        store.put({"key": key, "task_name": task.task_name, "family": task.family_name,
+                   "token_unit": token_unit, "candidates": cands,
+                   "n_passed": sum(c["status"] == PASSED for c in cands)})
 
-    pool = ThreadPoolExecutor(max_workers=max(1, concurrency))
-    try:
-        list(pool.map(work, todo))
-    except BaseException:  # Ctrl-C: finish the tasks in flight, start no new ones
-        stop.set()
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-    if fatal:
-        raise fatal[0]
+    ask_concurrently(todo, ask, concurrency=concurrency, deferred=outcome.deferred, advance=advance)
     outcome.records = [{**r, "kept": select_kept(r["candidates"], cfg.select)}
                        for r in store.finish([k for k, _ in tasks])]
     return outcome

@@ -153,10 +153,7 @@ class Toolchain:
 
     def _build(self, tmp: Path, final: Path, timeout: float) -> None:
         """Runtime objects and the PCH, compiled side by side (one job per core)."""
-        from concurrent.futures import ThreadPoolExecutor
-
         flags = self.flags()
-        env = clean_env()
         (tmp / PCH_HEADER).write_text('#include "cuset_cpu.h"\n')
         jobs = {}
         for src in sorted(SOURCE_DIR.glob("*.cpp")):
@@ -165,17 +162,25 @@ class Toolchain:
         # The PCH is built with the programs' flags, where it will live.
         jobs["precompiled header"] = [self.cxx, *self.program_flags(), "-I", str(INCLUDE_DIR), "-x", "c++-header",
                                       str(tmp / PCH_HEADER), "-o", str(tmp / (PCH_HEADER + ".gch"))]
+        self._build_archive(tmp, jobs, timeout, "the CPU runtime")
+
+    def _build_archive(self, tmp: Path, jobs: dict[str, list[str]], timeout: float, what: str) -> None:
+        """Run the compile `jobs` (name -> argv; trusted sources only) side by side in `tmp`,
+        archive the objects into the runtime library and mark `tmp` complete."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        env = clean_env()
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             futures = {name: pool.submit(run_step, f"build {name}", argv, cwd=tmp, timeout=timeout, env=env)
                        for name, argv in jobs.items()}
             for name, fut in futures.items():
                 step = fut.result()
                 if step.returncode != 0:
-                    raise ToolchainError(f"building the CPU runtime failed ({name}):\n{step.stderr}")
+                    raise ToolchainError(f"building {what} failed ({name}):\n{step.stderr}")
         objects = sorted(str(p) for p in tmp.glob("*.o"))
         step = run_step("archive", ["ar", "rcs", str(tmp / RUNTIME_LIB), *objects], cwd=tmp, timeout=timeout, env=env)
         if step.returncode != 0:
-            raise ToolchainError(f"archiving the CPU runtime failed:\n{step.stderr}")
+            raise ToolchainError(f"archiving {what} failed:\n{step.stderr}")
         for obj in objects:
             os.unlink(obj)
         (tmp / "COMPLETE").write_text(self.fingerprint() + "\n")

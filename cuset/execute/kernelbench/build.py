@@ -39,7 +39,6 @@ from cuset.execute.cpu.diagnostics import summarize_compile_errors
 from cuset.execute.cpu.features import find_unsupported
 from cuset.execute.cpu.rewriter import rewrite
 from cuset.execute.cpu.toolchain import INCLUDE_DIR, SOURCE_DIR, Toolchain, ToolchainError, default_cache_dir
-from cuset.execute.process import clean_env, run_step
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import COMPILE_MEMORY_BYTES, compile_policy, run_compiler
 
@@ -170,26 +169,12 @@ class KbToolchain(Toolchain):
 
     def _build_kb(self, tmp: Path, timeout: float) -> None:
         """PIC runtime objects and the PCH, side by side (trusted sources only)."""
-        env = clean_env()
         (tmp / PCH_NAME).write_text('#include "cuset_kb/pch.h"\n')
         jobs = {src.name: [self.cxx, *self.flags(), "-I", str(INCLUDE_DIR), "-I", str(SOURCE_DIR), "-c", str(src),
                            "-o", str(tmp / (src.stem + ".o"))] for src in sorted(SOURCE_DIR.glob("*.cpp"))}
         jobs["precompiled header"] = [self.cxx, *self.program_flags(), *self.include_flags(), "-x", "c++-header",
                                       str(tmp / PCH_NAME), "-o", str(tmp / (PCH_NAME + ".gch"))]
-        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-            futures = {name: pool.submit(run_step, f"build {name}", argv, cwd=tmp, timeout=timeout, env=env)
-                       for name, argv in jobs.items()}
-            for name, fut in futures.items():
-                step = fut.result()
-                if step.returncode != 0:
-                    raise ToolchainError(f"building the KernelBench CPU toolchain failed ({name}):\n{step.stderr}")
-        objects = sorted(str(p) for p in tmp.glob("*.o"))
-        step = run_step("archive", ["ar", "rcs", str(tmp / RUNTIME_LIB), *objects], cwd=tmp, timeout=timeout, env=env)
-        if step.returncode != 0:
-            raise ToolchainError(f"archiving the PIC CPU runtime failed:\n{step.stderr}")
-        for obj in objects:
-            os.unlink(obj)
-        (tmp / "COMPLETE").write_text(self.fingerprint() + "\n")
+        self._build_archive(tmp, jobs, timeout, "the KernelBench CPU toolchain (PIC runtime)")
 
     def object_command(self, runtime: Path, source: Path, output: Path) -> list[str]:
         return [self.cxx, *self.program_flags(), "-Winvalid-pch", *self.include_flags(),
