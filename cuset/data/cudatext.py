@@ -7,7 +7,6 @@ token stream, not a parse tree, and it must not choke on broken programs.
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 _LEXER = re.compile(
@@ -31,11 +30,6 @@ def code_tokens(source: str) -> list[str]:
 def normalize_code(source: str) -> str:
     """One space between tokens, no comments: `a+b // x` and `a + b` normalise alike."""
     return " ".join(code_tokens(source))
-
-
-def code_digest(source: str) -> str:
-    """Hash of the normal form: equal for programs differing only in layout and comments."""
-    return hashlib.sha256(normalize_code(source).encode("utf-8")).hexdigest()[:16]
 
 
 def kernel_names(source: str) -> list[str]:

@@ -90,14 +90,6 @@ def read_digest(fd: int, size: int) -> str:
     return h.hexdigest()
 
 
-def output_digest(run_dir: Path, rel: str, size: int) -> str:
-    fd, st = open_output(run_dir, rel, size)
-    try:
-        return read_digest(fd, st.st_size)
-    finally:
-        os.close(fd)
-
-
 def copy_output(run_dir: Path, rel: str, size: int | None, target: Path) -> None:
     """Copy run_dir/rel (checked as in open_output) to a new file `target`."""
     fd, st = open_output(run_dir, rel, size)

@@ -312,8 +312,3 @@ def _merge(steps: list[StepResult]) -> StepResult:
     worst = next((s for s in steps if s.timed_out or s.returncode != 0), steps[-1])
     return StepResult("compile", worst.returncode, sum(s.seconds for s in steps), any(s.timed_out for s in steps),
                       "".join(s.stdout for s in steps), "".join(s.stderr for s in steps), worst.limit)
-
-
-def python_executable() -> str:
-    """The interpreter whose torch the extensions are built against."""
-    return sys.executable
