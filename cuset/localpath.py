@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cuset.errors import CusetError
+
 _FILE_SUFFIXES = (".jsonl", ".json", ".py", ".parquet", ".csv", ".yaml", ".yml", ".safetensors", ".bin")
 
 
@@ -20,9 +22,13 @@ def is_local_path(name: str) -> bool:
             or name.lower().endswith(_FILE_SUFFIXES))
 
 
+class MissingPath(CusetError, FileNotFoundError):
+    """A local path given in a config or on the command line that is not there."""
+
+
 def require_existing(name: str, what: str, expected: str) -> None:
-    """Raise FileNotFoundError naming `what` (the key or argument) if `name` is a local path that does
+    """Raise MissingPath (a FileNotFoundError) naming `what` (the key or argument) if `name` is a local path that does
     not exist; `expected` says what should be there (e.g. "a model directory")."""
     if is_local_path(name) and not Path(name).expanduser().exists():
-        raise FileNotFoundError(f"{what}: {name}: no such file or directory (expected {expected}, "
+        raise MissingPath(f"{what}: {name}: no such file or directory (expected {expected}, "
                                 "or a Hugging Face hub name such as org/name)")

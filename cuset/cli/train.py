@@ -31,6 +31,7 @@ def register(root: typer.Typer) -> None:
         from cuset.train.config import TrainConfig
 
         cfg = stage_config(ctx, TrainConfig, config)
+        cfg.model.check_exists()  # before the training stack's imports (seconds)
         from cuset.train.data import DataError, TemplateError
         from cuset.train.errors import SetupError
         from cuset.train.run import train

@@ -32,6 +32,13 @@ class ModelConfig:
     trust_remote_code: bool = option(False, help="Allow model code from the hub (needed by some architectures).")
     gradient_checkpointing: bool = option(False, help="Recompute activations in backward: less memory, ~30% more time.")
 
+    def check_exists(self) -> None:
+        """A path-looking model that does not exist is a typo, not a hub id: say so at once
+        (cheap: the CLI calls it before importing the training stack)."""
+        from cuset.localpath import require_existing
+
+        require_existing(self.name_or_path, "model.name_or_path", "a model directory")
+
 
 @dataclass
 class LoraOptions:

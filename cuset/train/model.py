@@ -7,7 +7,6 @@ import os
 
 import torch
 
-from cuset.localpath import require_existing
 from cuset.train.config import LoraOptions, ModelConfig, TrainConfig
 from cuset.train.errors import SetupError
 
@@ -20,18 +19,10 @@ def resolve_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
-def check_model_path(name_or_path: str) -> None:
-    """A path-looking model that does not exist is a typo, not a hub id: say so plainly."""
-    try:
-        require_existing(name_or_path, "model.name_or_path", "a model directory")
-    except FileNotFoundError as e:
-        raise SetupError(str(e)) from None
-
-
 def load_tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
-    check_model_path(cfg.name_or_path)
+    cfg.check_exists()
     tok = AutoTokenizer.from_pretrained(cfg.name_or_path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     if not getattr(tok, "is_fast", False):
         raise SetupError(f"{cfg.name_or_path}: training needs a fast tokenizer (character offsets for the CUDA mask)")
