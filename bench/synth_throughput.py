@@ -40,9 +40,10 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from cuset.data.families.validate import load_validations, task_key, validate_references
     from cuset.data.synth import synthesize
+    from cuset.data.validation import task_key, validate_references
     from cuset.execute.registry import get_backend
+    from cuset.io import read_jsonl
 
     console = Console()
     out = Path(args.out)
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     synth_seconds = time.perf_counter() - t0
 
     results_path = out / "results.jsonl"
-    recorded = {v.key for v in load_validations(results_path)}
+    recorded = {r["key"] for r in read_jsonl(results_path)}
     before = sum(task_key(t) in recorded for t in tasks)  # a changed task counts as not yet validated
     cache_dir = args.cache_dir or tempfile.mkdtemp(prefix="cuset-synth-cache-")
     backend = get_backend("cpu")

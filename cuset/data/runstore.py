@@ -50,13 +50,18 @@ class StageStore:
                 self._out = JsonlAppender(self.path)
             self._out.append(record)
 
-    def finish(self, keys_in_order: list[str]) -> list[dict]:
-        """Rewrite the file with exactly the records of `keys_in_order` (stale ones dropped,
-        order made deterministic) and return them; keys without a record are left out."""
+    def close(self) -> None:
+        """Stop appending (the file keeps every record); a later put opens it again."""
         with self._lock:
             if self._out is not None:
                 self._out.close()
                 self._out = None
+
+    def finish(self, keys_in_order: list[str]) -> list[dict]:
+        """Rewrite the file with exactly the records of `keys_in_order` (stale ones dropped,
+        order made deterministic) and return them; keys without a record are left out."""
+        self.close()
+        with self._lock:
             rows = [self.records[k] for k in keys_in_order if k in self.records]
             write_jsonl(self.path, rows)
             return rows

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cuset.data.families.suite import suite_tasks
-from cuset.data.families.validate import validate_references
+from cuset.data.validation import validate_references
 from cuset.evaluate import EvalConfig
 from cuset.execute.nvcc_checked import NvccCheckedBackend
 from cuset.tasks.io import load_tasks

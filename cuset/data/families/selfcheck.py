@@ -6,7 +6,7 @@ reference itself (must print T) and against outputs a broken program would write
 zeros, a constant, one perturbed element, a truncated file, no file (each must print F).
 It returns the problems found per task. The reference programs themselves are checked
 by compiling them (nvcc) and running them through the evaluation pipeline
-(`cuset.data.families.validate`); this module is the part that needs neither.
+(`cuset.data.validation.validate_references`); this module is the part that needs neither.
 """
 
 from __future__ import annotations
