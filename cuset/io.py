@@ -11,8 +11,9 @@ JSONL, one policy for every reader (`iter_jsonl`, `read_jsonl`) and appender
 
 - blank lines are skipped;
 - a final line that has no trailing newline and does not parse is the torn tail of
-  an interrupted writer: it is dropped (logged at debug), so a resumed run redoes
-  that one item;
+  an interrupted writer: a reader of cuset's own records drops it (logged at debug),
+  so a resumed run redoes that one item; a reader of a user's file (`errors="yield"`)
+  reports it like any other bad line, since no run of ours wrote it;
 - any other line that does not parse (bad JSON or bad UTF-8) is a `JsonlError`
   naming `path:line`; readers that report every bad record of a user's file at
   once (task files, training records, curation sources) ask for such errors to be
@@ -94,7 +95,7 @@ def iter_jsonl(path: str | os.PathLike, *, errors: Literal["raise", "yield"] = "
                     error = JsonlError(path, lineno, f"invalid UTF-8 at byte {e.start}", "utf8")
                 except json.JSONDecodeError as e:
                     error = JsonlError(path, lineno, f"invalid JSON: {e.msg} (column {e.colno})")
-                if not raw.endswith(b"\n"):  # only the last line can lack its newline
+                if errors == "raise" and not raw.endswith(b"\n"):  # only the last line can lack its newline
                     log.debug("%s:%d: dropped the torn last line of an interrupted write (%s)", path, lineno, error.detail)
                     return
             if errors == "raise":
