@@ -23,7 +23,7 @@ from cuset.analysis.confidence import (
     ScoredSample, ScoresError, category_stats, describe, ks_test, low_window_stats, sample_windows, split_by_sensitivity,
 )
 from cuset.analysis.published import PUBLISHED_LABEL, published_section3
-from cuset.io import atomic_write_jsonl, iter_jsonl
+from cuset.io import atomic_write_jsonl, iter_jsonl, atomic_write_text
 
 
 def save_scores(path: str | Path, samples: Sequence[ScoredSample]) -> Path:
@@ -92,8 +92,8 @@ def analyze_confidence(samples: Sequence[ScoredSample], out_dir: str | Path, *, 
     }
     result["figures"] = _write_figures(out, samples, sens, neut, ks, threshold, per_sample, chosen, window, mode,
                                        sensitive_kinds, model_label)
-    (out / "confidence.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
-    (out / "confidence.md").write_text(confidence_markdown(result, skipped_messages), encoding="utf-8")
+    atomic_write_text(out / "confidence.json", json.dumps(result, indent=1))
+    atomic_write_text(out / "confidence.md", confidence_markdown(result, skipped_messages))
     return result
 
 

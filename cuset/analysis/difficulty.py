@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from cuset.errors import CusetError
-from cuset.io import JsonlError, iter_jsonl
+from cuset.io import JsonlError, iter_jsonl, atomic_write_text
 
 MIN_POINTS = 3             # fewer points carry no usable rank correlation
 EXACT_MAX_N = 8            # up to 8! = 40,320 orderings the exact permutation p-value is cheap
@@ -385,7 +385,7 @@ def write_difficulty(result: DifficultyResult, unit: str, out_dir: str | Path, *
     out = Path(out_dir)
     png = plot_difficulty(result, out / f"{stem}.png", unit)
     js = out / f"{stem}.json"
-    js.write_text(json.dumps({"unit": unit, **(extra or {}), **result.to_json()}, indent=1), encoding="utf-8")
+    atomic_write_text(js, json.dumps({"unit": unit, **(extra or {}), **result.to_json()}, indent=1))
     md = out / f"{stem}.md"
-    md.write_text(difficulty_markdown(result, unit, figure=png.name), encoding="utf-8")
+    atomic_write_text(md, difficulty_markdown(result, unit, figure=png.name))
     return [png, js, md]

@@ -21,6 +21,7 @@ from cuset.analysis.tables import (
     HPARAMS, MEASURED, hparam_markdown, hparam_series, published_points, table2_markdown, table2_rows,
     table3_markdown, table3_rows, table5_markdown, table5_rows,
 )
+from cuset.io import atomic_write_text
 
 DEFINITION_TEXT = {
     "unbiased": "unbiased pass@k estimator (Chen et al., 2021) over each task's samples; compilation = the compiler "
@@ -62,8 +63,8 @@ def build_report(runs: Sequence[RunResults], out_dir: str | Path, *, published_m
     doc["figures"].update(_figures(out, t2, curves))
     doc["difficulty"] = difficulty_sections(runs, out)
     doc["figures"].update({f"difficulty_run{d['run']}": d["figure"] for d in doc["difficulty"]})
-    (out / "report.json").write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
-    (out / "report.md").write_text(report_markdown(doc), encoding="utf-8")
+    atomic_write_text(out / "report.json", json.dumps(doc, indent=1, default=str))
+    atomic_write_text(out / "report.md", report_markdown(doc))
     return doc
 
 

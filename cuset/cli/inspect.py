@@ -15,6 +15,7 @@ from typing import Optional
 import typer
 
 from cuset.cli.common import console, fail, out
+from cuset.io import atomic_write_text
 
 RECORD_SUFFIXES = (".jsonl", ".json")
 
@@ -66,7 +67,7 @@ def inspect_sample(
     out.print(to_rich(view))
     if not no_html:
         target = html or Path(f"inspect-{file.stem}-{index}.html")
-        target.write_text(to_html(view), encoding="utf-8")
+        atomic_write_text(target, to_html(view))
         console.print(f"wrote {target}")
 
 

@@ -36,6 +36,7 @@ from cuset.data.sources import SourceScan, scan_sources
 from cuset.data.summary import write_summary
 from cuset.data.validation import make_backend, passed, pipeline_evaluator, task_key, validate_tasks
 from cuset.tasks import Task, save_tasks
+from cuset.io import atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transpor
     configured backend; `transport` is an httpx transport for the LLM client (tests)."""
     run = Path(cfg.out_dir)
     run.mkdir(parents=True, exist_ok=True)
-    (run / "config.json").write_text(json.dumps(to_dict(cfg), indent=2), encoding="utf-8")
+    atomic_write_text(run / "config.json", json.dumps(to_dict(cfg), indent=2))
     eval_tasks = load_eval_sets(cfg.decontam.eval_sets)  # a bad path fails now, not after the LLM bill
 
     def bar(desc, total):
@@ -86,7 +87,7 @@ def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transpor
             answers.close()
     manifest = _manifest(cfg, scan, synth, checked, good, dup_removed, kept, contaminated, eval_tasks, final, client,
                          reasoning)
-    (run / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    atomic_write_text(run / "manifest.json", json.dumps(manifest, indent=2))
     write_summary(run / "summary.md", manifest, run)
     return BuildResult(run, train_path, manifest)
 

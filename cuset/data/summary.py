@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cuset.data.runstore import read_jsonl
+from cuset.io import atomic_write_text
 
 STAGE_TITLES = [("sources", "1. sources"), ("synthesis", "2. task synthesis (LLM)"), ("validation", "3. validation"),
                 ("dedup", "4a. deduplication"), ("decontamination", "4b. decontamination")]
@@ -84,4 +85,4 @@ def _cell(text: str) -> str:
 
 
 def write_summary(path: Path, manifest: dict, run_dir: Path) -> None:
-    path.write_text(render_summary(manifest, run_dir), encoding="utf-8")
+    atomic_write_text(path, render_summary(manifest, run_dir))

@@ -9,6 +9,8 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
+from cuset.io import atomic_write_text
+
 BASE_LABEL = "Vanilla (pretrained base)"
 PASS_KEYS = ("compile@1", "compile@3", "function@1", "function@3")
 
@@ -75,8 +77,8 @@ def write_report(run) -> Path:
                             "trainable_parameters": t["trainable_parameters"]} for m, t in trains.items()},
            "base_model": base_model_facts(run.vanilla), "timings_s": run.timings,
            "wall_s": round(sum(run.timings.values()), 1)}
-    (out / "report.json").write_text(json.dumps(doc, indent=1, default=str))
-    (out / "report.md").write_text(_markdown(run, doc))
+    atomic_write_text(out / "report.json", json.dumps(doc, indent=1, default=str))
+    atomic_write_text(out / "report.md", _markdown(run, doc))
     return out / "report.md"
 
 

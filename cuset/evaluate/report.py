@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from cuset.evaluate.metrics import Summary
+from cuset.io import atomic_write_text
 
 COLUMNS = ("compile@1", "function@1", "compile@3", "function@3")
 HEADER = ("| {scope} | Pass@1 Compilation | Pass@1 Function | Pass@3 Compilation | Pass@3 Function | Avg. tokens |\n"
@@ -138,6 +139,6 @@ def write_report(summary: Summary, out_dir: str | os.PathLike) -> tuple[Path, Pa
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     js, md = out_dir / "summary.json", out_dir / "report.md"
-    js.write_text(json.dumps(summary.to_json(), indent=2) + "\n")
-    md.write_text(render_markdown(summary))
+    atomic_write_text(js, json.dumps(summary.to_json(), indent=2) + "\n")
+    atomic_write_text(md, render_markdown(summary))
     return js, md

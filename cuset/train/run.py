@@ -18,7 +18,7 @@ import torch
 import yaml
 
 from cuset.config import to_dict
-from cuset.io import atomic_write_json
+from cuset.io import atomic_write_json, atomic_write_text
 from cuset.train.callbacks import LOG_NAME, JsonlLogCallback, ProgressBarCallback, read_log, truncate_log
 from cuset.train.checkpoint import clear_staging, last_checkpoint, publish, staging_dir
 from cuset.train.config import TrainConfig
@@ -197,7 +197,7 @@ def _prepare_run_dir(cfg: TrainConfig, run_dir: Path, ckpt: Path | None) -> None
     clear_staging(run_dir)
     if ckpt is None:
         (run_dir / LOG_NAME).unlink(missing_ok=True)
-        (run_dir / CONFIG_NAME).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
+        atomic_write_text(run_dir / CONFIG_NAME, yaml.safe_dump(to_dict(cfg), sort_keys=False))
     else:
         truncate_log(run_dir / LOG_NAME, int(ckpt.name.split("-")[-1]))
 
