@@ -37,6 +37,10 @@ class DemoConfig:
                                     "disjoint from families.")
     holdout: str = option("params", help="What the evaluation set holds out: params (same families, unseen "
                           "constants and sizes) or families (unseen families).", choices=("params", "families"))
+    layout: str = option("helpers_first", help="Where the programs' shared host helpers (CUDA_CHECK, read/write_binary) "
+                         "stand: helpers_first (as synthesised: ~40 shared lines before the task's code) or kernels_first "
+                         "(moved before main(): the task-specific constants and kernels come first; programs whose "
+                         "helpers are used before main() keep their layout).", choices=("helpers_first", "kernels_first"))
     vocab_size: int = option(2048, help="Byte-level BPE vocabulary (at most: BPE stops when it runs out of merges), "
                             "trained on the programs and prompts of the pretraining corpus.")
     hidden: int = option(128, help="Hidden size of the base model (a Qwen2 architecture).")

@@ -27,6 +27,7 @@ from typing import Callable
 from cuset.demo.config import DemoConfig
 from cuset.experiment import run_cell, step_seconds
 from cuset.progress import progress_bar
+from cuset.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -95,12 +96,12 @@ class DemoRun:
         t0 = time.perf_counter()
         fn()
         self.timings[name] = round(time.perf_counter() - t0, 1)
-        marker.write_text(json.dumps({"seconds": self.timings[name]}))
+        atomic_write_text(marker, json.dumps({"seconds": self.timings[name]}))
         log.info("[demo] %s: %.1f s", name, self.timings[name])
 
     def run(self) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
-        (self.out / "demo_config.json").write_text(json.dumps(asdict(self.cfg), indent=1))
+        atomic_write_text(self.out / "demo_config.json", json.dumps(asdict(self.cfg), indent=1))
         self.step("data", self.make_data)
         self.step("base_model", self.make_base_model)
         self.step("base_nll", self.base_nll)
@@ -121,6 +122,8 @@ class DemoRun:
         train, evaluation = synthesize_split(c.n_train, c.n_eval, c.seed, holdout=c.holdout, families=c.family_list())
         instruct = synthesize(c.n_instruct, c.seed, families=c.instruct_family_list()) if c.n_instruct else []
         pretrain = synthesize(c.n_pretrain, c.seed, families=c.pretrain_family_list()) if c.n_pretrain else []
+        if c.layout == "kernels_first":
+            train, evaluation, instruct, pretrain = (_kernels_first(ts) for ts in (train, evaluation, instruct, pretrain))
         save_tasks(train, self.train_tasks)
         save_tasks(evaluation, self.eval_tasks)
         save_tasks(instruct, self.instruct_tasks)
@@ -218,7 +221,7 @@ class DemoRun:
 
         samples, _, _ = self._score(self.train_tasks, limit=64)
         nll = np.concatenate([-np.log(np.clip(s.confidences, 1e-12, 1.0)) for s in samples])
-        (self.out / "base_nll.json").write_text(json.dumps(
+        atomic_write_text(self.out / "base_nll.json", json.dumps(
             {"nll": float(nll.mean()), "n_examples": len(samples), "n_tokens": int(nll.size),
              "data": str(self.train_tasks.relative_to(self.out))}))
 
@@ -234,6 +237,21 @@ class DemoRun:
         analyze_confidence(samples, out, window=self.cfg.confidence_window, sensitive_kinds=CUSET_KINDS,
                            categories=ALL_KINDS, model_label="vanilla demo base model",
                            data_label=str(self.eval_tasks), skipped=dict(skipped), skipped_messages=messages)
+
+
+def _kernels_first(tasks: list) -> list:
+    """The tasks with their programs' host helpers moved before main() where they can be."""
+    from dataclasses import replace
+
+    from cuset.data.families.base import kernels_first
+
+    out = []
+    for task in tasks:
+        try:
+            out.append(replace(task, bench_cu=kernels_first(task.bench_cu)))
+        except ValueError:  # a helper used before main(): the program keeps its layout
+            out.append(task)
+    return out
 
 
 def run_demo(cfg: DemoConfig) -> Path:

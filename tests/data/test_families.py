@@ -225,3 +225,31 @@ def test_combined_source_namespaces_each_program():
     assert text.count("void read_binary") == 1 and text.count("int main()") == 2
     assert "namespace task0 {" in text and "namespace task1 {" in text
     assert text.count("#include <cuda_runtime.h>") == 1
+
+
+@pytest.mark.nvcc
+@needs_nvcc
+def test_kernels_first_moves_the_helpers_before_main_and_still_compiles(tmp_path):
+    """The demo's kernels_first layout: the same lines, the task's code first, helpers just
+    before main(); the demo's families still compile cleanly (each alone: the batching of
+    _compile_batched expects the synthesised layout)."""
+    from cuset.demo.config import DEMO_FAMILIES
+    from cuset.data.families.base import HOST_HELPERS, kernels_first
+
+    moved, refused = [], []
+    for fam in all_families():
+        task = small_suite_task(fam)
+        try:
+            program = kernels_first(task.bench_cu)
+        except ValueError:
+            refused.append(fam.name)
+            continue
+        assert sorted(program.splitlines()) == sorted(task.bench_cu.splitlines()) or \
+            sorted(filter(None, program.splitlines())) == sorted(filter(None, task.bench_cu.splitlines()))
+        assert program.index("__global__") < program.index("#define CUDA_CHECK") < program.index("int main() {")
+        assert program.count(HOST_HELPERS) == 1
+        moved.append(dataclasses.replace(task, bench_cu=program))
+    assert "relu" in {t.family for t in moved} and len(refused) < len(moved) / 10
+    assert _compile_all([t for t in moved if t.family in DEMO_FAMILIES.split(",")], tmp_path, link=False) == {}
+    with pytest.raises(ValueError, match="helpers only main"):
+        kernels_first("int main() { return 0; }\n")

@@ -239,6 +239,22 @@ def cuda_program(
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
+HOST_HELPERS = CU_PRELUDE.split("$INCLUDES\n", 1)[1].strip("\n")
+_HELPER_NAMES = ("CUDA_CHECK", "read_binary", "write_binary")
+
+
+def kernels_first(program: str) -> str:
+    """`program` (from cuda_program) with the host helpers (CUDA_CHECK, read_binary,
+    write_binary) moved from after the includes to just before main(): the task-specific
+    constants and kernels then start a few lines into the program instead of after ~40
+    lines every program shares. The program means the same (only main uses the helpers)."""
+    head, sep, rest = program.partition("\n" + HOST_HELPERS + "\n")
+    before_main, main_sep, main = rest.partition("\nint main() {")
+    if not sep or not main_sep or any(name in before_main for name in _HELPER_NAMES):
+        raise ValueError("kernels_first: not a cuda_program() program whose helpers only main() uses")
+    return head + "\n\n" + before_main.strip("\n") + "\n\n" + HOST_HELPERS + "\n\nint main() {" + main
+
+
 def _host_main(inputs: tuple[Tensor, ...], outputs: tuple[Tensor, ...], launch: str) -> str:
     lines = ["int main() {"]
     for t in inputs:
