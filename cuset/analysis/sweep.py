@@ -62,6 +62,7 @@ class SweepConfig:
                           "type: Code, params: 7B} (model defaults to the base model's name).")
     fail_fast: bool = option(False, help="Stop at the first failed cell instead of going on with the others.")
     report: bool = option(True, help="Write a report over all finished cells at the end.")
+    progress: bool = option(True, help="Progress bar over the cells (each stage's own bars follow its config's progress key).")
     published: str = option("matched", help="Published reference rows in the report: matched, all, none.",
                             choices=("matched", "all", "none"))
 
@@ -254,15 +255,14 @@ def plan_cells(cfg: SweepConfig, resolver: Resolver | None = None) -> list[tuple
     return [(c, cell_state(root / c.cell_id)) for c in build_cells(cfg, resolver)]
 
 
-def run_sweep(cfg: SweepConfig, runner: CellRunner | None = None, resolver: Resolver | None = None,
-              progress: bool = True) -> dict:
+def run_sweep(cfg: SweepConfig, runner: CellRunner | None = None, resolver: Resolver | None = None) -> dict:
     """Run every unfinished cell, then report. Returns the manifest (also in sweep.json)."""
     out = Path(cfg.out_dir)
     cells = build_cells(cfg, resolver)
     runner = runner or PipelineRunner(cfg)
     entries = []
     counts = {"done": 0, "cached": 0, "failed": 0}
-    for i, cell in enumerate(track(cells, "sweep cells", enabled=progress)):
+    for i, cell in enumerate(track(cells, "sweep cells", enabled=cfg.progress)):
         cell_dir = out / "cells" / cell.cell_id
         entry = {"cell_id": cell.cell_id, "settings": dict(cell.settings), "labels": cell.labels}
         if (cell_dir / "done.json").exists():

@@ -26,7 +26,6 @@ def _build_keys():
 def build(
     ctx: typer.Context,
     config: Optional[str] = config_argument("DataBuildConfig (see configs/data/)"),
-    no_progress: bool = typer.Option(False, "--no-progress", help="No progress bars."),
     help_config: bool = help_config_option(_build_keys),
 ):
     """Sources -> LLM task synthesis -> validation -> dedup/decontamination -> train.jsonl + manifest.
@@ -43,7 +42,7 @@ def build(
     from cuset.data.validation import ValidationUnavailable
 
     try:
-        result = build_dataset(cfg, progress=not no_progress)
+        result = build_dataset(cfg)
     except (SourceError, LLMFatalError, ValidationUnavailable, FileNotFoundError) as e:
         fail(f"{e}\n(finished items are kept in {cfg.out_dir}; the next run resumes from them)")
     _print_funnel(result.manifest)

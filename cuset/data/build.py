@@ -46,8 +46,7 @@ class BuildResult:
     manifest: dict
 
 
-def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transport=None,
-                  progress: bool = True) -> BuildResult:
+def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transport=None) -> BuildResult:
     """Run (or resume) every stage. `evaluate`/`backend` default to cuset.evaluate and the
     configured backend; `transport` is an httpx transport for the LLM client (tests)."""
     run = Path(cfg.out_dir)
@@ -56,7 +55,7 @@ def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transpor
     eval_tasks = load_eval_sets(cfg.decontam.eval_sets)  # a bad path fails now, not after the LLM bill
 
     def bar(desc, total):
-        return progress_bar(desc, total, enabled=progress)
+        return progress_bar(desc, total, enabled=cfg.progress)
 
     scan = _sources(cfg, run, bar)
     client = ChatClient(cfg.llm, cfg.llm_cache_dir, transport=transport)

@@ -160,6 +160,7 @@ class DataBuildConfig:
     validation: ValidationConfig = option(default_factory=ValidationConfig, help="Compile-and-run checks.")
     dedup: DedupConfig = option(default_factory=DedupConfig, help="Exact and near-duplicate removal.")
     decontam: DecontamConfig = option(default_factory=DecontamConfig, help="Removal of tasks overlapping evaluation sets.")
+    progress: bool = option(True, help="Progress bars.")
     reasoning: ReasoningConfig = option(default_factory=ReasoningConfig, help="Stage 5: reasoning traces and answers "
                                         "for the final tasks (off by default).")
 

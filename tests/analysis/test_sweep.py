@@ -21,7 +21,7 @@ TINY_TRAIN = str(ROOT / "configs/train/tiny/lora.yaml")
 
 
 def sweep_cfg(tmp_path, **kw):
-    return SweepConfig(train_config=TINY_TRAIN, tasks="tasks.jsonl", out_dir=str(tmp_path / "sweep"), **kw)
+    return SweepConfig(train_config=TINY_TRAIN, tasks="tasks.jsonl", out_dir=str(tmp_path / "sweep"), progress=False, **kw)
 
 
 def test_expand_grid_is_the_cartesian_product_in_written_order():
@@ -99,7 +99,7 @@ class FakeRunner:
 def test_run_resume_failures_and_report(tmp_path, assert_png, write_run):
     cfg = sweep_cfg(tmp_path, grid={"method": ["sft"]}, axes=[{"loss.tau": [0.1, 0.5, 0.9]}])
     runner = FakeRunner(write_run, fail_on={0.9})
-    manifest = run_sweep(cfg, runner=runner, progress=False)
+    manifest = run_sweep(cfg, runner=runner)
     assert manifest["counts"] == {"done": 3, "cached": 0, "failed": 1}
     assert len(runner.calls) == 4
     failed = [c for c in manifest["cells"] if c["status"] == "failed"][0]
@@ -113,7 +113,7 @@ def test_run_resume_failures_and_report(tmp_path, assert_png, write_run):
     assert_png(tmp_path / "sweep" / "report" / "fig4_hyperparameters.png")
     # Second run: finished cells are skipped, the failed one is retried (and now succeeds).
     runner2 = FakeRunner(write_run)
-    manifest2 = run_sweep(cfg, runner=runner2, progress=False)
+    manifest2 = run_sweep(cfg, runner=runner2)
     assert runner2.calls == [failed["cell_id"]]
     assert manifest2["counts"] == {"done": 4, "cached": 3, "failed": 0}
     assert not (cell_dir / "failed.json").exists() and (cell_dir / "done.json").exists()
@@ -129,7 +129,7 @@ def test_fail_fast_stops_at_the_first_failure(tmp_path, write_run):
     cfg = sweep_cfg(tmp_path, axes=[{"loss.tau": [0.9, 0.1]}], fail_fast=True)
     runner = FakeRunner(write_run, fail_on={0.9})
     with pytest.raises(RuntimeError, match="simulated"):
-        run_sweep(cfg, runner=runner, progress=False)
+        run_sweep(cfg, runner=runner)
     assert len(runner.calls) == 1
 
 

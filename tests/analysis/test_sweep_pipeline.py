@@ -57,7 +57,7 @@ def test_sweep_trains_generates_evaluates_and_resumes(setup, monkeypatch):
         train_overrides=[f"model.name_or_path={model}", f"data.paths=[{tasks}]", "optim.max_steps=1", "save_steps=0"],
         generate_overrides=["n_samples=3", "sampling.max_new_tokens=8", "hf.device=cpu", "progress=false"],
         eval_overrides=["backend=cpu", "compile_judge=nvcc", "progress=false", "workers=1"],
-        grid={"method": ["vanilla", "cuset"]}, labels={"params": "30K"})
+        grid={"method": ["vanilla", "cuset"]}, labels={"params": "30K"}, progress=False)
 
     real_eval, real_train = cuset.evaluate.evaluate_file, cuset.train.run.train
     trained = []
@@ -73,13 +73,13 @@ def test_sweep_trains_generates_evaluates_and_resumes(setup, monkeypatch):
 
     monkeypatch.setattr(cuset.evaluate, "evaluate_file", flaky_eval)
     monkeypatch.setattr(cuset.train.run, "train", counting_train)
-    first = run_sweep(cfg, progress=False)
+    first = run_sweep(cfg)
     assert first["counts"] == {"done": 1, "cached": 0, "failed": 1} and len(trained) == 1
     cuset_cell = next(c for c in first["cells"] if c["status"] == "failed")["cell_id"]
     assert (root / "out" / "cells" / cuset_cell / "train" / "run_summary.json").exists()
 
     monkeypatch.setattr(cuset.evaluate, "evaluate_file", real_eval)
-    second = run_sweep(cfg, progress=False)
+    second = run_sweep(cfg)
     assert second["counts"] == {"done": 2, "cached": 1, "failed": 0}
     assert len(trained) == 1  # the finished training run was reused, not repeated
 

@@ -57,6 +57,7 @@ def build_config(tmp_path, mixed_dir, fake_llm):
                     "cache_dir": str(tmp_path / "llm_cache")},
             "validation": {"backend": "cpu", "workers": 2},
             "decontam": {"eval_sets": [str(FIXTURES / "eval_tasks.jsonl")]},
+            "progress": False,
         }
         data.update(base)
         return load_config(DataBuildConfig, None, list(overrides), base=data)

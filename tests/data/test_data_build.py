@@ -70,12 +70,12 @@ def _check_run(result, fake_llm):
 def test_build_with_scripted_validation(build_config, fake_llm):
     cfg = build_config()
     scripted = ScriptedValidation()
-    first = build_dataset(cfg, evaluate=scripted, backend=scripted, progress=False)
+    first = build_dataset(cfg, evaluate=scripted, backend=scripted)
     _check_run(first, fake_llm)
     assert scripted.calls == 10
     assert first.manifest["llm"]["requests_sent"] == LLM_REQUESTS
     # second run, same run dir: every stage reused, no LLM request, no validation
-    second = build_dataset(cfg, evaluate=scripted, backend=scripted, progress=False)
+    second = build_dataset(cfg, evaluate=scripted, backend=scripted)
     _check_run(second, fake_llm)
     assert scripted.calls == 10 and second.manifest["llm"]["requests_sent"] == 0
     assert second.train_path.read_bytes() == first.train_path.read_bytes()
@@ -83,8 +83,8 @@ def test_build_with_scripted_validation(build_config, fake_llm):
 
 def test_fresh_run_dir_reuses_the_llm_cache(build_config, fake_llm, tmp_path):
     scripted = ScriptedValidation()
-    build_dataset(build_config(), evaluate=scripted, backend=scripted, progress=False)
-    other = build_dataset(build_config([f"out_dir={tmp_path / 'run2'}"]), evaluate=scripted, backend=scripted, progress=False)
+    build_dataset(build_config(), evaluate=scripted, backend=scripted)
+    other = build_dataset(build_config([f"out_dir={tmp_path / 'run2'}"]), evaluate=scripted, backend=scripted)
     assert fake_llm.requests == LLM_REQUESTS
     assert other.manifest["llm"]["requests_sent"] == 0 and other.manifest["llm"]["cache_hits"] == LLM_REQUESTS
     check_manifest(other.manifest)
@@ -92,11 +92,11 @@ def test_fresh_run_dir_reuses_the_llm_cache(build_config, fake_llm, tmp_path):
 
 def test_budget_exhaustion_is_reported_and_resumed(build_config, fake_llm):
     scripted = ScriptedValidation()
-    part = build_dataset(build_config(["llm.max_requests=5"]), evaluate=scripted, backend=scripted, progress=False)
+    part = build_dataset(build_config(["llm.max_requests=5"]), evaluate=scripted, backend=scripted)
     assert part.manifest["complete"] is False
     assert part.manifest["stages"]["synthesis"]["deferred"] == {"llm_budget_exhausted": 6}
     assert "**Incomplete:**" in (part.run_dir / "summary.md").read_text()
-    full = build_dataset(build_config(), evaluate=scripted, backend=scripted, progress=False)
+    full = build_dataset(build_config(), evaluate=scripted, backend=scripted)
     check_manifest(full.manifest)
     assert fake_llm.requests == LLM_REQUESTS
 
@@ -105,13 +105,13 @@ def test_budget_exhaustion_is_reported_and_resumed(build_config, fake_llm):
 @pytest.mark.timeout(900)
 def test_end_to_end_with_real_validation_on_the_cpu_backend(build_config, fake_llm, tmp_path, cold_compile_cache):
     cfg = build_config()
-    first = build_dataset(cfg, progress=False)
+    first = build_dataset(cfg)
     _check_run(first, fake_llm)
     assert any(cold_compile_cache.iterdir())  # CUSET_CACHE is read when used (it was once read at import)
     details = {r["origin"].rsplit("/", 1)[-1]: r["detail"] for r in read_jsonl(first.run_dir / "3_validation.jsonl")}
     assert "case 0" in details["broken_crash.cu"] and "exit code 1" in details["broken_crash.cu"]
     assert "case 0" in details["broken_wrong.cu"]
-    second = build_dataset(cfg, progress=False)
+    second = build_dataset(cfg)
     _check_run(second, fake_llm)
     assert second.manifest["llm"]["requests_sent"] == 0
     assert json.loads((second.run_dir / "manifest.json").read_text())["stages"] == first.manifest["stages"]
@@ -127,11 +127,11 @@ def test_missing_backend_stops_after_synthesis_with_a_clear_error(build_config, 
     monkeypatch.setattr(backends, "get_backend", no_backend)
     cfg = build_config()
     with pytest.raises(ValidationUnavailable, match=r"execution backend 'cpu' is not available: No module named"):
-        build_dataset(cfg, progress=False)
+        build_dataset(cfg)
     # stages 1 and 2 are kept: the next run sends no request
     assert len(read_jsonl(cfg.out_dir + "/2_synthesis.jsonl")) == 12 and fake_llm.requests == LLM_REQUESTS
     scripted = ScriptedValidation()
-    check_manifest(build_dataset(cfg, evaluate=scripted, backend=scripted, progress=False).manifest)
+    check_manifest(build_dataset(cfg, evaluate=scripted, backend=scripted).manifest)
     assert fake_llm.requests == LLM_REQUESTS
 
 
@@ -147,7 +147,7 @@ def test_validation_on_a_local_ray_cluster_keeps_the_same_tasks(build_config, fa
 
     monkeypatch.setattr(validation, "ThreadPoolExecutor", no_local_pool)
     cfg = build_config(validation={"backend": "cpu", "workers": 2, "executor": "ray"})
-    result = build_dataset(cfg, progress=False)
+    result = build_dataset(cfg)
     _check_run(result, fake_llm)  # the same statuses, kept tasks and report as the local executor's
     assert {r["status"] for r in read_jsonl(result.run_dir / "3_validation.jsonl")} <= \
         {"passed", "compile_error", "runtime_error", "wrong"}

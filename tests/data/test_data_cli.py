@@ -46,7 +46,7 @@ def test_build_runs_from_the_command_line(tmp_path, fixtures):
             "out_dir": str(tmp_path / "run"),
             "sources": [{"kind": "pairs_jsonl", "path": str(fixtures / "pairs.jsonl")}],
             "llm": {"base_url": server.base_url, "cache_dir": str(tmp_path / "cache")}})
-        res = runner.invoke(app, ["data", "build", cfg, "--no-progress"])
+        res = runner.invoke(app, ["data", "build", cfg, "progress=false"])
         assert res.exit_code == 0, res.output
         assert server.requests == 1
     assert "0 tasks ->" in res.output and "cuset data build" in res.output
@@ -62,7 +62,7 @@ def test_unreachable_llm_is_a_clear_error(tmp_path, fixtures):
     cfg = write_config(tmp_path, {
         "out_dir": str(tmp_path / "run"), "sources": [{"kind": "pairs_jsonl", "path": str(fixtures / "pairs.jsonl")}],
         "llm": {"base_url": f"http://127.0.0.1:{port}/v1", "max_retries": 0}})
-    res = runner.invoke(app, ["data", "build", cfg, "--no-progress"])
+    res = runner.invoke(app, ["data", "build", cfg, "progress=false"])
     assert res.exit_code == 2
     assert "Is the server running? (llm.base_url)" in res.output and "the next run resumes" in res.output
     assert "Traceback" not in res.output

@@ -70,14 +70,14 @@ def _config(tmp_path, server, *overrides):
                     "cache_dir": str(tmp_path / "llm_cache")},
             "validation": {"backend": "cpu", "workers": 2, "cases": [0, 1]},
             "dedup": {"near_threshold": 1.0},  # the two tasks differ in one line: keep both
-            "reasoning": True}
+            "reasoning": True, "progress": False}
     return load_config(DataBuildConfig, None, ["reasoning.n_candidates=4", *overrides], base=data)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU backend needs g++")
 @pytest.mark.timeout(900)
 def test_reasoning_build_keeps_the_most_concise_passing_answer(tmp_path, reasoning_server, cold_compile_cache):
-    result = build_dataset(_config(tmp_path, reasoning_server), progress=False)
+    result = build_dataset(_config(tmp_path, reasoning_server))
     run = result.run_dir
     assert sorted(reasoning_server.asked) == sorted(SCRIPT)  # every task, seeds 0..3
 
@@ -118,13 +118,13 @@ def test_reasoning_build_keeps_the_most_concise_passing_answer(tmp_path, reasoni
 
     # a re-run sends no request; another selection rule needs no new answers and no new validation
     sent = reasoning_server.requests
-    again = build_dataset(_config(tmp_path, reasoning_server), progress=False)
+    again = build_dataset(_config(tmp_path, reasoning_server))
     assert reasoning_server.requests == sent and again.manifest["stages"]["reasoning"]["llm"]["requests_sent"] == 0
     assert read_jsonl(run / "5_reasoning.jsonl") == list(by_task.values())
-    first = build_dataset(_config(tmp_path, reasoning_server, "reasoning.select=first"), progress=False)
+    first = build_dataset(_config(tmp_path, reasoning_server, "reasoning.select=first"))
     assert reasoning_server.requests == sent
     assert [r["candidate"] for r in read_jsonl(first.run_dir / "train_reasoning.jsonl")] == [0]
-    every = build_dataset(_config(tmp_path, reasoning_server, "reasoning.select=all"), progress=False)
+    every = build_dataset(_config(tmp_path, reasoning_server, "reasoning.select=all"))
     assert [r["candidate"] for r in read_jsonl(every.run_dir / "train_reasoning.jsonl")] == [0, 2]
     assert reasoning_server.requests == sent
 
@@ -156,7 +156,7 @@ def test_reasoning_stage_asks_for_kernelbench_tasks_too(tmp_path):
         cfg = _config(tmp_path, server, "reasoning.n_candidates=2", f"reasoning.tasks=[{kb_tasks}]")
         cfg.sources[0].path = str(tmp_path / "negate.jsonl")
         Path(cfg.sources[0].path).write_text(json.dumps(NEGATE) + "\n")
-        result = build_dataset(cfg, progress=False)
+        result = build_dataset(cfg)
         assert sorted(server.asked) == sorted(script)
     by_task = {r["task_name"]: r for r in read_jsonl(result.run_dir / "5_reasoning.jsonl")}
     kb = by_task["ReLU"]
