@@ -162,11 +162,11 @@ class Toolchain:
         # The PCH is built with the programs' flags, where it will live.
         jobs["precompiled header"] = [self.cxx, *self.program_flags(), "-I", str(INCLUDE_DIR), "-x", "c++-header",
                                       str(tmp / PCH_HEADER), "-o", str(tmp / (PCH_HEADER + ".gch"))]
-        self._build_archive(tmp, jobs, timeout, "the CPU runtime")
+        self._build_archive(tmp, jobs, timeout, "the CPU runtime", RUNTIME_LIB)
 
-    def _build_archive(self, tmp: Path, jobs: dict[str, list[str]], timeout: float, what: str) -> None:
+    def _build_archive(self, tmp: Path, jobs: dict[str, list[str]], timeout: float, what: str, library: str) -> None:
         """Run the compile `jobs` (name -> argv; trusted sources only) side by side in `tmp`,
-        archive the objects into the runtime library and mark `tmp` complete."""
+        archive the objects into `library` and mark `tmp` complete."""
         from concurrent.futures import ThreadPoolExecutor
 
         env = clean_env()
@@ -178,7 +178,7 @@ class Toolchain:
                 if step.returncode != 0:
                     raise ToolchainError(f"building {what} failed ({name}):\n{step.stderr}")
         objects = sorted(str(p) for p in tmp.glob("*.o"))
-        step = run_step("archive", ["ar", "rcs", str(tmp / RUNTIME_LIB), *objects], cwd=tmp, timeout=timeout, env=env)
+        step = run_step("archive", ["ar", "rcs", str(tmp / library), *objects], cwd=tmp, timeout=timeout, env=env)
         if step.returncode != 0:
             raise ToolchainError(f"archiving {what} failed:\n{step.stderr}")
         for obj in objects:

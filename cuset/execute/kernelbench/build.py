@@ -174,7 +174,7 @@ class KbToolchain(Toolchain):
                            "-o", str(tmp / (src.stem + ".o"))] for src in sorted(SOURCE_DIR.glob("*.cpp"))}
         jobs["precompiled header"] = [self.cxx, *self.program_flags(), *self.include_flags(), "-x", "c++-header",
                                       str(tmp / PCH_NAME), "-o", str(tmp / (PCH_NAME + ".gch"))]
-        self._build_archive(tmp, jobs, timeout, "the KernelBench CPU toolchain (PIC runtime)")
+        self._build_archive(tmp, jobs, timeout, "the KernelBench CPU toolchain (PIC runtime)", RUNTIME_LIB)
 
     def object_command(self, runtime: Path, source: Path, output: Path) -> list[str]:
         return [self.cxx, *self.program_flags(), "-Winvalid-pch", *self.include_flags(),
