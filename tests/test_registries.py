@@ -39,3 +39,27 @@ def test_interfaces_import_no_backend_module():
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_stage_configs_load_without_torch():
+    """Config checks (and the CLI's one-line errors built on them) answer in well under a
+    second: loading and validating a stage config imports no torch."""
+    code = ("import sys\n"
+            "from cuset.config import load_config\n"
+            "from cuset.train.config import TrainConfig\n"
+            "from cuset.demo.config import DemoConfig\n"
+            "load_config(TrainConfig, base={'output_dir': 'o', 'model': {'name_or_path': 'm'}, 'loss': {'name': 'cuset'}})\n"
+            "try:\n"
+            "    load_config(TrainConfig, base={'output_dir': 'o', 'model': {'name_or_path': 'm'}, 'loss': {'name': 'cusset'}})\n"
+            "except Exception as e:\n"
+            "    print(type(e).__name__, 'did you mean' in str(e))\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["ConfigError", "True", "False"]
+
+
+def test_loss_names_match_the_registry():
+    from cuset.losses.config import LOSS_NAMES
+    from cuset.losses.objectives import LOSSES
+
+    assert tuple(LOSSES) == LOSS_NAMES

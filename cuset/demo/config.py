@@ -101,13 +101,13 @@ class DemoConfig:
                              "name fewer families or set n_pretrain=0")
         if self.n_pretrain == 0 and self.n_instruct == 0:
             raise ValueError("n_pretrain and n_instruct are both 0: the base model needs a pretraining corpus")
-        from cuset.losses.objectives import LOSSES, unknown_loss_message
+        from cuset.losses.config import LOSS_NAMES, unknown_loss_message
 
         methods = self.method_list()
         if not methods:
             raise ValueError("methods is empty: name the objectives to fine-tune with, e.g. methods=sft,cuset")
         for name in methods:
-            if name not in LOSSES:
+            if name not in LOSS_NAMES:
                 raise ValueError(f"methods: {unknown_loss_message(name)}")
         if len(set(methods)) != len(methods):
             raise ValueError(f"methods names an objective twice: {self.methods}")

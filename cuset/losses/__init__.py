@@ -13,13 +13,20 @@ Layout, in the order data flows:
   reference.py   the plain full-logits path (tests and benchmark yardstick)
 """
 
-from cuset.losses.compute import compute_loss, count_loss_items, final_hidden_states, shift_batch
-from cuset.losses.config import REDUCTIONS, LossConfig
-from cuset.losses.objectives import EAFT_ENTROPY_SCALE, LOSSES, Objective, get_loss
-from cuset.losses.stats import TokenStats
-from cuset.losses.tokens import chunked_token_stats, select_targets
+import importlib
 
-__all__ = [
-    "EAFT_ENTROPY_SCALE", "LOSSES", "REDUCTIONS", "LossConfig", "Objective", "TokenStats", "chunked_token_stats",
-    "compute_loss", "count_loss_items", "final_hidden_states", "get_loss", "select_targets", "shift_batch",
-]
+# name -> submodule; loaded on first use, so `from cuset.losses import LossConfig` (configs,
+# the CLI's checks) does not import torch
+_EXPORTS = {
+    "compute_loss": "compute", "count_loss_items": "compute", "final_hidden_states": "compute", "shift_batch": "compute",
+    "REDUCTIONS": "config", "LOSS_NAMES": "config", "LossConfig": "config",
+    "EAFT_ENTROPY_SCALE": "objectives", "LOSSES": "objectives", "Objective": "objectives", "get_loss": "objectives",
+    "TokenStats": "stats", "chunked_token_stats": "tokens", "select_targets": "tokens",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"cuset.losses.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'cuset.losses' has no attribute {name!r}")

@@ -6,11 +6,21 @@ Defaults are the paper's (section 5.1) and the baselines' published settings
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from cuset.config import option
 
 REDUCTIONS = ("token", "sample_sum", "sample_mean", "micro_batch_mean")
+# The names of the objectives registered in cuset.losses.objectives.LOSSES (which checks at
+# import that the two agree): configs validate a name without importing torch.
+LOSS_NAMES = ("sft", "dft", "eaft", "asft", "profit", "cuset")
+
+
+def unknown_loss_message(name: str) -> str:
+    close = difflib.get_close_matches(str(name), list(LOSS_NAMES), n=1, cutoff=0.5)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown loss {name!r}: {hint}known losses: {', '.join(LOSS_NAMES)}"
 
 
 @dataclass(frozen=True)
@@ -54,9 +64,7 @@ class LossConfig:
             problems.append(f"asft_beta={self.asft_beta} must be >= 0")
         if self.chunk_size < 1:
             problems.append(f"chunk_size={self.chunk_size} must be >= 1")
-        from cuset.losses.objectives import LOSSES, unknown_loss_message  # registry lives with the objectives
-
-        if self.name not in LOSSES:
+        if self.name not in LOSS_NAMES:
             problems.append(unknown_loss_message(self.name))
         if problems:
             raise ValueError("; ".join(problems))

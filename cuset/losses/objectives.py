@@ -17,13 +17,12 @@ number of supervised tokens (or samples) in the whole optimizer step.
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from cuset.losses.config import LossConfig
+from cuset.losses.config import LOSS_NAMES, LossConfig, unknown_loss_message
 from cuset.losses.segments import Runs, segment_min, segment_runs, window_confidence
 from cuset.losses.stats import TokenStats
 
@@ -183,10 +182,8 @@ LOSSES: dict[str, Objective] = {o.name: o for o in (
 )}
 
 
-def unknown_loss_message(name: str) -> str:
-    close = difflib.get_close_matches(str(name), list(LOSSES), n=1, cutoff=0.5)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown loss {name!r}: {hint}known losses: {', '.join(LOSSES)}"
+if tuple(LOSSES) != LOSS_NAMES:  # a new objective is named in cuset.losses.config.LOSS_NAMES too
+    raise ImportError(f"cuset.losses: LOSSES {tuple(LOSSES)} and config.LOSS_NAMES {LOSS_NAMES} disagree")
 
 
 def get_loss(name: str) -> Objective:

@@ -1,15 +1,24 @@
-"""Training data: records -> chat-rendered tokens with labels and the CUDA mask."""
+"""Training data: records -> chat-rendered tokens with labels and the CUDA mask.
 
-from cuset.train.data.build import DataError, DataReport, build_dataset, cache_key, tokenize_files, tokenizer_fingerprint
-from cuset.train.data.collate import PadCollator
-from cuset.train.data.config import DataConfig
-from cuset.train.data.cuda_spans import code_ranges, response_spans
-from cuset.train.data.records import FORMATS, Example, RecordOptions, parse_record, read_examples, wrap_response
-from cuset.train.data.tokenize import IGNORE_INDEX, PromptTooLongError, RenderedTurn, TemplateError, render_conversation, tokenize_example
+Names are loaded from their submodules on first use, so `from cuset.train.data import
+DataConfig` (configs, the CLI's checks) does not import torch."""
 
-__all__ = [
-    "DataError", "DataReport", "build_dataset", "cache_key", "tokenize_files", "tokenizer_fingerprint",
-    "PadCollator", "DataConfig", "code_ranges", "response_spans",
-    "FORMATS", "Example", "RecordOptions", "parse_record", "read_examples", "wrap_response",
-    "IGNORE_INDEX", "PromptTooLongError", "RenderedTurn", "TemplateError", "render_conversation", "tokenize_example",
-]
+import importlib
+
+# name -> submodule
+_EXPORTS = {
+    **dict.fromkeys(("DataError", "DataReport", "build_dataset", "cache_key", "tokenize_files", "tokenizer_fingerprint"), "build"),
+    "PadCollator": "collate",
+    "DataConfig": "config",
+    **dict.fromkeys(("code_ranges", "response_spans"), "cuda_spans"),
+    **dict.fromkeys(("FORMATS", "Example", "RecordOptions", "parse_record", "read_examples", "wrap_response"), "records"),
+    **dict.fromkeys(("IGNORE_INDEX", "PromptTooLongError", "RenderedTurn", "TemplateError", "render_conversation",
+                     "tokenize_example"), "tokenize"),
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"cuset.train.data.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'cuset.train.data' has no attribute {name!r}")
