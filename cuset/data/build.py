@@ -31,12 +31,12 @@ from cuset.data.llm import ChatClient
 from cuset.data.llm_stage import synthesize_candidates
 from cuset.data.llm_task import PROMPT_VERSION
 from cuset.progress import progress_bar
-from cuset.data.runstore import StageStore, write_jsonl
+from cuset.data.runstore import StageStore
 from cuset.data.sources import SourceScan, scan_sources
 from cuset.data.summary import write_summary
 from cuset.data.validation import make_backend, passed, pipeline_evaluator, task_key, validate_tasks
 from cuset.tasks import Task, save_tasks
-from cuset.io import atomic_write_text
+from cuset.io import atomic_write_jsonl, atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transpor
 
     train_path = run / "train.jsonl"
     save_tasks((_renumber(task_of[k], i) for i, k in enumerate(final)), train_path)
-    write_jsonl(run / "train_provenance.jsonl",
+    atomic_write_jsonl(run / "train_provenance.jsonl",
                 ({"id": i, "key": k, "origin": origin[k][0], "source": origin[k][1]} for i, k in enumerate(final)))
     reasoning = None
     if cfg.reasoning.enabled:
@@ -94,8 +94,8 @@ def build_dataset(cfg: DataBuildConfig, *, evaluate=None, backend=None, transpor
 def _sources(cfg, run: Path, bar) -> SourceScan:
     with bar("1/5 sources", None) as advance:
         scan = scan_sources(cfg.sources, cfg.max_file_bytes, progress=advance)
-    write_jsonl(run / "1_sources.jsonl", (c.to_json() for c in scan.candidates))
-    write_jsonl(run / "1_skipped.jsonl", (s.to_json() for s in scan.skips))
+    atomic_write_jsonl(run / "1_sources.jsonl", (c.to_json() for c in scan.candidates))
+    atomic_write_jsonl(run / "1_skipped.jsonl", (s.to_json() for s in scan.skips))
     return scan
 
 
@@ -111,7 +111,7 @@ def _synthesis(cfg, run: Path, bar, scan: SourceScan, client: ChatClient):
 
 def _validation(cfg, run: Path, bar, synth, ok: list[dict], evaluate, backend) -> list[dict]:
     if not ok:
-        write_jsonl(run / "3_validation.jsonl", [])
+        atomic_write_jsonl(run / "3_validation.jsonl", [])
         return []
     backend = backend or make_backend(cfg.validation.backend)
     store = StageStore(run, "3_validation", {"backend": backend.name, "fingerprint": backend.fingerprint(),
@@ -129,7 +129,7 @@ def _validation(cfg, run: Path, bar, synth, ok: list[dict], evaluate, backend) -
 def _dedup(cfg, run: Path, good: list[str], task_of: dict, origin: dict):
     kept, removed = deduplicate([(k, task_of[k].bench_cu) for k in good], near_threshold=cfg.dedup.near_threshold,
                                 num_perm=cfg.dedup.num_perm, shingle_tokens=cfg.dedup.shingle_tokens)
-    write_jsonl(run / "4_dedup.jsonl", ({**r.to_json(), "origin": origin[r.key][0], "matched_origin": origin[r.matched][0]}
+    atomic_write_jsonl(run / "4_dedup.jsonl", ({**r.to_json(), "origin": origin[r.key][0], "matched_origin": origin[r.matched][0]}
                                         for r in removed))
     return kept, removed
 
@@ -146,7 +146,7 @@ def _decontaminate(cfg, run: Path, bar, kept: list[str], task_of: dict, origin: 
                 if hit is not None:
                     hits.append(hit)
                 advance()
-    write_jsonl(run / "4_decontamination.jsonl", ({**r.to_json(), "origin": origin[r.key][0]} for r in hits))
+    atomic_write_jsonl(run / "4_decontamination.jsonl", ({**r.to_json(), "origin": origin[r.key][0]} for r in hits))
     return hits
 
 
@@ -168,10 +168,10 @@ def _reasoning(cfg, run: Path, bar, final: list[str], task_of: dict, evaluate, b
             outcome = curate_reasoning(tasks, store, client, cfg=rc, model=model, evaluate=evaluate, backend=backend,
                                        cases=cases, count_tokens=count, token_unit=unit,
                                        concurrency=cfg.llm.concurrency, advance=advance)
-    write_jsonl(store.path, outcome.records)  # with `kept` under the current select rule
+    atomic_write_jsonl(store.path, outcome.records)  # with `kept` under the current select rule
     ids = {key: i for i, (key, _) in enumerate(tasks)}
     task_by_key = {key: t for key, t in tasks}
-    write_jsonl(run / "train_reasoning.jsonl", training_records(outcome.records, task_by_key, ids, rc.prompt_level))
+    atomic_write_jsonl(run / "train_reasoning.jsonl", training_records(outcome.records, task_by_key, ids, rc.prompt_level))
     return {**stage_summary(outcome.records, outcome.deferred, rc, unit), "llm": client.stats()}
 
 

@@ -16,9 +16,7 @@ import os
 import threading
 from pathlib import Path
 
-from cuset.io import JsonlAppender, atomic_write_json, atomic_write_jsonl, iter_jsonl, read_jsonl
-
-__all__ = ["StageStore", "read_jsonl", "write_jsonl"]  # read_jsonl is cuset.io's, offered here with write_jsonl
+from cuset.io import JsonlAppender, atomic_write_json, atomic_write_jsonl, iter_jsonl
 
 
 class StageStore:
@@ -63,13 +61,8 @@ class StageStore:
         self.close()
         with self._lock:
             rows = [self.records[k] for k in keys_in_order if k in self.records]
-            write_jsonl(self.path, rows)
+            atomic_write_jsonl(self.path, rows)
             return rows
-
-
-def write_jsonl(path: str | os.PathLike, rows) -> int:
-    """Atomically write dicts as JSON lines."""
-    return atomic_write_jsonl(path, rows)
 
 
 def _read_records(path: Path) -> dict[str, dict]:

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cuset.data.runstore import read_jsonl
-from cuset.io import atomic_write_text
+from cuset.io import atomic_write_text, read_jsonl
 
 STAGE_TITLES = [("sources", "1. sources"), ("synthesis", "2. task synthesis (LLM)"), ("validation", "3. validation"),
                 ("dedup", "4a. deduplication"), ("decontamination", "4b. decontamination")]

@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from cuset.data.build import build_dataset
-from cuset.data.runstore import read_jsonl
+from cuset.io import read_jsonl
 from cuset.execute.result import ExecResult, Status
 from cuset.tasks import load_tasks
 

@@ -13,7 +13,7 @@ from cuset.config import load_config
 from cuset.data.build import build_dataset
 from cuset.data.config import DataBuildConfig
 from cuset.data.reasoning_stage import select_kept
-from cuset.data.runstore import read_jsonl
+from cuset.io import read_jsonl
 from cuset.tasks import load_tasks
 from cuset.train.data import RecordOptions, parse_record
 

@@ -5,7 +5,8 @@ import pytest
 from cuset.data.config import LLMConfig
 from cuset.data.llm import ChatClient, LLMFatalError
 from cuset.data.llm_stage import synthesize_candidates
-from cuset.data.runstore import StageStore, read_jsonl
+from cuset.data.runstore import StageStore
+from cuset.io import read_jsonl
 from cuset.data.sources import scan_sources
 from cuset.tasks import Task
 
