@@ -64,10 +64,31 @@ class Cell:
         return self.dir / "eval"
 
 
+class StepLog:
+    """Finished steps of a run kept in `<dir>/steps.json` (key -> seconds): `run(key, fn)`
+    skips a key recorded there and records one it runs. The one way to resume a step in
+    cuset's orchestration (a cell's train/generate/evaluate, the demo's own steps)."""
+
+    def __init__(self, directory: str | Path, label: str = ""):
+        self.path = Path(directory) / "steps.json"
+        self.label = label or Path(directory).name
+        self.seconds: dict[str, float] = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
+
+    def run(self, key: str, fn: Callable[[], None]) -> None:
+        if key in self.seconds:
+            log.info("[%s] %s: done in an earlier run, skipped", self.label, key)
+            return
+        log.info("[%s] %s ...", self.label, key)
+        t0 = time.perf_counter()
+        fn()
+        self.seconds[key] = round(time.perf_counter() - t0, 1)
+        atomic_write_json(self.path, self.seconds, indent=1)
+        log.info("[%s] %s: %.1f s", self.label, key, self.seconds[key])
+
+
 def step_seconds(cell_dir: str | Path) -> dict[str, float]:
     """Seconds of each finished step of the cell in `cell_dir` (empty before any)."""
-    path = Path(cell_dir) / "steps.json"
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return dict(StepLog(cell_dir).seconds)
 
 
 def run_cell(cell: Cell, *, backend=None, name: str = "") -> Path:
@@ -75,24 +96,11 @@ def run_cell(cell: Cell, *, backend=None, name: str = "") -> Path:
     `backend`: an execution backend to evaluate with (default: the eval config's);
     `name`: how log lines call this cell."""
     cell.dir.mkdir(parents=True, exist_ok=True)
-    done = step_seconds(cell.dir)
-    label = name or cell.dir.name
-
-    def step(key: str, fn: Callable[[], None]) -> None:
-        if key in done:
-            log.info("[%s] %s: done in an earlier run, skipped", label, key)
-            return
-        log.info("[%s] %s ...", label, key)
-        t0 = time.perf_counter()
-        fn()
-        done[key] = round(time.perf_counter() - t0, 1)
-        atomic_write_json(cell.dir / "steps.json", done, indent=1)
-        log.info("[%s] %s: %.1f s", label, key, done[key])
-
+    steps = StepLog(cell.dir, name)
     if cell.train is not None:
-        step("train", lambda: _train(cell))
-    step("generate", lambda: _generate(cell))
-    step("evaluate", lambda: _evaluate(cell, backend))
+        steps.run("train", lambda: _train(cell))
+    steps.run("generate", lambda: _generate(cell))
+    steps.run("evaluate", lambda: _evaluate(cell, backend))
     return cell.eval_dir
 
 

@@ -8,8 +8,9 @@ the first (`sft`, `sft-seed1`, ...); `--study` is the same pipeline with more ta
 seeds and methods.
 
 The demo's own steps (data, base model, base NLL, confidence) write their outputs
-under the run directory and a `.done` marker; each model's train -> generate ->
-evaluate is a cell of `cuset.experiment` under cells/<model>/, as in `cuset sweep`.
+under the run directory and record themselves in its steps.json; each model's train ->
+generate -> evaluate is a cell of `cuset.experiment` under cells/<model>/ (with its own
+steps.json), as in `cuset sweep`: one `StepLog` skips whatever finished.
 Re-running with the same `out` skips whatever finished, so an interrupted demo
 resumes. Every number in the report is read back from the per-sample result
 files this run wrote.
@@ -22,10 +23,9 @@ import logging
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 from cuset.demo.config import DemoConfig
-from cuset.experiment import run_cell, step_seconds
+from cuset.experiment import StepLog, run_cell, step_seconds
 from cuset.progress import progress_bar
 from cuset.io import atomic_write_text
 
@@ -86,29 +86,21 @@ class DemoRun:
         return self.cell_dir(model) / "eval"
 
     # -- driver ------------------------------------------------------------
-    def step(self, name: str, fn: Callable[[], None]) -> None:
-        marker = self.out / f".{name}.done"
-        if marker.exists():
-            log.info("[demo] %s: done in an earlier run, skipped", name)
-            self.timings[name] = json.loads(marker.read_text())["seconds"]
-            return
-        log.info("[demo] %s ...", name)
-        t0 = time.perf_counter()
-        fn()
-        self.timings[name] = round(time.perf_counter() - t0, 1)
-        atomic_write_text(marker, json.dumps({"seconds": self.timings[name]}))
-        log.info("[demo] %s: %.1f s", name, self.timings[name])
-
     def run(self) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.out / "demo_config.json", json.dumps(asdict(self.cfg), indent=1))
-        self.step("data", self.make_data)
-        self.step("base_model", self.make_base_model)
-        self.step("base_nll", self.base_nll)
+        steps = StepLog(self.out, "demo")
+        steps.run("data", self.make_data)
+        steps.run("base_model", self.make_base_model)
+        steps.run("base_nll", self.base_nll)
         for model in self.models:
             run_cell(self.cell(model), name=f"demo {model}")
+        steps.run("confidence", self.confidence)
+        # the report's time per step, in the order the steps ran
+        self.timings = {k: steps.seconds[k] for k in ("data", "base_model", "base_nll")}
+        for model in self.models:
             self.timings.update({f"{key}_{model}": s for key, s in step_seconds(self.cell_dir(model)).items()})
-        self.step("confidence", self.confidence)
+        self.timings["confidence"] = steps.seconds["confidence"]
         from cuset.demo.report import write_report
 
         return write_report(self)
