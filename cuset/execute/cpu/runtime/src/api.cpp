@@ -18,8 +18,8 @@ namespace rt {
 void* device_alloc(size_t size);
 int device_free(void* p);
 size_t device_live_bytes();
-void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic_smem_bytes, void (*fn)(void*),
-                   void* arg);
+void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic_smem_bytes, ThreadFn fn,
+                   DirectFn direct_fn, void* arg);
 
 static constexpr size_t kTotalGlobalMem = 24ull << 30;
 static constexpr size_t kDefaultSmemPerBlock = 48 * 1024;
@@ -241,9 +241,9 @@ bool begin_launch(const KernelSite& site, const LaunchConfig& cfg) {
   return true;
 }
 
-void run_grid(void (*thread_fn)(void*), void* arg) {
+void run_grid(ThreadFn thread_fn, DirectFn direct_fn, void* arg) {
   device_access_begin();
-  run_grid_impl(g_site, g_cfg.grid, g_cfg.block, g_cfg.smem, thread_fn, arg);
+  run_grid_impl(g_site, g_cfg.grid, g_cfg.block, g_cfg.smem, thread_fn, direct_fn, arg);
   device_access_end();
 }
 

@@ -1,6 +1,15 @@
 // Block scheduler: each worker OS thread runs the CUDA threads of one block at
 // a time as fibers.
 //
+// Direct mode: a block starts with its threads run one after another as plain
+// calls in a tight loop, with no per-thread scheduler state at all. Most
+// kernels never wait (no barrier, warp operation, loop tick or spin), and for
+// short kernels that bookkeeping cost more than the kernel itself. The first
+// time a thread would wait, leave_direct() writes the state the general
+// scheduler would have had at that point (threads before it done, the rest
+// queued in the same order), so the order threads run in, and every result,
+// is the same as without direct mode.
+//
 // A thread starts as a plain call on the current worker stack. When it
 // reaches a barrier or a warp operation that cannot complete yet it keeps
 // that stack, and a fresh worker context carries on with the next thread.
@@ -118,10 +127,13 @@ struct Block {
   unsigned bar_count_result = 0, bar_n_result = 0;
   unsigned long long serial = 0;  // distinguishes blocks for the volatile checks
   unsigned bgen = 0;              // completed __syncthreads of this block (race checks)
+  DirectLoop dl{false, 0, 0, nullptr, nullptr, nullptr};  // direct mode (see the top of this file)
+  Stack* dstack = nullptr;        // the worker stack the direct loop runs on
 };
 
 struct Grid {
-  void (*fn)(void*) = nullptr;
+  ThreadFn fn = nullptr;
+  DirectFn direct_fn = nullptr;
   void* arg = nullptr;
   KernelSite site{"", "", 0};
   dim3 grid, block;
@@ -190,7 +202,9 @@ __attribute__((constructor(101))) static void read_order() {
 
 static void shuffle(int* v, unsigned n) {
   for (unsigned i = n; i > 1; --i) {
-    unsigned j = (unsigned)(next_random() % i);
+    // j uniform in [0, i) by multiply-shift (Lemire): no 64-bit division per element,
+    // which cost a fifth of a random-order run of a short kernel.
+    unsigned j = (unsigned)(((next_random() >> 32) * (uint64_t)i) >> 32);
     int t = v[i - 1];
     v[i - 1] = v[j];
     v[j] = t;
@@ -336,8 +350,14 @@ static bool next_block();
 static void finish_thread(int t);
 static void unstick();
 
+static void run_direct(Stack* me);
+
 static void worker_loop(Stack* me) {
   for (;;) {
+    if (B.dl.active) {
+      run_direct(me);
+      continue;
+    }
     if (!B.q.empty()) {
       int t = B.q.pop_front();
       Thread& th = B.th[t];
@@ -411,6 +431,25 @@ static void poison_shared_memory(size_t dynamic_bytes) {
 
 static size_t g_dynamic_smem_bytes = 0;
 
+// The order a block's threads start in under the random orders: one of a pool
+// of random permutations, drawn per block. Shuffling every block afresh cost as
+// much as running a short kernel's threads (a 16M-element bitonic sort runs
+// 20 million blocks).
+static constexpr unsigned kStartOrders = 32;
+static __thread int g_start_orders[kStartOrders][1024];
+static __thread unsigned g_start_orders_n = 0;
+
+static const int* random_start_order(unsigned n) {
+  if (g_start_orders_n != n) {
+    for (unsigned k = 0; k < kStartOrders; ++k) {
+      for (unsigned t = 0; t < n; ++t) g_start_orders[k][t] = (int)t;
+      shuffle(g_start_orders[k], n);
+    }
+    g_start_orders_n = n;
+  }
+  return g_start_orders[next_random() % kStartOrders];
+}
+
 static bool next_block() {
   unsigned long long lin = L.workers > 1 ? L.next.fetch_add(1, std::memory_order_relaxed) : G.next++;
   if (lin >= G.nblocks) return false;
@@ -422,7 +461,6 @@ static bool next_block() {
   B.serial = ++g_block_serial;
   unstick();
   unsigned n = B.nthreads;
-  for (unsigned t = 0; t < n; ++t) B.th[t].state = T_NOT_STARTED;
   for (unsigned w = 0; w < B.nwarps; ++w) {
     Warp& W = B.warps[w];
     W.exists = G.exists_of[w];
@@ -434,16 +472,61 @@ static bool next_block() {
   B.bar_first = -1;
   B.cur = -1;
   B.q.clear();
+  // Threads start in this order; leave_direct() queues the ones not started yet.
+  B.dl = DirectLoop{true, 0, n, nullptr, G.idx_of, &B.cur};
   if (g_order.random) {
-    static __thread int perm[1024];
-    for (unsigned t = 0; t < n; ++t) perm[t] = (int)t;
-    shuffle(perm, n);
-    for (unsigned t = 0; t < n; ++t) B.q.push_back(perm[t]);
+    B.dl.order = random_start_order(n);
     poison_shared_memory(g_dynamic_smem_bytes);
-  } else {
-    for (unsigned t = 0; t < n; ++t) B.q.push_back((int)t);
   }
   return true;
+}
+
+// A thread of a block in direct mode is about to wait: from here on the block
+// runs under the general scheduler, in the state it would have reached by now.
+__attribute__((noinline)) static void leave_direct() {
+  B.dl.active = false;
+  unsigned n = B.nthreads, p = B.dl.pos;
+  for (unsigned i = 0; i < n; ++i) {
+    int t = B.dl.order ? B.dl.order[i] : (int)i;
+    Thread& th = B.th[t];
+    if (i < p) {
+      th.state = T_DONE;
+      B.warps[(unsigned)t >> 5].exited |= 1u << (t & 31);
+    } else if (i == p) {
+      th.state = T_RUNNING;
+      th.stack = B.dstack;
+    } else {
+      th.state = T_NOT_STARTED;
+      B.q.push_back(t);
+    }
+  }
+  B.live = n - p;
+}
+
+// Threads run as plain calls until every one has finished (returns with the
+// block done) or one of them left direct mode; that one returns here once it
+// has been resumed and finished its kernel, on its own stack.
+static int direct_threads(void*, DirectLoop& d) {
+  for (; d.pos < d.n; ++d.pos) {
+    int t = d.order ? d.order[d.pos] : (int)d.pos;
+    enter(t);
+    loop_ticks = 0;
+    G.fn(G.arg);
+    if (!d.active) return t;
+  }
+  return -1;
+}
+
+static void run_direct(Stack* me) {
+  B.dstack = me;
+  int t = (G.direct_fn ? G.direct_fn : direct_threads)(G.arg, B.dl);
+  if (t >= 0) {
+    finish_thread(t);
+    return;
+  }
+  B.dl.active = false;
+  B.live = 0;
+  L.done.fetch_add(1, std::memory_order_relaxed);
 }
 
 static unsigned long long gcd(unsigned long long a, unsigned long long b) {
@@ -535,10 +618,11 @@ static void pool_worker(unsigned index) {
   }
 }
 
-void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic_smem_bytes, void (*fn)(void*),
-                   void* arg) {
+void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic_smem_bytes, ThreadFn fn,
+                   DirectFn direct_fn, void* arg) {
   if (G.active) fatal(Fatal::unsupported, "kernel launch from inside a kernel (dynamic parallelism)");
   G.fn = fn;
+  G.direct_fn = direct_fn;
   G.arg = arg;
   G.site = site;
   G.grid = grid;
@@ -637,6 +721,7 @@ static void check_activemask(unsigned w, int running);
 int block_barrier(int op, int predicate, Site site) {
   int t = B.cur;
   if (!G.active) barrier_misuse(t, site);
+  if (B.dl.active) leave_direct();
   Thread& me = B.th[t];
   if (B.arrived == 0) {
     B.bar_site = site;
@@ -873,6 +958,7 @@ void warp_collective(WarpCall& call) {
           "%s at %s:%u: lane %u called it with mask 0x%08x, which does not include the lane itself (undefined "
           "behaviour on a GPU)",
           kind_name(call), call.site.file, call.site.line, lane, call.mask);
+  if (B.dl.active) leave_direct();
   Thread& me = B.th[t];
   me.state = T_WARP;
   me.call = &call;
@@ -982,7 +1068,12 @@ __thread unsigned loop_ticks = 0;
 
 void loop_yield() {
   loop_ticks = 0;
-  if (!G.active || B.cur < 0 || B.q.empty()) return;  // host code, or nobody else to run
+  if (!G.active || B.cur < 0) return;  // host code
+  if (B.dl.active) {
+    if (B.dl.pos + 1 == B.nthreads) return;  // the last thread: nobody else to run
+    leave_direct();
+  }
+  if (B.q.empty()) return;  // nobody else to run
   Thread& me = B.th[B.cur];
   me.state = T_READY;
   B.q.push_back(B.cur);
@@ -1040,6 +1131,7 @@ void note_spin(const void* addr) {
     unstick();
   }
   if (++g_spin_count % 64) return;
+  if (B.dl.active && B.dl.pos + 1 < B.nthreads) leave_direct();
   if (!B.q.empty()) {
     // Let the others run: one of them may be what this thread waits for.
     Thread& me = B.th[B.cur];

@@ -122,8 +122,23 @@ struct KernelSite {
 // Validates the configuration as a GPU would; on failure records the CUDA
 // error (seen by cudaGetLastError), reports it and returns false.
 bool begin_launch(const KernelSite& site, const LaunchConfig& cfg);
-// Runs every thread of every block: thread_fn(arg) once per CUDA thread.
-void run_grid(void (*thread_fn)(void*), void* arg);
+// Direct mode (scheduler.cpp): a block's threads run one after another as plain
+// calls until one of them has to wait. The loop lives in the launch code of each
+// kernel (launch.h), so the kernel is inlined into it.
+struct DirectLoop {
+  bool active;        // cleared when a thread leaves direct mode
+  unsigned pos, n;    // position of the running thread in the start order; threads
+  const int* order;   // start order; null: index order
+  const uint3* idx;   // threadIdx of each linear thread index
+  int* cur;           // where the scheduler keeps the running thread
+};
+using ThreadFn = void (*)(void*);
+// Runs the threads from d.pos on; returns the thread that left direct mode (it
+// has finished its kernel, resumed by the scheduler), or -1 when all finished.
+// Null: the scheduler's own loop, calling ThreadFn once per thread.
+using DirectFn = int (*)(void*, DirectLoop&);
+// Runs every thread of every block: the kernel once per CUDA thread.
+void run_grid(ThreadFn thread_fn, DirectFn direct_fn, void* arg);
 
 }  // namespace rt
 }  // namespace cuset

@@ -23,6 +23,32 @@ void run_one_thread(void* p) {
   Pack& pack = *static_cast<Pack*>(p);
   std::apply(pack.fn, pack.args);
 }
+
+// (Race-check builds pass none: this loop would be instrumented like the kernel,
+// and its writes of the scheduler's state would read as races.)
+#if CUSET_CPU_RACECHECK
+template <class Pack>
+constexpr rt::DirectFn direct_loop = nullptr;
+#else
+template <class Pack>
+int run_threads_direct(void* p, rt::DirectLoop& d);
+template <class Pack>
+constexpr rt::DirectFn direct_loop = &run_threads_direct<Pack>;
+#endif
+
+template <class Pack>
+int run_threads_direct(void* p, rt::DirectLoop& d) {
+  Pack& pack = *static_cast<Pack*>(p);
+  for (; d.pos < d.n; ++d.pos) {
+    int t = d.order ? d.order[d.pos] : (int)d.pos;
+    *d.cur = t;
+    threadIdx = d.idx[t];
+    rt::loop_ticks = 0;
+    std::apply(pack.fn, pack.args);
+    if (!d.active) return t;
+  }
+  return -1;
+}
 }  // namespace detail
 
 template <class Fn, class... A>
@@ -31,7 +57,7 @@ inline void launch_kernel(const char* name, const char* file, int line, Fn&& fn,
   using Pack = detail::KernelPack<std::decay_t<Fn>, Tuple>;
   Pack pack{std::forward<Fn>(fn), Tuple(std::forward<A>(args)...)};
   if (!rt::begin_launch(rt::KernelSite{name, file, line}, cfg)) return;
-  rt::run_grid(&detail::run_one_thread<Pack>, &pack);
+  rt::run_grid(&detail::run_one_thread<Pack>, detail::direct_loop<Pack>, &pack);
 }
 
 template <class Fn>
@@ -63,7 +89,7 @@ void launch_from_args(void (*fn)(P...), const KernelSite& site, const LaunchConf
   Pack pack{call, Tuple(*static_cast<std::decay_t<P>*>(args[I])...)};
   (void)args;
   if (!begin_launch(site, cfg)) return;
-  run_grid(&detail::run_one_thread<Pack>, &pack);
+  run_grid(&detail::run_one_thread<Pack>, detail::direct_loop<Pack>, &pack);
 }
 
 // cudaLaunchKernel((void*)kernel, ...) gives no argument types; kernels whose
