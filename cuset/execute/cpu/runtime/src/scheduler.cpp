@@ -85,6 +85,7 @@ struct RunQueue {
   void push_front(int t) { buf[--head & 2047] = t; }
   int front() const { return buf[head & 2047]; }
   int pop_front() { return buf[head++ & 2047]; }
+  int peek(unsigned k) const { return size() > k ? buf[(head + k) & 2047] : -1; }
 };
 
 // AddressSanitizer must be told about every stack switch (CUSET_CPU_ASAN builds).
@@ -323,12 +324,27 @@ __attribute__((noinline)) static void switch_to_new_worker(Thread& me) {
 // READY and queued). Returns once something resumes it. Inlined into the
 // barrier and warp paths: every frame on a suspended fiber's stack is cache
 // footprint paid again at each switch.
+// The threads that run after the next one: their saved contexts (the top of
+// their stacks) and records are fetched ahead. A switch otherwise waits on a
+// cache miss in the resumed thread's stack, most of a switch's cost when
+// threads resume in random order.
+__attribute__((always_inline)) static inline void prefetch_queued() {
+  int a = B.q.peek(0), b = B.q.peek(1);
+  if (b >= 0) __builtin_prefetch(&B.th[b]);
+  if (a >= 0 && B.th[a].state == T_READY) {
+    const char* sp = (const char*)B.th[a].sp;
+    __builtin_prefetch(sp);
+    __builtin_prefetch(sp + 64);
+  }
+}
+
 __attribute__((always_inline)) static inline void switch_away(Thread& me) {
   if (!B.q.empty()) {
     int n = B.q.front();
     Thread& nt = B.th[n];
     if (nt.state == T_READY) {
       B.q.pop_front();
+      prefetch_queued();
       if (&nt == &me) {
         me.state = T_RUNNING;
         return;
@@ -431,15 +447,16 @@ static void poison_shared_memory(size_t dynamic_bytes) {
 
 static size_t g_dynamic_smem_bytes = 0;
 
-// The order a block's threads start in under the random orders: one of a pool
-// of random permutations, drawn per block. Shuffling every block afresh cost as
-// much as running a short kernel's threads (a 16M-element bitonic sort runs
-// 20 million blocks).
+// A random order of a block's threads (the order they start in, and resume in
+// after a barrier, under the random orders): one of a pool of random
+// permutations, drawn each time. Shuffling afresh every time cost as much as
+// running a short kernel's threads (a 16M-element bitonic sort runs 20 million
+// blocks).
 static constexpr unsigned kStartOrders = 32;
 static __thread int g_start_orders[kStartOrders][1024];
 static __thread unsigned g_start_orders_n = 0;
 
-static const int* random_start_order(unsigned n) {
+static const int* random_thread_order(unsigned n) {
   if (g_start_orders_n != n) {
     for (unsigned k = 0; k < kStartOrders; ++k) {
       for (unsigned t = 0; t < n; ++t) g_start_orders[k][t] = (int)t;
@@ -475,7 +492,7 @@ static bool next_block() {
   // Threads start in this order; leave_direct() queues the ones not started yet.
   B.dl = DirectLoop{true, 0, n, nullptr, G.idx_of, &B.cur};
   if (g_order.random) {
-    B.dl.order = random_start_order(n);
+    B.dl.order = random_thread_order(n);
     poison_shared_memory(g_dynamic_smem_bytes);
   }
   return true;
@@ -685,14 +702,16 @@ __attribute__((noinline)) static void complete_barrier() {
   }
   unsigned n = B.nthreads;
   if (g_order.random) {
-    static __thread int ready[1024];
-    unsigned k = 0;
-    for (unsigned t = 0; t < n; ++t)
-      if (B.th[t].state == T_BARRIER) ready[k++] = (int)t;
-    shuffle(ready, k);
-    for (unsigned i = 0; i < k; ++i) {
-      B.th[ready[i]].state = T_READY;
-      B.q.push_back(ready[i]);
+    // Resume in the order of a random permutation of the block's threads
+    // (drawn from the pool, as the start order: a fresh shuffle at every
+    // barrier made a barrier-heavy kernel's random-order run twice as slow).
+    const int* perm = random_thread_order(n);
+    for (unsigned i = 0; i < n; ++i) {
+      int t = perm[i];
+      if (B.th[t].state == T_BARRIER) {
+        B.th[t].state = T_READY;
+        B.q.push_back(t);
+      }
     }
   } else {
     for (unsigned t = 0; t < n; ++t)
