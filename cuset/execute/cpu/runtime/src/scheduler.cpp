@@ -203,8 +203,7 @@ __attribute__((constructor(101))) static void read_order() {
 
 static void shuffle(int* v, unsigned n) {
   for (unsigned i = n; i > 1; --i) {
-    // j uniform in [0, i) by multiply-shift (Lemire): no 64-bit division per element,
-    // which cost a fifth of a random-order run of a short kernel.
+    // j uniform in [0, i) by multiply-shift (Lemire): no 64-bit division per element.
     unsigned j = (unsigned)(((next_random() >> 32) * (uint64_t)i) >> 32);
     int t = v[i - 1];
     v[i - 1] = v[j];
@@ -320,14 +319,11 @@ __attribute__((noinline)) static void switch_to_new_worker(Thread& me) {
   asan_arrive(me.fake_stack);
 }
 
-// The running thread gives up the CPU (its state is already set: waiting, or
-// READY and queued). Returns once something resumes it. Inlined into the
-// barrier and warp paths: every frame on a suspended fiber's stack is cache
-// footprint paid again at each switch.
-// The threads that run after the next one: their saved contexts (the top of
-// their stacks) and records are fetched ahead. A switch otherwise waits on a
-// cache miss in the resumed thread's stack, most of a switch's cost when
-// threads resume in random order.
+// The threads that run after the next one: the saved context (top of the
+// stack) of the first and the record of the second are fetched ahead. A switch
+// otherwise waits on a cache miss in the resumed thread's stack, most of a
+// switch's cost when threads resume in random order (82 vs 95 s for a
+// 65536x1024 shared-memory sort's random-order run).
 __attribute__((always_inline)) static inline void prefetch_queued() {
   int a = B.q.peek(0), b = B.q.peek(1);
   if (b >= 0) __builtin_prefetch(&B.th[b]);
@@ -338,6 +334,10 @@ __attribute__((always_inline)) static inline void prefetch_queued() {
   }
 }
 
+// The running thread gives up the CPU (its state is already set: waiting, or
+// READY and queued). Returns once something resumes it. Inlined into the
+// barrier and warp paths: every frame on a suspended fiber's stack is cache
+// footprint paid again at each switch.
 __attribute__((always_inline)) static inline void switch_away(Thread& me) {
   if (!B.q.empty()) {
     int n = B.q.front();
@@ -454,20 +454,21 @@ static size_t g_dynamic_smem_bytes = 0;
 // blocks). Each permutation takes the warps in a random order and the lanes
 // of a full warp in the order lane ^ mask for a random mask: any two lanes run
 // in either order with probability 1/2, as in a uniform shuffle, but a warp's
-// threads stay near each other in memory. (A uniform shuffle of the lanes made
-// a barrier-heavy kernel's random-order run 24% slower than this, 73.6 vs 59.5 s.)
-static constexpr unsigned kStartOrders = 32;
-static __thread int g_start_orders[kStartOrders][1024];
-static __thread unsigned g_start_orders_n = 0;
+// threads stay near each other in memory. (A 65536x1024 shared-memory sort's
+// random-order run: 73.6 s with a uniform shuffle of the lanes, 62.5 s with
+// this, 59.5 s with lanes in index order.)
+static constexpr unsigned kThreadOrders = 32;
+static __thread int g_thread_orders[kThreadOrders][1024];
+static __thread unsigned g_thread_orders_n = 0;
 
 static const int* random_thread_order(unsigned n) {
-  if (g_start_orders_n != n) {
-    for (unsigned k = 0; k < kStartOrders; ++k) {
+  if (g_thread_orders_n != n) {
+    for (unsigned k = 0; k < kThreadOrders; ++k) {
       int warps[32];
       unsigned nw = (n + 31) / 32;
       for (unsigned w = 0; w < nw; ++w) warps[w] = (int)w;
       shuffle(warps, nw);
-      int* out = g_start_orders[k];
+      int* out = g_thread_orders[k];
       for (unsigned i = 0; i < nw; ++i) {
         unsigned first = (unsigned)warps[i] * 32, lanes = n - first < 32 ? n - first : 32;
         if (lanes == 32) {
@@ -480,9 +481,9 @@ static const int* random_thread_order(unsigned n) {
         out += lanes;
       }
     }
-    g_start_orders_n = n;
+    g_thread_orders_n = n;
   }
-  return g_start_orders[next_random() % kStartOrders];
+  return g_thread_orders[next_random() % kThreadOrders];
 }
 
 static bool next_block() {
@@ -720,9 +721,9 @@ __attribute__((noinline)) static void complete_barrier() {
   }
   unsigned n = B.nthreads;
   if (g_order.random) {
-    // Resume in the order of a random permutation of the block's threads
-    // (drawn from the pool, as the start order: a fresh shuffle at every
-    // barrier made a barrier-heavy kernel's random-order run twice as slow).
+    // Resume in the order of a random permutation of the block's threads,
+    // drawn from the pool as the start order is (a fresh shuffle at every
+    // barrier: 102 vs 95 s for a 65536x1024 shared-memory sort).
     const int* perm = random_thread_order(n);
     for (unsigned i = 0; i < n; ++i) {
       int t = perm[i];

@@ -24,18 +24,7 @@ void run_one_thread(void* p) {
   std::apply(pack.fn, pack.args);
 }
 
-// (Race-check builds pass none: this loop would be instrumented like the kernel,
-// and its writes of the scheduler's state would read as races.)
-#if CUSET_CPU_RACECHECK
-template <class Pack>
-constexpr rt::DirectFn direct_loop = nullptr;
-#else
-template <class Pack>
-int run_threads_direct(void* p, rt::DirectLoop& d);
-template <class Pack>
-constexpr rt::DirectFn direct_loop = &run_threads_direct<Pack>;
-#endif
-
+// Direct mode's loop over a block's threads, with the kernel inlined (see core.h).
 template <class Pack>
 int run_threads_direct(void* p, rt::DirectLoop& d) {
   Pack& pack = *static_cast<Pack*>(p);
@@ -49,6 +38,17 @@ int run_threads_direct(void* p, rt::DirectLoop& d) {
   }
   return -1;
 }
+
+// Race-check builds pass none (the scheduler's own loop runs instead): this one
+// would be instrumented like the kernel, and its writes of the scheduler's state
+// would read as races.
+#if CUSET_CPU_RACECHECK
+template <class Pack>
+constexpr rt::DirectFn direct_loop = nullptr;
+#else
+template <class Pack>
+constexpr rt::DirectFn direct_loop = &run_threads_direct<Pack>;
+#endif
 }  // namespace detail
 
 template <class Fn, class... A>
