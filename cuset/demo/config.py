@@ -53,7 +53,13 @@ class DemoConfig:
                            "r=8 adapters trained slower on 2 CPU cores and learned less in the same budget (measured).",
                            choices=("lora", "full"))
     methods: str = option("sft,cuset", help="Comma-separated objectives fine-tuned from the base model under the same "
-                          "budget (sft, dft, eaft, asft, profit, cuset); each is compared with the first (paired bootstrap).")
+                          "budget (sft, dft, eaft, asft, profit, cuset); each is compared with the first (paired bootstrap). "
+                          "`name:paper` / `name:broad` sets what that run's CUDA mask covers (the span-breadth ablation, "
+                          "e.g. cuset:paper; see cuda_spans).")
+    cuda_spans: str = option("broad", help="What the CUDA mask covers for methods named without `:spans`: broad "
+                             "(kernel and __device__ bodies, device variables, launch configurations with their "
+                             "backward slice, CUDA calls) or paper (__global__ bodies, <<<...>>> and the declarations "
+                             "it uses directly).", choices=("broad", "paper"))
     seeds: int = option(1, help="Fine-tuning runs per method, with seeds seed, seed+1, ... (training order, "
                         "initialisation of adapters, sampling); the base model is built once.")
     finetune_steps: int = option(200, help="Optimizer steps of each fine-tune (SFT and CuSeT get the same budget).")
@@ -84,7 +90,13 @@ class DemoConfig:
         return [f.name for f in all_families() if f.name not in target]
 
     def method_list(self) -> list[str]:
+        """The method specs as written (`cuset`, `cuset:paper`, ...)."""
         return _names(self.methods) or []
+
+    def method_spec(self, spec: str) -> tuple[str, str]:
+        """(loss name, cuda_spans mode) of a method spec: `cuset:paper` -> (cuset, paper)."""
+        loss, _, spans = spec.partition(":")
+        return loss, spans or self.cuda_spans
 
     def __post_init__(self):
         if self.n_instruct < 0:
@@ -106,9 +118,13 @@ class DemoConfig:
         methods = self.method_list()
         if not methods:
             raise ValueError("methods is empty: name the objectives to fine-tune with, e.g. methods=sft,cuset")
-        for name in methods:
+        for spec in methods:
+            name, spans = self.method_spec(spec)
             if name not in LOSS_NAMES:
                 raise ValueError(f"methods: {unknown_loss_message(name)}")
+            if spans not in ("broad", "paper"):
+                raise ValueError(f"methods: {spec!r}: the part after ':' is the CUDA span mode, broad or paper "
+                                 f"(e.g. {name}:paper), got {spans!r}")
         if len(set(methods)) != len(methods):
             raise ValueError(f"methods names an objective twice: {self.methods}")
         from cuset.data.families import get_family

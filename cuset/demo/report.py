@@ -16,9 +16,13 @@ PASS_KEYS = ("compile@1", "compile@3", "function@1", "function@3")
 
 
 def row_label(method: str) -> str:
+    """`cuset` -> CuSeT, `cuset:paper` -> CuSeT (paper spans)."""
     from cuset.analysis.results import method_name
 
-    return BASE_LABEL if method == "vanilla" else method_name(method)
+    if method == "vanilla":
+        return BASE_LABEL
+    loss, _, spans = method.partition(":")
+    return method_name(loss) + (f" ({spans} spans)" if spans else "")
 
 
 def model_metrics(results_path: Path) -> dict:
@@ -74,7 +78,10 @@ def write_report(run) -> Path:
            "base_nll": json.loads((out / "base_nll.json").read_text()),
            "confidence": {k: confidence[k] for k in ("ks", "groups", "windows", "threshold")},
            "training": {m: {"steps": t["steps"], "final_metrics": t["final_metrics"],
-                            "trainable_parameters": t["trainable_parameters"]} for m, t in trains.items()},
+                            "trainable_parameters": t["trainable_parameters"],
+                            "cuda_spans": t["config"]["data"]["cuda_spans"],
+                            "cuda_token_share": t["data"]["cuda_tokens"] / max(1, t["data"]["supervised_tokens"])}
+                        for m, t in trains.items()},
            "base_model": base_model_facts(run.vanilla), "timings_s": run.timings,
            "wall_s": round(sum(run.timings.values()), 1)}
     atomic_write_text(out / "report.json", json.dumps(doc, indent=1, default=str))
@@ -200,14 +207,17 @@ def _markdown(run, doc: dict) -> str:
         "",
         f"Base model before fine-tuning: NLL {nll['nll']:.4f} per token on the fine-tuning set.",
         "",
-        "| Run | Steps | Trainable parameters | Final loss | Final NLL |",
-        "|---|---|---|---|---|",
+        "CUDA-marked = share of the supervised response tokens inside the CUDA mask (`cuda_spans`: broad or paper).",
+        "",
+        "| Run | Steps | Trainable parameters | CUDA spans | CUDA-marked tokens | Final loss | Final NLL |",
+        "|---|---|---|---|---|---|---|",
     ]
     for m, t in doc["training"].items():
         fm = t["final_metrics"]
         loss = fm.get("loss")
         final_nll = fm.get("nll")
-        lines.append(f"| {m} | {t['steps']} | {t['trainable_parameters']:,} | "
+        lines.append(f"| {m} | {t['steps']} | {t['trainable_parameters']:,} | {t['cuda_spans']} | "
+                     f"{100 * t['cuda_token_share']:.1f}% | "
                      f"{'n/a' if loss is None else f'{loss:.4f}'} | "
                      f"{'n/a' if final_nll is None else f'{final_nll:.4f}'} |")
     lines += ["", "Logs: `train/<run>/` (JSONL log, TensorBoard, run_summary.json).", "",

@@ -35,8 +35,10 @@ VANILLA = "vanilla"
 
 
 def run_name(method: str, k: int) -> str:
-    """The k-th fine-tuning run of `method` (k = 0 keeps the plain name)."""
-    return method if k == 0 else f"{method}-seed{k}"
+    """The k-th fine-tuning run of method spec `method` (k = 0 keeps the plain name;
+    `cuset:paper` -> `cuset-paper`, a directory name)."""
+    name = method.replace(":", "-")
+    return name if k == 0 else f"{name}-seed{k}"
 
 
 class DemoRun:
@@ -168,12 +170,14 @@ class DemoRun:
         c, method = self.cfg, self.method_of(model)
         train = None
         if model != VANILLA:
+            loss, spans = c.method_spec(method)
             train = load_config(TrainConfig, base={
                 "output_dir": str(self.cell_dir(model) / "train"),
                 "model": {"name_or_path": str(self.vanilla), "dtype": "float32"},
                 "data": {"paths": [str(self.train_tasks)], "format": "cudabench", "prompt_level": 1,
-                         "max_length": 2048, "cache_dir": str(self.out / "cache" / "tokenized")},
-                "loss": {"name": method, "window": c.window, "tau": c.tau, "lam": c.lam},
+                         "max_length": 2048, "cache_dir": str(self.out / "cache" / "tokenized"),
+                         "cuda_spans": spans},
+                "loss": {"name": loss, "window": c.window, "tau": c.tau, "lam": c.lam},
                 "finetune": c.finetune,
                 "optim": {"learning_rate": c.finetune_lr, "max_steps": c.finetune_steps,
                           "per_device_batch_size": c.batch_size, "warmup_ratio": 0.05},

@@ -98,3 +98,26 @@ def test_cli_lists_the_keys_and_rejects_bad_overrides(tmp_path):
     res = runner.invoke(app, ["demo", "--out", str(tmp_path / "run"), "families=relux"])
     assert res.exit_code != 0 and "relu" in res.output
     assert not (tmp_path / "run").exists()  # nothing started
+
+
+def test_method_specs_set_the_span_mode_per_run(tmp_path):
+    from cuset.demo.run import DemoRun
+
+    cfg = DemoConfig(methods="sft,cuset,cuset:paper", seeds=2)
+    assert cfg.method_spec("cuset:paper") == ("cuset", "paper")
+    assert cfg.method_spec("cuset") == ("cuset", "broad")
+    assert DemoConfig(cuda_spans="paper").method_spec("sft") == ("sft", "paper")
+    run = DemoRun(cfg, tmp_path)
+    assert run.models == ["vanilla", "sft", "cuset", "cuset-paper", "sft-seed1", "cuset-seed1", "cuset-paper-seed1"]
+    assert run.method_of("cuset-paper-seed1") == "cuset:paper" and run.seed_of("cuset-paper-seed1") == 1
+    spans = {m: (run.cell(m).train.loss.name, run.cell(m).train.data.cuda_spans) for m in ("sft", "cuset", "cuset-paper")}
+    assert spans == {"sft": ("sft", "broad"), "cuset": ("cuset", "broad"), "cuset-paper": ("cuset", "paper")}
+    with pytest.raises(ValueError, match=r"'cuset:narrow'.*broad or paper \(e.g. cuset:paper\)"):
+        DemoConfig(methods="sft,cuset:narrow")
+
+
+def test_report_labels_name_the_span_mode():
+    from cuset.demo.report import row_label
+
+    assert row_label("cuset:paper") == "CuSeT (paper spans)"
+    assert row_label("cuset") == "CuSeT" and row_label("vanilla").startswith("Vanilla")
