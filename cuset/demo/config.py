@@ -95,7 +95,7 @@ class DemoConfig:
 
     def method_spec(self, spec: str) -> tuple[str, str]:
         """(loss name, cuda_spans mode) of a method spec: `cuset:paper` -> (cuset, paper)."""
-        loss, _, spans = spec.partition(":")
+        loss, spans = split_method_spec(spec)
         return loss, spans or self.cuda_spans
 
     def __post_init__(self):
@@ -114,6 +114,7 @@ class DemoConfig:
         if self.n_pretrain == 0 and self.n_instruct == 0:
             raise ValueError("n_pretrain and n_instruct are both 0: the base model needs a pretraining corpus")
         from cuset.losses.config import LOSS_NAMES, unknown_loss_message
+        from cuset.spans import SPAN_MODES
 
         methods = self.method_list()
         if not methods:
@@ -122,8 +123,8 @@ class DemoConfig:
             name, spans = self.method_spec(spec)
             if name not in LOSS_NAMES:
                 raise ValueError(f"methods: {unknown_loss_message(name)}")
-            if spans not in ("broad", "paper"):
-                raise ValueError(f"methods: {spec!r}: the part after ':' is the CUDA span mode, broad or paper "
+            if spans not in SPAN_MODES:
+                raise ValueError(f"methods: {spec!r}: the part after ':' is the CUDA span mode, {' or '.join(SPAN_MODES)} "
                                  f"(e.g. {name}:paper), got {spans!r}")
         if len(set(methods)) != len(methods):
             raise ValueError(f"methods names an objective twice: {self.methods}")
@@ -144,6 +145,12 @@ class DemoConfig:
             shared = sorted(demo & set(self.instruct_family_list()))
             if shared:
                 raise ValueError(f"instruct_families must be disjoint from families; both name {', '.join(shared)}")
+
+
+def split_method_spec(spec: str) -> tuple[str, str]:
+    """`cuset:paper` -> (cuset, paper); `cuset` -> (cuset, "") (the config's cuda_spans)."""
+    loss, _, spans = spec.partition(":")
+    return loss, spans
 
 
 def _names(spec: str) -> list[str] | None:

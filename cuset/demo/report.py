@@ -18,10 +18,11 @@ PASS_KEYS = ("compile@1", "compile@3", "function@1", "function@3")
 def row_label(method: str) -> str:
     """`cuset` -> CuSeT, `cuset:paper` -> CuSeT (paper spans)."""
     from cuset.analysis.results import method_name
+    from cuset.demo.config import split_method_spec
 
     if method == "vanilla":
         return BASE_LABEL
-    loss, _, spans = method.partition(":")
+    loss, spans = split_method_spec(method)
     return method_name(loss) + (f" ({spans} spans)" if spans else "")
 
 
