@@ -24,8 +24,8 @@ def register(root: typer.Typer) -> None:
         config: Optional[str] = config_argument("DemoConfig"),
         fast: bool = typer.Option(False, "--fast", help="A few-minute variant (fewer tasks, steps and tokens)."),
         study: bool = typer.Option(False, "--study", help="The powered variant: a base pretrained longer on more "
-                                   "instruction pairs, 64 evaluation tasks, 2 seeds of SFT, CuSeT and ASFT (500 steps "
-                                   "each), paired comparisons with intervals (about 75 minutes on 2 cores)."),
+                                   "instruction pairs, 64 evaluation tasks, 2 seeds of SFT, CuSeT and DFT (500 steps "
+                                   "each), paired comparisons with intervals (about 60 minutes on 2 cores)."),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/demo-<timestamp>); "
                                                "an existing one is resumed."),
         help_config: bool = help_config_option(_keys),

@@ -116,6 +116,19 @@ def test_method_specs_set_the_span_mode_per_run(tmp_path):
         DemoConfig(methods="sft,cuset:narrow")
 
 
+def test_micro_batches_accumulate_to_the_step_batch(tmp_path):
+    from cuset.demo.run import DemoRun
+
+    optim = DemoRun(DemoConfig(batch_size=4, micro_batch=1), tmp_path).cell("sft").train.optim
+    assert (optim.per_device_batch_size, optim.gradient_accumulation_steps) == (1, 4)
+    optim = DemoRun(DemoConfig(batch_size=4), tmp_path).cell("sft").train.optim
+    assert (optim.per_device_batch_size, optim.gradient_accumulation_steps) == (4, 1)
+    with pytest.raises(ValueError, match=r"micro_batch \(3\) must divide batch_size \(4\)"):
+        DemoConfig(micro_batch=3)
+    with pytest.raises(ValueError, match="micro_batch must be >= 1"):
+        DemoConfig(micro_batch=0)
+
+
 def test_report_labels_name_the_span_mode():
     from cuset.demo.report import row_label
 
