@@ -25,7 +25,7 @@ def register(root: typer.Typer) -> None:
         fast: bool = typer.Option(False, "--fast", help="A few-minute variant (fewer tasks, steps and tokens)."),
         study: bool = typer.Option(False, "--study", help="The powered variant: a base pretrained longer on more "
                                    "instruction pairs, 64 evaluation tasks, 2 seeds of SFT, CuSeT and DFT (500 steps "
-                                   "each), paired comparisons with intervals (about 60 minutes on 2 cores)."),
+                                   "each), paired comparisons with intervals (about 55 minutes on 2 cores)."),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/demo-<timestamp>); "
                                                "an existing one is resumed."),
         help_config: bool = help_config_option(_keys),

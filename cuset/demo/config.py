@@ -66,10 +66,11 @@ class DemoConfig:
     finetune_lr: float = option(1e-3, help="Peak learning rate of fine-tuning (higher than the paper's 1e-4: tiny model, "
                                 "few steps; try 2e-3 with finetune=lora).")
     batch_size: int = option(4, help="Examples per fine-tuning step.")
-    micro_batch: int = option(4, help="Examples per forward pass (batch_size / micro_batch gradient-accumulation "
-                              "passes; the loss is normalised over the whole step either way). 1 pads nothing: on "
-                              "2 CPU cores a padded batch of 4 runs about 25% slower per step than 4 passes of 1, "
-                              "because the padding mask takes attention off its fast causal path (measured).")
+    micro_batch: int = option(0, help="Examples per forward pass, 0 for the whole batch (otherwise batch_size / "
+                              "micro_batch gradient-accumulation passes; the loss is normalised over the whole step "
+                              "either way). 1 pads nothing: on 2 CPU cores a padded batch of 4 runs about 25% slower "
+                              "per step than 4 passes of 1, because the padding mask takes attention off its fast "
+                              "causal path (measured).")
     window: int = option(64, help="CuSeT sliding-window length (the paper's 256 is longer than most demo responses).")
     tau: float = option(0.1, help="CuSeT confidence threshold.")
     lam: float = option(1.0, help="CuSeT CUDA-mask weight lambda.")
@@ -97,6 +98,11 @@ class DemoConfig:
         """The method specs as written (`cuset`, `cuset:paper`, ...)."""
         return _names(self.methods) or []
 
+    @property
+    def forward_batch(self) -> int:
+        """Examples per forward pass (micro_batch, or the whole step's batch)."""
+        return self.micro_batch or self.batch_size
+
     def method_spec(self, spec: str) -> tuple[str, str]:
         """(loss name, cuda_spans mode) of a method spec: `cuset:paper` -> (cuset, paper)."""
         loss, spans = split_method_spec(spec)
@@ -108,11 +114,12 @@ class DemoConfig:
         if not 1 <= self.seq_len <= 4096:
             raise ValueError(f"seq_len must be between 1 and 4096, got {self.seq_len}")
         for name in ("n_train", "n_eval", "pretrain_steps", "finetune_steps", "samples", "max_new_tokens", "seeds",
-                     "batch_size", "micro_batch"):
+                     "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
-        if self.batch_size % self.micro_batch:
-            raise ValueError(f"micro_batch ({self.micro_batch}) must divide batch_size ({self.batch_size})")
+        if self.micro_batch < 0 or self.batch_size % self.forward_batch:
+            raise ValueError(f"micro_batch ({self.micro_batch}) must divide batch_size ({self.batch_size}), "
+                             "or be 0 for the whole batch")
         if self.n_pretrain < 0:
             raise ValueError("n_pretrain must be >= 0")
         if self.n_pretrain and not self.pretrain_family_list():

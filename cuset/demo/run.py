@@ -180,8 +180,8 @@ class DemoRun:
                 "loss": {"name": loss, "window": c.window, "tau": c.tau, "lam": c.lam},
                 "finetune": c.finetune,
                 "optim": {"learning_rate": c.finetune_lr, "max_steps": c.finetune_steps,
-                          "per_device_batch_size": c.micro_batch,
-                          "gradient_accumulation_steps": c.batch_size // c.micro_batch, "warmup_ratio": 0.05},
+                          "per_device_batch_size": c.forward_batch,
+                          "gradient_accumulation_steps": c.batch_size // c.forward_batch, "warmup_ratio": 0.05},
                 "precision": "fp32", "seed": self.seed_of(model), "save_steps": 0, "report_to": [],
                 "progress": c.progress,
             })

@@ -123,10 +123,12 @@ def test_micro_batches_accumulate_to_the_step_batch(tmp_path):
     assert (optim.per_device_batch_size, optim.gradient_accumulation_steps) == (1, 4)
     optim = DemoRun(DemoConfig(batch_size=4), tmp_path).cell("sft").train.optim
     assert (optim.per_device_batch_size, optim.gradient_accumulation_steps) == (4, 1)
+    optim = DemoRun(DemoConfig(batch_size=2), tmp_path).cell("sft").train.optim   # 0 follows batch_size
+    assert (optim.per_device_batch_size, optim.gradient_accumulation_steps) == (2, 1)
     with pytest.raises(ValueError, match=r"micro_batch \(3\) must divide batch_size \(4\)"):
         DemoConfig(micro_batch=3)
-    with pytest.raises(ValueError, match="micro_batch must be >= 1"):
-        DemoConfig(micro_batch=0)
+    with pytest.raises(ValueError, match=r"micro_batch \(-1\) must divide"):
+        DemoConfig(micro_batch=-1)
 
 
 def test_report_labels_name_the_span_mode():
