@@ -110,6 +110,30 @@ def describe(values, threshold: float | None = None) -> dict:
     return out
 
 
+def reference_fit(samples: Sequence[ScoredSample], *, threshold: float, sensitive_kinds: Iterable[str],
+                  unreachable: float = 1e-3) -> dict:
+    """How closely a model fits reference responses, teacher-forced: NLL per token; the
+    share of tokens at p <= threshold (those CuSeT's confidence mask and ProFit drop from
+    the loss), overall and among CUDA-sensitive and neutral tokens, and their median p;
+    the share of responses holding a token below `unreachable` (one the model will almost
+    never sample, so it will almost never write that response)."""
+    kinds = frozenset(sensitive_kinds)
+    samples = [s for s in samples if len(s)]
+    if not samples:
+        return {"n_samples": 0, "n_tokens": 0}
+    conf = np.concatenate([np.asarray(s.confidences, dtype=np.float64) for s in samples])
+    sens = np.concatenate([s.sensitive(kinds) for s in samples])
+    low = conf <= threshold
+    share = lambda mask: float(low[mask].mean()) if mask.any() else None
+    return {"n_samples": len(samples), "n_tokens": int(conf.size), "threshold": threshold,
+            "nll": float(-np.log(np.clip(conf, 1e-12, 1.0)).mean()),
+            "share_low": float(low.mean()), "share_low_sensitive": share(sens), "share_low_neutral": share(~sens),
+            "median_p_low": float(np.median(conf[low])) if low.any() else None,
+            "unreachable": unreachable,
+            "share_samples_unreachable": float(np.mean([float(np.min(s.confidences)) < unreachable
+                                                        for s in samples]))}
+
+
 def category_stats(samples: Sequence[ScoredSample], categories: Iterable[str], threshold: float | None = None) -> dict[str, dict]:
     """Per span kind: statistics of the confidences of tokens carrying that kind.
 

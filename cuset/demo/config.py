@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from cuset.config import option
 
@@ -55,7 +55,9 @@ class DemoConfig:
     methods: str = option("sft,cuset", help="Comma-separated objectives fine-tuned from the base model under the same "
                           "budget (sft, dft, eaft, asft, profit, cuset); each is compared with the first (paired bootstrap). "
                           "`name:paper` / `name:broad` sets what that run's CUDA mask covers (the span-breadth ablation, "
-                          "e.g. cuset:paper; see cuda_spans).")
+                          "e.g. cuset:paper; see cuda_spans); `cuset:noconf`, `cuset:nocuda`, `cuset:noregion` turn off "
+                          "CuSeT's confidence mask, CUDA mask or sample weight (the paper's Table 5; combinable, e.g. "
+                          "cuset:paper:noconf).")
     cuda_spans: str = option("broad", help="What the CUDA mask covers for methods named without `:spans`: broad "
                              "(kernel and __device__ bodies, device variables, launch configurations with their "
                              "backward slice, CUDA calls) or paper (__global__ bodies, <<<...>>> and the declarations "
@@ -103,10 +105,10 @@ class DemoConfig:
         """Examples per forward pass (micro_batch, or the whole step's batch)."""
         return self.micro_batch or self.batch_size
 
-    def method_spec(self, spec: str) -> tuple[str, str]:
-        """(loss name, cuda_spans mode) of a method spec: `cuset:paper` -> (cuset, paper)."""
-        loss, spans = split_method_spec(spec)
-        return loss, spans or self.cuda_spans
+    def method_spec(self, spec: str) -> MethodSpec:
+        """A method spec as written, its span mode defaulting to cuda_spans."""
+        method = parse_method_spec(spec)
+        return replace(method, spans=method.spans or self.cuda_spans)
 
     def __post_init__(self):
         if self.n_instruct < 0:
@@ -127,19 +129,15 @@ class DemoConfig:
                              "name fewer families or set n_pretrain=0")
         if self.n_pretrain == 0 and self.n_instruct == 0:
             raise ValueError("n_pretrain and n_instruct are both 0: the base model needs a pretraining corpus")
-        from cuset.losses.config import LOSS_NAMES, unknown_loss_message
         from cuset.spans import SPAN_MODES
 
+        if self.cuda_spans not in SPAN_MODES:
+            raise ValueError(f"cuda_spans must be {' or '.join(SPAN_MODES)}, got {self.cuda_spans!r}")
         methods = self.method_list()
         if not methods:
             raise ValueError("methods is empty: name the objectives to fine-tune with, e.g. methods=sft,cuset")
         for spec in methods:
-            name, spans = self.method_spec(spec)
-            if name not in LOSS_NAMES:
-                raise ValueError(f"methods: {unknown_loss_message(name)}")
-            if spans not in SPAN_MODES:
-                raise ValueError(f"methods: {spec!r}: the part after ':' is the CUDA span mode, {' or '.join(SPAN_MODES)} "
-                                 f"(e.g. {name}:paper), got {spans!r}")
+            parse_method_spec(spec)
         if len(set(methods)) != len(methods):
             raise ValueError(f"methods names an objective twice: {self.methods}")
         from cuset.data.families import get_family
@@ -161,10 +159,51 @@ class DemoConfig:
                 raise ValueError(f"instruct_families must be disjoint from families; both name {', '.join(shared)}")
 
 
-def split_method_spec(spec: str) -> tuple[str, str]:
-    """`cuset:paper` -> (cuset, paper); `cuset` -> (cuset, "") (the config's cuda_spans)."""
-    loss, _, spans = spec.partition(":")
-    return loss, spans
+# CuSeT's ablation switches (the paper's Table 5), as method-spec parts: each turns one
+# LossConfig switch off. All three off is SFT; only the confidence mask left is ProFit.
+ABLATIONS = {"noconf": "conf_mask", "nocuda": "cuda_mask", "noregion": "region_weight"}
+ABLATION_LABELS = {"noconf": "no confidence mask", "nocuda": "no CUDA mask", "noregion": "no sample weight"}
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One fine-tuning arm: `cuset:paper:noconf` -> loss cuset, paper spans, conf_mask off."""
+    loss: str
+    spans: str = ""                  # "": the config's cuda_spans
+    ablations: tuple[str, ...] = ()  # keys of ABLATIONS
+
+    def loss_switches(self) -> dict[str, bool]:
+        """The LossConfig switches this arm turns off."""
+        return {ABLATIONS[a]: False for a in self.ablations}
+
+    def qualifiers(self) -> list[str]:
+        """What sets this arm apart from its plain loss, for a table row."""
+        return ([f"{self.spans} spans"] if self.spans else []) + [ABLATION_LABELS[a] for a in self.ablations]
+
+
+def parse_method_spec(spec: str) -> MethodSpec:
+    """`cuset` -> MethodSpec(cuset); `cuset:paper:noconf` -> paper spans, confidence mask off.
+    Raises ValueError naming the spec and the parts it may hold."""
+    from cuset.losses.config import LOSS_NAMES, unknown_loss_message
+    from cuset.spans import SPAN_MODES
+
+    loss, *parts = spec.split(":")
+    if loss not in LOSS_NAMES:
+        raise ValueError(f"methods: {unknown_loss_message(loss)}")
+    spans = [p for p in parts if p in SPAN_MODES]
+    ablations = tuple(p for p in parts if p in ABLATIONS)
+    unknown = [p for p in parts if p not in SPAN_MODES and p not in ABLATIONS]
+    allowed = (f"the CUDA span mode ({' or '.join(SPAN_MODES)}, e.g. {loss}:paper) or a CuSeT ablation "
+               f"({', '.join(ABLATIONS)}, e.g. cuset:noconf)")
+    if unknown:
+        raise ValueError(f"methods: {spec!r}: {unknown[0]!r} is not a part a method spec may hold; "
+                         f"the parts after ':' are {allowed}")
+    if len(spans) > 1 or len(set(ablations)) != len(ablations):
+        raise ValueError(f"methods: {spec!r} names a part twice; the parts after ':' are {allowed}")
+    if ablations and loss != "cuset":
+        raise ValueError(f"methods: {spec!r}: {', '.join(ablations)} switch off parts of CuSeT's objective; "
+                         f"{loss} has none (use cuset:{':'.join(ablations)})")
+    return MethodSpec(loss, spans[0] if spans else "", ablations)
 
 
 def _names(spec: str) -> list[str] | None:

@@ -16,14 +16,15 @@ PASS_KEYS = ("compile@1", "compile@3", "function@1", "function@3")
 
 
 def row_label(method: str) -> str:
-    """`cuset` -> CuSeT, `cuset:paper` -> CuSeT (paper spans)."""
+    """`cuset` -> CuSeT, `cuset:paper:noconf` -> CuSeT (paper spans, no confidence mask)."""
     from cuset.analysis.results import method_name
-    from cuset.demo.config import split_method_spec
+    from cuset.demo.config import parse_method_spec
 
     if method == "vanilla":
         return BASE_LABEL
-    loss, spans = split_method_spec(method)
-    return method_name(loss) + (f" ({spans} spans)" if spans else "")
+    spec = parse_method_spec(method)
+    qualifiers = spec.qualifiers()
+    return method_name(spec.loss) + (f" ({', '.join(qualifiers)})" if qualifiers else "")
 
 
 def model_metrics(results_path: Path) -> dict:
@@ -77,6 +78,7 @@ def write_report(run) -> Path:
            "runs": {m: {"method": run.method_of(m), "seed": run.seed_of(m)} for m in run.models},
            "paired": paired_rows(runs, by_method, methods[1], methods[2:]) if len(methods) > 2 else [],
            "base_nll": json.loads((out / "base_nll.json").read_text()),
+           "reference_fit": {m: json.loads(run.reference_fit_path(m).read_text()) for m in run.models},
            "confidence": {k: confidence[k] for k in ("ks", "groups", "windows", "threshold")},
            "training": {m: {"steps": t["steps"], "final_metrics": t["final_metrics"],
                             "trainable_parameters": t["trainable_parameters"],
@@ -126,6 +128,28 @@ def paired_rows(runs: dict, by_method: dict, reference: str, others: list[str]) 
 
 def _interval(cell: dict | None) -> str:
     return "n/a" if cell is None else f"{100 * cell['mean']:.1f} [{100 * cell['low']:.1f}, {100 * cell['high']:.1f}]"
+
+
+def _reference_fit_lines(fits: dict, tau: float) -> list[str]:
+    """The table of how closely each model fits the held-out reference programs."""
+    some = next(iter(fits.values()), {})
+    lines = ["## How closely each model fits the held-out reference programs", "",
+             f"Teacher-forced on the first {some.get('n_samples', 0)} held-out reference programs. Low = p <= tau "
+             f"({tau}): the tokens CuSeT's confidence mask and ProFit leave out of the loss (DFT weights them by p). "
+             f"Unreachable = the share of references holding a token at p < {some.get('unreachable', 1e-3)}, "
+             "which the model will almost never write.", "",
+             "| Run | NLL per token | Low tokens | Low among CUDA-sensitive | Low among neutral | Median p of low tokens "
+             "| Unreachable references |",
+             "|---|---|---|---|---|---|---|"]
+    for model, f in fits.items():
+        if not f.get("n_tokens"):
+            lines.append(f"| {model} | no reference scored | | | | | |")
+            continue
+        median = "n/a" if f["median_p_low"] is None else f"{f['median_p_low']:.1e}"
+        pct = lambda x: "n/a" if x is None else f"{_pct(x)}%"
+        lines.append(f"| {model} | {f['nll']:.3f} | {pct(f['share_low'])} | {pct(f['share_low_sensitive'])} | "
+                     f"{pct(f['share_low_neutral'])} | {median} | {pct(f['share_samples_unreachable'])} |")
+    return lines
 
 
 def _markdown(run, doc: dict) -> str:
@@ -221,7 +245,9 @@ def _markdown(run, doc: dict) -> str:
                      f"{100 * t['cuda_token_share']:.1f}% | "
                      f"{'n/a' if loss is None else f'{loss:.4f}'} | "
                      f"{'n/a' if final_nll is None else f'{final_nll:.4f}'} |")
-    lines += ["", "Logs: `train/<run>/` (JSONL log, TensorBoard, run_summary.json).", "",
+    lines += ["", "Logs: `train/<run>/` (JSONL log, TensorBoard, run_summary.json).", ""]
+    lines += _reference_fit_lines(doc["reference_fit"], cfg["tau"])
+    lines += ["",
               "## Time per step (seconds)", "", "| Step | Seconds |", "|---|---|"]
     lines += [f"| {k} | {v} |" for k, v in doc["timings_s"].items()]
     lines += ["", "These are demo-scale numbers measured by this run (tiny model, synthetic tasks, minutes of CPU "

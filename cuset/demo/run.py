@@ -1,7 +1,7 @@
 """The demo pipeline: a miniature but honest CuSeT experiment on a CPU.
 
     data -> base model -> base NLL -> fine-tune (each method x seed) -> generate -> evaluate
-         -> confidence -> report (intervals, paired comparisons)
+         -> reference fit (each model) -> confidence -> report (intervals, paired comparisons)
 
 A fine-tuned run is named after its method, with `-seed<k>` for the k-th seed after
 the first (`sft`, `sft-seed1`, ...); `--study` is the same pipeline with more tasks,
@@ -32,6 +32,9 @@ from cuset.io import atomic_write_text
 log = logging.getLogger(__name__)
 
 VANILLA = "vanilla"
+# Reference programs scored teacher-forced (base NLL, reference fit, confidence): a few
+# seconds per model on 2 cores.
+SCORED_REFERENCES = 64
 
 
 def run_name(method: str, k: int) -> str:
@@ -97,6 +100,8 @@ class DemoRun:
         steps.run("base_nll", self.base_nll)
         for model in self.models:
             run_cell(self.cell(model), name=f"demo {model}")
+        for model in self.models:  # a step of each cell: a run added to a finished demo gets its own
+            StepLog(self.cell_dir(model), f"demo {model}").run("reference_fit", lambda m=model: self.reference_fit(m))
         steps.run("confidence", self.confidence)
         # the report's time per step, in the order the steps ran
         self.timings = {k: steps.seconds[k] for k in ("data", "base_model", "base_nll")}
@@ -170,14 +175,14 @@ class DemoRun:
         c, method = self.cfg, self.method_of(model)
         train = None
         if model != VANILLA:
-            loss, spans = c.method_spec(method)
+            spec = c.method_spec(method)
             train = load_config(TrainConfig, base={
                 "output_dir": str(self.cell_dir(model) / "train"),
                 "model": {"name_or_path": str(self.vanilla), "dtype": "float32"},
                 "data": {"paths": [str(self.train_tasks)], "format": "cudabench", "prompt_level": 1,
                          "max_length": 2048, "cache_dir": str(self.out / "cache" / "tokenized"),
-                         "cuda_spans": spans},
-                "loss": {"name": loss, "window": c.window, "tau": c.tau, "lam": c.lam},
+                         "cuda_spans": spec.spans},
+                "loss": {"name": spec.loss, "window": c.window, "tau": c.tau, "lam": c.lam, **spec.loss_switches()},
                 "finetune": c.finetune,
                 "optim": {"learning_rate": c.finetune_lr, "max_steps": c.finetune_steps,
                           "per_device_batch_size": c.forward_batch,
@@ -200,12 +205,16 @@ class DemoRun:
         return Cell(self.cell_dir(model), str(self.eval_tasks), generate=generate, evaluate=evaluate,
                     train=train, labels=labels)
 
-    def _score(self, tasks: Path, limit: int):
-        """Teacher-forced confidences of the vanilla model on the reference responses of `tasks`."""
+    def reference_fit_path(self, model: str) -> Path:
+        return self.cell_dir(model) / "reference_fit.json"
+
+    def _score(self, tasks: Path, limit: int, model: str = ""):
+        """Teacher-forced confidences of `model` (a model or adapter directory; default the
+        vanilla model) on the reference responses of `tasks`."""
         from cuset.analysis.scoring import encode_examples, load_model, score_batches
         from cuset.train.data import RecordOptions, read_examples
 
-        model, tokenizer = load_model(str(self.vanilla), device="cpu", dtype="float32")
+        model, tokenizer = load_model(model or str(self.vanilla), device="cpu", dtype="float32")
         items = read_examples(tasks, RecordOptions(format="cudabench", prompt_level=1))
         encoded, skipped, messages = encode_examples(tokenizer, items, max_length=2048, limit=limit)
         return score_batches(model, tokenizer, encoded, batch_size=8, progress=self.cfg.progress), skipped, messages
@@ -216,11 +225,25 @@ class DemoRun:
         weight 1 - min window confidence above all) has nothing left to teach."""
         import numpy as np
 
-        samples, _, _ = self._score(self.train_tasks, limit=64)
+        samples, _, _ = self._score(self.train_tasks, limit=SCORED_REFERENCES)
         nll = np.concatenate([-np.log(np.clip(s.confidences, 1e-12, 1.0)) for s in samples])
         atomic_write_text(self.out / "base_nll.json", json.dumps(
             {"nll": float(nll.mean()), "n_examples": len(samples), "n_tokens": int(nll.size),
              "data": str(self.train_tasks.relative_to(self.out))}))
+
+    def reference_fit(self, model: str) -> None:
+        """How closely `model` fits the held-out reference programs, teacher-forced. Tokens it
+        finds unlikely (p <= tau) are the ones CuSeT's confidence mask and ProFit leave out of
+        the loss (and DFT all but leaves out); a reference holding a token below 1e-3 is one
+        the model will almost never write."""
+        from cuset.analysis.confidence import reference_fit
+        from cuset.experiment import trained_model
+        from cuset.spans import CUSET_KINDS
+
+        path, adapter = trained_model(self.cell(model))
+        samples, _, _ = self._score(self.eval_tasks, limit=SCORED_REFERENCES, model=adapter or path)
+        atomic_write_text(self.reference_fit_path(model), json.dumps(
+            reference_fit(samples, threshold=self.cfg.tau, sensitive_kinds=CUSET_KINDS)))
 
     def confidence(self) -> None:
         """Section 3 of the paper on the vanilla model: confidence of CUDA-sensitive vs neutral
@@ -228,7 +251,7 @@ class DemoRun:
         from cuset.analysis.confidence_report import analyze_confidence, save_scores
         from cuset.spans import ALL_KINDS, CUSET_KINDS
 
-        samples, skipped, messages = self._score(self.eval_tasks, limit=64)
+        samples, skipped, messages = self._score(self.eval_tasks, limit=SCORED_REFERENCES)
         out = self.out / "confidence"
         save_scores(out / "scores.jsonl", samples)
         analyze_confidence(samples, out, window=self.cfg.confidence_window, sensitive_kinds=CUSET_KINDS,

@@ -5,7 +5,8 @@ import pytest
 from scipy.stats import ks_2samp
 
 from cuset.analysis.confidence import (
-    ScoredSample, category_stats, describe, ks_location, ks_test, low_window_stats, reflected_kde, sample_windows,
+    ScoredSample, category_stats, describe, ks_location, ks_test, low_window_stats, reference_fit, reflected_kde,
+    sample_windows,
     split_by_sensitivity,
 )
 
@@ -65,6 +66,23 @@ def test_category_stats_count_overlapping_kinds():
     assert stats["thread_index"]["share_below_threshold"] == pytest.approx(2 / 3)
     assert stats["sync"] == describe([1.0], 0.5)
     assert stats["atomic"] == {"n": 0}
+
+
+def test_reference_fit_hand_example():
+    # tokens at p <= tau = 0.1: 0.1 (neutral, exactly at tau: dropped by p > tau) and 1e-4 (sensitive)
+    s1 = sample("a", [0.5, 0.1, 1e-4], [N, N, K])
+    s2 = sample("b", [1.0, 0.25], [K, K])
+    fit = reference_fit([s1, s2], threshold=0.1, sensitive_kinds=SENS, unreachable=1e-3)
+    assert fit["n_samples"] == 2 and fit["n_tokens"] == 5
+    assert fit["nll"] == pytest.approx(-(np.log(0.5) + np.log(0.1) + np.log(1e-4) + 0 + np.log(0.25)) / 5)
+    assert fit["share_low"] == pytest.approx(2 / 5)
+    assert fit["share_low_sensitive"] == pytest.approx(1 / 3) and fit["share_low_neutral"] == pytest.approx(1 / 2)
+    assert fit["median_p_low"] == pytest.approx((0.1 + 1e-4) / 2)
+    assert fit["share_samples_unreachable"] == pytest.approx(1 / 2)  # only "a" holds a token below 1e-3
+    confident = reference_fit([s2], threshold=0.1, sensitive_kinds=SENS)
+    assert confident["share_low"] == 0.0 and confident["median_p_low"] is None
+    assert confident["share_low_neutral"] is None  # no neutral token: no share, not 0/0
+    assert reference_fit([], threshold=0.1, sensitive_kinds=SENS) == {"n_samples": 0, "n_tokens": 0}
 
 
 def test_low_window_statistics_hand_example():

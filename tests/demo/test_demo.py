@@ -96,6 +96,27 @@ def test_figures_and_artifacts(demo_run):
     assert doc["base_model"]["vocab_size"] == vocab and f"with a {vocab:,}-token" in (demo_run / "report.md").read_text()
 
 
+def test_reference_fit_scores_every_model_on_the_held_out_references(demo_run):
+    from cuset.analysis.confidence import reference_fit
+    from cuset.analysis.confidence_report import load_scores
+    from cuset.spans import CUSET_KINDS
+
+    doc = json.loads((demo_run / "report.json").read_text())
+    fits = doc["reference_fit"]
+    assert set(fits) == {"vanilla", "sft", "cuset"}
+    for fit in fits.values():
+        assert fit["n_samples"] == doc["config"]["n_eval"] and fit["threshold"] == doc["config"]["tau"]
+        assert all(0 <= fit[k] <= 1 for k in ("share_low", "share_low_sensitive", "share_low_neutral"))
+    # the vanilla model's fit, recomputed from the scores the confidence step saved of the same references
+    vanilla = reference_fit(load_scores(demo_run / "confidence" / "scores.jsonl"), threshold=doc["config"]["tau"],
+                            sensitive_kinds=CUSET_KINDS)
+    assert fits["vanilla"] == pytest.approx(vanilla)
+    assert fits["sft"]["nll"] < fits["vanilla"]["nll"]  # SFT trained on the same families' programs
+    report = (demo_run / "report.md").read_text()
+    assert "## How closely each model fits the held-out reference programs" in report
+    assert f"| sft | {fits['sft']['nll']:.3f} |" in report
+
+
 def test_rerun_resumes_without_redoing_steps(demo_run):
     before = (demo_run / "report.md").read_text()
     artifacts = [*demo_run.glob("cells/*/generations.jsonl"), *demo_run.glob("cells/*/eval/results.jsonl"),

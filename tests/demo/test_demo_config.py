@@ -3,7 +3,7 @@
 import pytest
 
 from cuset.config import load_config
-from cuset.demo.config import DEMO_FAMILIES, INSTRUCT_FAMILIES, DemoConfig
+from cuset.demo.config import DEMO_FAMILIES, INSTRUCT_FAMILIES, DemoConfig, MethodSpec, parse_method_spec
 
 
 def test_defaults_name_real_disjoint_families():
@@ -104,16 +104,38 @@ def test_method_specs_set_the_span_mode_per_run(tmp_path):
     from cuset.demo.run import DemoRun
 
     cfg = DemoConfig(methods="sft,cuset,cuset:paper", seeds=2)
-    assert cfg.method_spec("cuset:paper") == ("cuset", "paper")
-    assert cfg.method_spec("cuset") == ("cuset", "broad")
-    assert DemoConfig(cuda_spans="paper").method_spec("sft") == ("sft", "paper")
+    assert cfg.method_spec("cuset:paper") == MethodSpec("cuset", "paper")
+    assert cfg.method_spec("cuset") == MethodSpec("cuset", "broad")
+    assert DemoConfig(cuda_spans="paper").method_spec("sft") == MethodSpec("sft", "paper")
     run = DemoRun(cfg, tmp_path)
     assert run.models == ["vanilla", "sft", "cuset", "cuset-paper", "sft-seed1", "cuset-seed1", "cuset-paper-seed1"]
     assert run.method_of("cuset-paper-seed1") == "cuset:paper" and run.seed_of("cuset-paper-seed1") == 1
     spans = {m: (run.cell(m).train.loss.name, run.cell(m).train.data.cuda_spans) for m in ("sft", "cuset", "cuset-paper")}
     assert spans == {"sft": ("sft", "broad"), "cuset": ("cuset", "broad"), "cuset-paper": ("cuset", "paper")}
-    with pytest.raises(ValueError, match=r"'cuset:narrow'.*broad or paper \(e.g. cuset:paper\)"):
+    with pytest.raises(ValueError, match=r"'cuset:narrow': 'narrow' is not a part.*\(broad or paper, e.g. cuset:paper\)"):
         DemoConfig(methods="sft,cuset:narrow")
+
+
+def test_method_specs_switch_off_parts_of_cuset(tmp_path):
+    """The paper's Table 5 as demo arms: each ablation part turns one LossConfig switch off."""
+    from cuset.demo.run import DemoRun
+
+    assert parse_method_spec("cuset:paper:noconf") == MethodSpec("cuset", "paper", ("noconf",))
+    assert parse_method_spec("cuset:noregion:nocuda") == MethodSpec("cuset", "", ("noregion", "nocuda"))
+    run = DemoRun(DemoConfig(methods="sft,cuset:noconf,cuset:nocuda:noregion"), tmp_path)
+    assert run.models == ["vanilla", "sft", "cuset-noconf", "cuset-nocuda-noregion"]
+    switches = {m: (lambda l: (l.name, l.conf_mask, l.cuda_mask, l.region_weight))(run.cell(m).train.loss)
+                for m in run.models[1:]}
+    assert switches == {"sft": ("sft", True, True, True), "cuset-noconf": ("cuset", False, True, True),
+                        "cuset-nocuda-noregion": ("cuset", True, False, False)}
+    with pytest.raises(ValueError, match=r"'sft:noconf': noconf switch off parts of CuSeT's objective; sft has none"):
+        DemoConfig(methods="sft:noconf")
+    with pytest.raises(ValueError, match=r"'cuset:noconf:noconf' names a part twice"):
+        DemoConfig(methods="cuset:noconf:noconf")
+    with pytest.raises(ValueError, match=r"'cuset:paper:broad' names a part twice"):
+        DemoConfig(methods="cuset:paper:broad")
+    with pytest.raises(ValueError, match=r"unknown loss 'cusett': did you mean 'cuset'"):
+        DemoConfig(methods="cusett:noconf")
 
 
 def test_micro_batches_accumulate_to_the_step_batch(tmp_path):
@@ -135,4 +157,6 @@ def test_report_labels_name_the_span_mode():
     from cuset.demo.report import row_label
 
     assert row_label("cuset:paper") == "CuSeT (paper spans)"
+    assert row_label("cuset:paper:noconf") == "CuSeT (paper spans, no confidence mask)"
+    assert row_label("cuset:nocuda:noregion") == "CuSeT (no CUDA mask, no sample weight)"
     assert row_label("cuset") == "CuSeT" and row_label("vanilla").startswith("Vanilla")
