@@ -15,7 +15,7 @@ from typing import Sequence
 from cuset.analysis import plots
 from cuset.analysis.difficulty import DifficultyResult, difficulty_markdown, difficulty_table, plot_difficulty
 from cuset.analysis.published import PUBLISHED_LABEL, published
-from cuset.analysis.paired import common_tasks, paired_bootstrap, task_matrix
+from cuset.analysis.paired import RUN_VARIANCE, compare_task_scores, format_p, holm_adjust
 from cuset.analysis.results import METRIC_KEYS, ResultsError, RunResults, method_name, parse_label_arg
 from cuset.analysis.tables import (
     HPARAMS, MEASURED, hparam_markdown, hparam_series, published_points, table2_markdown, table2_rows,
@@ -37,7 +37,7 @@ def build_report(runs: Sequence[RunResults], out_dir: str | Path, *, published_m
                  compare: Sequence[str] = ()) -> dict:
     """Write report.md, report.json and the figures; return the JSON document.
 
-    `compare`: "A:B" label selectors (e.g. "method=SFT:method=CuSeT"), each a paired bootstrap of
+    `compare`: "A:B" label selectors (e.g. "method=SFT:method=CuSeT"), each a paired comparison of
     B - A over the tasks both score (runs matching a selector are its seeds); with none and
     exactly two runs, run 2 is compared with run 1."""
     if not runs:
@@ -93,7 +93,7 @@ def _select(runs: Sequence[RunResults], selector: str) -> list[int]:
 
 
 def paired_comparisons(runs: Sequence[RunResults], compare: Sequence[str]) -> list[dict]:
-    """Paired bootstraps (cuset.analysis.paired) for each "A:B" selector pair."""
+    """Paired comparisons (cuset.analysis.paired) for each "A:B" selector pair, Holm-adjusted together."""
     pairs = []
     for spec in compare:
         if spec.count(":") != 1:
@@ -108,20 +108,28 @@ def paired_comparisons(runs: Sequence[RunResults], compare: Sequence[str]) -> li
         pairs.append((sel_a, a, sel_b, b))
     if not compare and len(runs) == 2:
         pairs.append(("run 1", [0], "run 2", [1]))
-    out = []
-    for name_a, a, name_b, b in pairs:
-        rows = []
+    found = []   # (pair index, difference): every comparison of the report is one family for Holm
+    for k, (_, a, _, b) in enumerate(pairs):
         for metric in METRIC_KEYS:
-            per_run = [{t: m.get(metric) for t, m in runs[i].task_metrics.items()} for i in a + b]
-            tasks = common_tasks(per_run)
-            if len(tasks) < 2:
-                continue
-            d = paired_bootstrap(task_matrix(per_run[:len(a)], tasks), task_matrix(per_run[len(a):], tasks),
-                                 metric=metric)
-            rows.append({**d.to_json(), "sentence": d.sentence(name_a, name_b)})
+            score = lambda i: {t: m.get(metric) for t, m in runs[i].task_metrics.items()}
+            d = compare_task_scores([score(i) for i in a], [score(i) for i in b], metric=metric)
+            if d is not None:
+                found.append((k, d))
+    adjusted = holm_adjust([d for _, d in found]) if len(found) > 1 else [d for _, d in found]
+    out = []
+    for k, (name_a, a, name_b, b) in enumerate(pairs):
+        rows = [{**d.to_json(), "sentence": d.sentence(name_a, name_b)}
+                for (j, _), d in zip(found, adjusted) if j == k]
         out.append({"a": name_a, "b": name_b, "runs_a": [i + 1 for i in a], "runs_b": [i + 1 for i in b],
-                    "rows": rows})
+                    "n_comparisons": len(found), "rows": rows})
     return out
+
+
+PAIRED_METHOD_TEXT = (
+    "B - A over the tasks both sides score, in percentage points. Tasks and training runs are both random: the "
+    "interval is Student's t with Satterthwaite degrees of freedom on the task-level variance of the paired "
+    "differences plus each side's run-to-run variance (a run answers every task, so its effect does not average "
+    "out over tasks); p is the same t-test of no difference (cuset.analysis.paired).")
 
 
 def _figures(out: Path, t2: list[dict], curves: dict) -> dict:
@@ -185,14 +193,22 @@ def report_markdown(doc: dict) -> str:
     lines += ["", "## Main results (shaped like Table 2)", "", table2_markdown(doc["table2"]), ""]
     for cmp in doc.get("paired", []):
         lines += [f"## Paired comparison: {cmp['b']} (runs {cmp['runs_b']}) vs {cmp['a']} (runs {cmp['runs_a']})", "",
-                  "Bootstrap over the tasks both score (and over seeds where a side has several runs), 10,000 "
-                  "resamples; differences in percentage points.", "",
-                  "| metric | tasks | A | B | B - A | 95% interval | p | significant |",
-                  "|---|---:|---:|---:|---:|---|---:|---|"]
+                  PAIRED_METHOD_TEXT + (f" Holm-adjusted p (column p_Holm) over the {cmp['n_comparisons']} comparisons "
+                                        "in this report; 'significant' uses it." if cmp.get("n_comparisons", 1) > 1
+                                        else ""), "",
+                  "| metric | tasks | runs A/B | A | B | B - A | 95% interval | p | p_Holm | significant |",
+                  "|---|---:|---|---:|---:|---:|---|---|---|---|"]
         for r in cmp["rows"]:
-            lines.append(f"| {r['metric']} | {r['n_tasks']} | {100 * r['mean_a']:.1f} | {100 * r['mean_b']:.1f} | "
-                         f"{100 * r['delta']:+.1f} | [{100 * r['low']:+.1f}, {100 * r['high']:+.1f}] | "
-                         f"{r['p_value']:.3g} | {'yes' if r['significant'] else 'no'} |")
+            interval = ("none (no variation)" if r["low"] is None
+                        else f"[{100 * r['low']:+.1f}, {100 * r['high']:+.1f}]")
+            runs_note = "" if r["run_variance"] == "estimated" else " *"
+            lines.append(f"| {r['metric']} | {r['n_tasks']} | {r['n_seeds'][0]}/{r['n_seeds'][1]}{runs_note} | "
+                         f"{100 * r['mean_a']:.1f} | {100 * r['mean_b']:.1f} | {100 * r['delta']:+.1f} | {interval} | "
+                         f"{format_p(r['p_value'])[2:]} | "
+                         f"{'' if r.get('p_holm') is None else format_p(r['p_holm'])[2:]} | "
+                         f"{'yes' if r['significant'] else 'no'} |")
+        notes = sorted({r["run_variance"] for r in cmp["rows"]} - {"estimated"})
+        lines += [f"\\* {RUN_VARIANCE[n]}." for n in notes]
         lines += [""] + [f"- {r['sentence']}" for r in cmp["rows"]] + [""]
     if "table2" in doc["figures"]:
         lines += [f"![Table 2]({doc['figures']['table2']})", ""]

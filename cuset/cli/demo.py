@@ -28,6 +28,9 @@ def register(root: typer.Typer) -> None:
                                    "each), paired comparisons with intervals (about 55 minutes on 2 cores)."),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/demo-<timestamp>); "
                                                "an existing one is resumed."),
+        report_from: Optional[Path] = typer.Option(None, "--report-from", help="Run nothing: recompute the "
+                                                   "intervals and comparisons of a demo/study report.json from the "
+                                                   "per-task scores it holds and rewrite report.json/report.md beside it."),
         help_config: bool = help_config_option(_keys),
     ):
         """Synthesise tasks, build and pretrain a small base model on other families, fine-tune it with
@@ -37,6 +40,13 @@ def register(root: typer.Typer) -> None:
         from cuset.demo.config import FAST, STUDY, DemoConfig
         from cuset.demo.run import run_demo
 
+        if report_from is not None:
+            from cuset.demo.report import report_from as rewrite
+
+            report = rewrite(report_from)
+            out.print(report.read_text(), markup=False, highlight=False)
+            console.print(f"[bold green]report:[/] {report}")
+            return
         if fast and study:
             raise typer.BadParameter("--fast and --study are two presets: choose one (key=value overrides still apply)")
         cfg = stage_config(ctx, DemoConfig, config, base=FAST if fast else STUDY if study else None)

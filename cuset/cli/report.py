@@ -40,8 +40,8 @@ def register(root: typer.Typer) -> None:
         definition: str = typer.Option("unbiased", "--definition", help="Metrics: unbiased (pass@k estimator), compat (official harness), compat_quirk."),
         title: str = typer.Option("CuSeT evaluation report", "--title", help="Report title."),
         compare: Optional[List[str]] = typer.Option(None, "--compare", help="A:B label selectors, e.g. "
-                                                    "method=SFT:method=CuSeT: paired bootstrap of B - A over the "
-                                                    "common tasks (runs matching a selector are its seeds); "
+                                                    "method=SFT:method=CuSeT: paired comparison of B - A over the "
+                                                    "common tasks (runs matching a selector are its seeds: tasks and runs both random effects); "
                                                     "repeatable. Two RESULTS and no --compare: run 2 vs run 1."),
     ):
         from cuset.analysis.report import build_report

@@ -53,7 +53,7 @@ class DemoConfig:
                            "r=8 adapters trained slower on 2 CPU cores and learned less in the same budget (measured).",
                            choices=("lora", "full"))
     methods: str = option("sft,cuset", help="Comma-separated objectives fine-tuned from the base model under the same "
-                          "budget (sft, dft, eaft, asft, profit, cuset); each is compared with the first (paired bootstrap). "
+                          "budget (sft, dft, eaft, asft, profit, cuset); each is compared with the first (paired over tasks, with run-to-run variance). "
                           "`name:paper` / `name:broad` sets what that run's CUDA mask covers (the span-breadth ablation, "
                           "e.g. cuset:paper; see cuda_spans); `cuset:noconf`, `cuset:nocuda`, `cuset:noregion` turn off "
                           "CuSeT's confidence mask, CUDA mask or sample weight (the paper's Table 5; combinable, e.g. "

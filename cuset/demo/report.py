@@ -68,15 +68,15 @@ def write_report(run) -> Path:
     out: Path = run.out
     rows = {model: model_metrics(run.eval_dir(model) / "results.jsonl") for model in run.models}
     runs = {model: load_run(run.eval_dir(model)) for model in run.models}
-    methods = ["vanilla"] + run.cfg.method_list()
-    by_method = {m: [r for r in run.models if run.method_of(r) == m] for m in methods}
     confidence = json.loads((out / "confidence" / "confidence.json").read_text())
     trains = {m: json.loads((run.cell_dir(m) / "train" / "run_summary.json").read_text()) for m in run.models if m != "vanilla"}
     doc = {"config": json.loads((out / "demo_config.json").read_text()), "metrics": rows,
-           "methods": {m: method_row([runs[r] for r in by_method[m]], [rows[r] for r in by_method[m]])
-                       for m in methods},
-           "runs": {m: {"method": run.method_of(m), "seed": run.seed_of(m)} for m in run.models},
-           "paired": paired_rows(runs, by_method, methods[1], methods[2:]) if len(methods) > 2 else [],
+           "method_order": ["vanilla"] + run.cfg.method_list(),
+           "runs": {m: {"method": run.method_of(m), "seed": run.seed_of(m),
+                        "results": _rel(run.eval_dir(m) / "results.jsonl", out)} for m in run.models},
+           # per run and task: the Pass@k scores every interval and comparison is computed from, so a
+           # committed report.json is enough to recompute them (`cuset demo --report-from`)
+           "task_scores": {m: r.task_metrics for m, r in runs.items()},
            "base_nll": json.loads((out / "base_nll.json").read_text()),
            "reference_fit": {m: json.loads(run.reference_fit_path(m).read_text()) for m in run.models},
            "confidence": {k: confidence[k] for k in ("ks", "groups", "windows", "threshold")},
@@ -87,47 +87,81 @@ def write_report(run) -> Path:
                         for m, t in trains.items()},
            "base_model": base_model_facts(run.vanilla), "timings_s": run.timings,
            "wall_s": round(sum(run.timings.values()), 1)}
+    return _write(add_statistics(doc), out)
+
+
+def report_from(report_json: Path) -> Path:
+    """Recompute a demo report's intervals and comparisons from the per-task scores its
+    report.json holds, and rewrite report.json and report.md beside it."""
+    from cuset.errors import CusetError
+
+    path = Path(report_json)
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise CusetError(f"{path}: cannot read a demo report.json ({e})") from None
+    missing = [k for k in ("task_scores", "method_order", "runs", "metrics") if k not in doc]
+    if missing:
+        raise CusetError(f"{path}: no {', '.join(missing)}: it was written before demo reports kept per-task scores; "
+                         "re-run the demo (or the study) to get a report that can be recomputed")
+    return _write(add_statistics(doc), path.parent)
+
+
+def add_statistics(doc: dict) -> dict:
+    """Each method's intervals and each method's paired comparison with the first, from doc['task_scores']."""
+    methods, scores = doc["method_order"], doc["task_scores"]
+    by_method = {m: [r for r, info in doc["runs"].items() if info["method"] == m] for m in methods}
+    doc["methods"] = {m: method_row([scores[r] for r in by_method[m]], [doc["metrics"][r] for r in by_method[m]])
+                      for m in methods}
+    doc["paired"] = paired_rows(scores, by_method, methods[1], methods[2:]) if len(methods) > 2 else []
+    return doc
+
+
+def _write(doc: dict, out: Path) -> Path:
     atomic_write_text(out / "report.json", json.dumps(doc, indent=1, default=str))
-    atomic_write_text(out / "report.md", _markdown(run, doc))
+    atomic_write_text(out / "report.md", _markdown(doc))
     return out / "report.md"
 
 
-def method_row(runs: list, metrics: list[dict]) -> dict:
-    """One method over its seeds: each Pass@k as mean with a 95% bootstrap interval over
-    tasks and seeds (None where no task has k samples), plus the mean tokens per sample."""
-    from cuset.analysis.paired import bootstrap_mean, common_tasks, task_matrix
+def method_row(task_scores: list[dict], metrics: list[dict]) -> dict:
+    """One method over its seeds: each Pass@k as mean with a 95% interval over tasks and runs
+    (None where fewer than 2 tasks have k samples), plus the mean tokens per sample."""
+    from cuset.analysis.paired import interval_of_task_scores
 
-    row = {"n_seeds": len(runs), "n_samples": sum(m["n_samples"] for m in metrics)}
+    row = {"n_seeds": len(task_scores), "n_samples": sum(m["n_samples"] for m in metrics)}
     for key in PASS_KEYS:
-        per_run = [{t: m.get(key) for t, m in r.task_metrics.items()} for r in runs]
-        tasks = common_tasks(per_run)
-        row[key] = asdict(bootstrap_mean(task_matrix(per_run, tasks))) if tasks else None
+        interval = interval_of_task_scores([{t: m.get(key) for t, m in run.items()} for run in task_scores])
+        row[key] = None if interval is None else asdict(interval)
     tokens = [m["avg_tokens"] for m in metrics if m.get("avg_tokens") is not None]
     row["avg_tokens"] = sum(tokens) / len(tokens) if tokens else None
     return row
 
 
-def paired_rows(runs: dict, by_method: dict, reference: str, others: list[str]) -> list[dict]:
-    """Each other method - the reference method, paired over tasks and seeds, per Pass@k."""
-    from cuset.analysis.paired import common_tasks, paired_bootstrap, task_matrix
+def paired_rows(task_scores: dict, by_method: dict, reference: str, others: list[str]) -> list[dict]:
+    """Each other method - the reference method, paired over tasks with run-to-run variance, per
+    Pass@k; Holm-adjusted over all the rows (one family of comparisons)."""
+    from cuset.analysis.paired import compare_task_scores, holm_adjust
 
-    out = []
+    found = []
     for method in others:
         for key in PASS_KEYS:
-            per_run = [{t: m.get(key) for t, m in runs[r].task_metrics.items()}
-                       for r in by_method[reference] + by_method[method]]
-            tasks = common_tasks(per_run)
-            if len(tasks) < 2:
-                continue
-            n_ref = len(by_method[reference])
-            d = paired_bootstrap(task_matrix(per_run[:n_ref], tasks), task_matrix(per_run[n_ref:], tasks), metric=key)
-            out.append({"a": reference, "b": method, **d.to_json(),
-                        "sentence": d.sentence(row_label(reference), row_label(method))})
-    return out
+            scores = lambda r: {t: m.get(key) for t, m in task_scores[r].items()}
+            d = compare_task_scores([scores(r) for r in by_method[reference]], [scores(r) for r in by_method[method]],
+                                    metric=key)
+            if d is not None:
+                found.append((method, d))
+    adjusted = holm_adjust([d for _, d in found]) if len(found) > 1 else [d for _, d in found]
+    return [{"a": reference, "b": method, **d.to_json(), "sentence": d.sentence(row_label(reference), row_label(method))}
+            for (method, _), d in zip(found, adjusted)]
 
 
 def _interval(cell: dict | None) -> str:
-    return "n/a" if cell is None else f"{100 * cell['mean']:.1f} [{100 * cell['low']:.1f}, {100 * cell['high']:.1f}]"
+    if cell is None:
+        return "n/a"
+    if cell["low"] is None:
+        return f"{100 * cell['mean']:.1f} (no variation)"
+    flag = "" if cell.get("run_variance", "estimated") == "estimated" else "*"
+    return f"{100 * cell['mean']:.1f} [{100 * cell['low']:.1f}, {100 * cell['high']:.1f}]{flag}"
 
 
 def _reference_fit_lines(fits: dict, tau: float) -> list[str]:
@@ -152,8 +186,7 @@ def _reference_fit_lines(fits: dict, tau: float) -> list[str]:
     return lines
 
 
-def _markdown(run, doc: dict) -> str:
-    out: Path = run.out
+def _markdown(doc: dict) -> str:
     cfg = doc["config"]
     base = doc["base_model"]
     instruct = (f" and {cfg['n_instruct']} chat-formatted prompt/program pairs ({cfg['instruct_families']})"
@@ -180,14 +213,16 @@ def _markdown(run, doc: dict) -> str:
         "",
         "Compilation = nvcc compiled the program; Function = its outputs passed the task's checker. "
         "Pass@k uses the unbiased estimator over the samples of each task, averaged over tasks (percent; "
-        "with several seeds, also over seeds); brackets: 95% bootstrap interval over tasks and seeds.",
+        "with several seeds, also over seeds); brackets: 95% interval with tasks and training runs as random "
+        "effects (Student's t, Satterthwaite df; cuset.analysis.paired); * one run per method: run-to-run variance "
+        "not estimated, the interval covers task sampling only.",
         "",
         "| Model | Compilation Pass@1 | Compilation Pass@3 | Function Pass@1 | Function Pass@3 | Avg. tokens | Samples | Per-sample results |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for method, m in doc["methods"].items():
-        links = ", ".join(f"[{_rel(run.eval_dir(r) / 'results.jsonl', out)}]({_rel(run.eval_dir(r) / 'results.jsonl', out)})"
-                          for r, info in doc["runs"].items() if info["method"] == method)
+        links = ", ".join(f"[{info['results']}]({info['results']})"
+                          for info in doc["runs"].values() if info["method"] == method)
         tokens = "n/a" if m.get("avg_tokens") is None else f"{m['avg_tokens']:.0f}"
         lines.append(f"| {row_label(method)} | {_interval(m['compile@1'])} | {_interval(m['compile@3'])} | "
                      f"{_interval(m['function@1'])} | {_interval(m['function@3'])} | {tokens} | {m['n_samples']} | "
@@ -195,7 +230,9 @@ def _markdown(run, doc: dict) -> str:
     if doc["paired"]:
         ref = row_label(doc["paired"][0]["a"])
         lines += ["", f"## Paired comparisons with {ref}", "",
-                  f"Each method minus {ref} on the same tasks: a bootstrap over tasks and, within each, seeds "
+                  f"Each method minus {ref} on the same tasks, with tasks and training runs as random effects; p is the "
+                  f"t-test of no difference, and Holm-adjusted over the {len(doc['paired'])} comparisons below "
+                  "('significant' uses the adjusted p) "
                   "(`cuset report --compare` computes the same for any two result sets).", ""]
         lines += [f"- {p['sentence']}" for p in doc["paired"]]
     if seeds > 1:

@@ -1,50 +1,140 @@
-"""The paired bootstrap (cuset.analysis.paired) and `cuset report --compare`."""
+"""Intervals and paired comparisons with tasks and training runs as random effects
+(cuset.analysis.paired), and `cuset report --compare`."""
 
 import json
 
 import numpy as np
 import pytest
+from scipy import stats
 from typer.testing import CliRunner
 
-from cuset.analysis.paired import paired_bootstrap
+from cuset.analysis.paired import format_p, holm_adjust, mean_interval, paired_difference
 from cuset.cli.main import app
 
 runner = CliRunner()
 
 
-def test_a_known_difference_is_covered_and_significant():
+def test_one_run_per_side_is_the_paired_t_test():
     rng = np.random.default_rng(1)
-    difficulty = rng.uniform(0.1, 0.7, size=80)          # tasks differ a lot; the pairing removes that
-    a = difficulty + rng.normal(0, 0.02, size=80)
-    b = difficulty + 0.10 + rng.normal(0, 0.02, size=80)
-    d = paired_bootstrap(a, b, metric="function@1")
-    true = float(np.mean(b - a))
-    assert d.delta == pytest.approx(true) and d.low < 0.10 < d.high and d.low < true < d.high
-    assert d.significant and d.p_value <= 1e-3
-    assert d.high - d.low < 0.02  # paired: the spread of task difficulty does not widen the interval
+    a = rng.uniform(0, 1, size=30)
+    b = np.clip(a + rng.normal(0.05, 0.1, size=30), 0, 1)
+    d = paired_difference(a, b, metric="function@1")
+    ref = stats.ttest_rel(b, a)
+    diffs = b - a
+    half = stats.t.ppf(0.975, 29) * diffs.std(ddof=1) / np.sqrt(30)
+    assert d.delta == pytest.approx(diffs.mean()) and d.df == pytest.approx(29)
+    assert d.p_value == pytest.approx(ref.pvalue) and d.low == pytest.approx(diffs.mean() - half)
+    assert d.high == pytest.approx(diffs.mean() + half)
+    assert d.run_variance == "not_estimated" and "task sampling only" in d.sentence("A", "B")
 
 
-def test_no_difference_is_not_significant():
-    rng = np.random.default_rng(2)
-    a = rng.integers(0, 2, size=(3, 64)).astype(float)  # 3 seeds x 64 tasks of pass/fail
-    b = rng.integers(0, 2, size=(3, 64)).astype(float)  # same distribution
-    d = paired_bootstrap(a, b)
-    assert d.low < 0 < d.high and not d.significant and d.p_value > 0.05
-    assert d.n_seeds == (3, 3) and d.n_tasks == 64
-    same = paired_bootstrap(a, a)
-    assert same.delta == 0 and same.p_value == 1.0 and not same.significant
+def test_a_run_effect_shared_by_every_task_is_not_averaged_away():
+    # A's second run is its first + 0.2 on every task (a pure run effect, no residual); B's two runs agree.
+    # d_t = 0.3 on every task, so the task term is 0 and only A's run variance remains:
+    # A's run means 0.25, 0.45 -> MS_run = 4 * var = 4 * 0.02 = 0.08, MS_e = 0 -> sr2 = 0.08 / 4 = 0.02,
+    # Var(delta) = sr2 / 2 = 0.01 on 1 df: 0.3 +- t(0.975, 1) * 0.1 = 0.3 +- 1.27, p = 2 * P(t_1 > 3)
+    a = np.array([[0.1, 0.2, 0.3, 0.4], [0.3, 0.4, 0.5, 0.6]])
+    b = np.array([[0.5, 0.6, 0.7, 0.8], [0.5, 0.6, 0.7, 0.8]])
+    d = paired_difference(a, b)
+    assert d.delta == pytest.approx(0.3) and d.df == pytest.approx(1.0)
+    assert d.p_value == pytest.approx(2 * stats.t.sf(3.0, 1)) and not d.significant
+    assert d.low == pytest.approx(0.3 - stats.t.ppf(0.975, 1) * 0.1)   # -0.97
+    assert d.high == 1.0                            # 1.57, clipped to the largest possible difference
+    assert d.run_variance == "estimated"
 
 
-def test_hand_checked_two_tasks_one_seed():
-    # B - A per task is (+1, 0): every resample's mean is 0, 0.5 or 1, never below 0
-    d = paired_bootstrap([0.0, 1.0], [1.0, 1.0], n_resamples=4000)
-    assert d.delta == 0.5 and d.low == 0.0 and d.high == 1.0
-    assert d.p_value == pytest.approx(2 * 0.25, abs=0.05)  # P(both draws are the tie task) = 1/4
+def test_two_runs_of_ten_and_thirty_percent_give_a_wide_interval():
+    tasks = 50
+    run1 = (np.arange(tasks) < 5).astype(float)     # 10%
+    run2 = (np.arange(tasks) < 15).astype(float)    # 30%
+    m = mean_interval(np.stack([run1, run2]))
+    assert m.mean == pytest.approx(0.2)
+    assert m.low < 0.10 and m.high > 0.30           # two runs this far apart say little about a third
+    task_only = mean_interval((run1 + run2) / 2)    # what ignoring the run effect would claim
+    assert task_only.high - task_only.low < 0.25 < m.high - m.low
+
+
+def test_no_variation_gives_no_interval_and_all_fail_is_printed_so():
+    zeros = np.zeros((2, 10))
+    m = mean_interval(zeros)
+    assert (m.low, m.high) == (None, None) and m.cell() == "0.0 (no variation)"
+    d = paired_difference(zeros, zeros)
+    assert d.delta == 0 and d.low is None and d.p_value == 1.0 and not d.significant
+    assert "no interval: no variation" in d.sentence("A", "B")
+
+
+def test_one_single_run_side_borrows_the_other_sides_run_variance():
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0, 1, size=(1, 40))
+    b = np.clip(np.vstack([a[0] + 0.05, a[0] + 0.25]) + rng.normal(0, 0.05, (2, 40)), 0, 1)
+    d = paired_difference(a, b)
+    assert d.run_variance == "borrowed" and "other side's run-to-run variance" in d.sentence("A", "B")
+    alone = paired_difference(a, b.mean(axis=0))    # the same data treated as one run each
+    assert d.high - d.low > 2 * (alone.high - alone.low)
+
+
+def test_holm_adjustment_and_p_printing():
+    base = paired_difference([0.0, 1.0, 0.0, 1.0], [1.0, 1.0, 0.0, 1.0])
+    from dataclasses import replace
+
+    family = [replace(base, p_value=p) for p in (0.01, 0.04, 0.03)]
+    # sorted 0.01, 0.03, 0.04 -> 3 * 0.01 = 0.03, 2 * 0.03 = 0.06, max(0.06, 1 * 0.04) = 0.06
+    assert [d.p_holm for d in holm_adjust(family)] == pytest.approx([0.03, 0.06, 0.06])
+    assert format_p(3e-9) == "p < 0.0001" and format_p(0.0123) == "p = 0.012" and format_p(0.5) == "p = 0.5"
+    assert format_p(None).startswith("p: no test")
+
+
+def test_errors_name_the_problem():
     with pytest.raises(ValueError, match="same tasks on both sides: 2 vs 3"):
-        paired_bootstrap([0, 1], [0, 1, 1])
+        paired_difference([0, 1], [0, 1, 1])
     with pytest.raises(ValueError, match="at least 2 common tasks"):
-        paired_bootstrap([1.0], [0.0])
+        paired_difference([1.0], [0.0])
+    with pytest.raises(ValueError, match="confidence must be in"):
+        mean_interval([0.0, 1.0], confidence=95)
 
+
+# --- simulated studies with a known run effect ------------------------------------------------------------------
+# Pass@1 of 3 samples per task; logit p = mu_method + task (sd 1.5) + task x method (sd 0.5) + run (per run).
+
+def _study(rng, runs, mu_a, mu_b, sd_run, tasks=64):
+    task = rng.normal(0, 1.5, tasks)
+    sides = []
+    for mu in (mu_a, mu_b):
+        logit = mu + task + rng.normal(0, 0.5, tasks) + rng.normal(0, sd_run, (runs, 1))
+        sides.append(rng.binomial(3, 1 / (1 + np.exp(-logit))) / 3)
+    return sides
+
+
+def _true_difference(mu_a, mu_b, sd_run, rng):
+    z = rng.normal(0, np.sqrt(1.5 ** 2 + 0.5 ** 2 + sd_run ** 2), 2_000_000)
+    return float(np.mean(1 / (1 + np.exp(-(mu_b + z))) - 1 / (1 + np.exp(-(mu_a + z)))))
+
+
+N_STUDIES = 600   # binomial sd of a 5% rate: 0.9 points; the bands below are about +-3 sd
+
+
+@pytest.mark.parametrize("runs,sd_run", [(2, 0.4), (4, 0.8)])
+def test_null_false_positive_rate_is_near_five_percent(runs, sd_run):
+    rng = np.random.default_rng(runs)
+    hits = naive = 0
+    for _ in range(N_STUDIES):
+        a, b = _study(rng, runs, -1.5, -1.5, sd_run)
+        hits += paired_difference(a, b).significant
+        naive += stats.ttest_rel(b.mean(axis=0), a.mean(axis=0)).pvalue < 0.05   # tasks only, runs averaged
+    assert 0.02 <= hits / N_STUDIES <= 0.08
+    assert naive / N_STUDIES > 0.15     # the design's run effect is real: ignoring it is badly anti-conservative
+
+
+@pytest.mark.parametrize("runs,sd_run", [(2, 0.4), (4, 0.8)])
+def test_the_true_difference_is_covered_about_95_percent_of_the_time(runs, sd_run):
+    rng = np.random.default_rng(10 + runs)
+    true = _true_difference(-1.5, -1.0, sd_run, rng)
+    covered = sum(d.low <= true <= d.high for d in
+                  (paired_difference(*_study(rng, runs, -1.5, -1.0, sd_run)) for _ in range(N_STUDIES)))
+    assert 0.92 <= covered / N_STUDIES <= 0.98
+
+
+# --- cuset report --compare -------------------------------------------------------------------------------------
 
 def _outcomes(pass_first):
     return {t: [(True, t < pass_first)] * 3 for t in range(40)}
@@ -62,15 +152,19 @@ def test_report_compare_by_labels_with_seeds(tmp_path, make_run):
     doc = json.loads((out / "report.json").read_text())
     (cmp,) = doc["paired"]
     assert cmp["runs_a"] == [1, 3] and cmp["runs_b"] == [2, 4]
-    f1 = {r["metric"]: r for r in cmp["rows"]}["function@1"]
-    assert f1["n_tasks"] == 40 and f1["n_seeds"] == [2, 2]
+    rows = {r["metric"]: r for r in cmp["rows"]}
+    f1 = rows["function@1"]
+    assert f1["n_tasks"] == 40 and f1["n_seeds"] == [2, 2] and f1["run_variance"] == "estimated"
     assert f1["mean_a"] == pytest.approx(11 / 40) and f1["mean_b"] == pytest.approx(29 / 40)
-    assert f1["delta"] == pytest.approx(18 / 40) and f1["significant"]
-    c1 = {r["metric"]: r for r in cmp["rows"]}["compile@1"]
-    assert c1["delta"] == 0 and not c1["significant"]
+    assert f1["delta"] == pytest.approx(18 / 40) and f1["significant"] and f1["p_holm"] >= f1["p_value"]
+    assert cmp["n_comparisons"] == len(cmp["rows"])
+    c1 = rows["compile@1"]
+    assert c1["delta"] == 0 and c1["low"] is None and not c1["significant"]
     md = (out / "report.md").read_text()
     assert "## Paired comparison: method=CuSeT (runs [2, 4]) vs method=SFT (runs [1, 3])" in md
     assert "function@1: method=CuSeT - method=SFT = +45.0 points" in md and "significant at the 5% level" in md
+    assert "Satterthwaite" in md and f"Holm-adjusted p (column p_Holm) over the {len(cmp['rows'])}" in md
+    assert "none (no variation)" in md
     printed = " ".join(res.output.split())
     assert "compile@1: method=CuSeT - method=SFT = +0.0 points" in printed and "cannot tell them apart" in printed
 
