@@ -61,22 +61,34 @@ def _rel(path: Path, base: Path) -> str:
     return os.path.relpath(path, base)
 
 
-def write_report(run) -> Path:
-    """Write `<out>/report.md` and `<out>/report.json` for a finished DemoRun."""
-    from cuset.analysis.results import load_run
+# A committed report keeps each run's per-sample records without logs: enough to recompute
+# every metric, interval and comparison (`cuset demo --report-from`, `cuset report`).
+COMPACT_DETAIL_CHARS = 300
 
+
+def write_compact_results(results_path: Path, out_path: Path) -> Path:
+    """The per-sample records of `results_path` without step logs, details cut short."""
+    from dataclasses import replace
+
+    from cuset.evaluate.records import load_results, save_results
+
+    save_results(out_path, (replace(r, steps=(), detail=r.detail[:COMPACT_DETAIL_CHARS],
+                                    robust_detail=r.robust_detail[:COMPACT_DETAIL_CHARS])
+                            for r in load_results(results_path)))
+    return out_path
+
+
+def write_report(run) -> Path:
+    """Write `<out>/report.md`, `<out>/report.json` and `<out>/results/<run>.jsonl` for a finished DemoRun."""
     out: Path = run.out
-    rows = {model: model_metrics(run.eval_dir(model) / "results.jsonl") for model in run.models}
-    runs = {model: load_run(run.eval_dir(model)) for model in run.models}
+    for m in run.models:
+        write_compact_results(run.eval_dir(m) / "results.jsonl", out / "results" / f"{m}.jsonl")
     confidence = json.loads((out / "confidence" / "confidence.json").read_text())
     trains = {m: json.loads((run.cell_dir(m) / "train" / "run_summary.json").read_text()) for m in run.models if m != "vanilla"}
-    doc = {"config": json.loads((out / "demo_config.json").read_text()), "metrics": rows,
+    doc = {"config": json.loads((out / "demo_config.json").read_text()),
            "method_order": ["vanilla"] + run.cfg.method_list(),
-           "runs": {m: {"method": run.method_of(m), "seed": run.seed_of(m),
-                        "results": _rel(run.eval_dir(m) / "results.jsonl", out)} for m in run.models},
-           # per run and task: the Pass@k scores every interval and comparison is computed from, so a
-           # committed report.json is enough to recompute them (`cuset demo --report-from`)
-           "task_scores": {m: r.task_metrics for m, r in runs.items()},
+           "runs": {m: {"method": run.method_of(m), "seed": run.seed_of(m), "results": f"results/{m}.jsonl",
+                        "full_results": _rel(run.eval_dir(m) / "results.jsonl", out)} for m in run.models},
            "base_nll": json.loads((out / "base_nll.json").read_text()),
            "reference_fit": {m: json.loads(run.reference_fit_path(m).read_text()) for m in run.models},
            "confidence": {k: confidence[k] for k in ("ks", "groups", "windows", "threshold")},
@@ -87,12 +99,12 @@ def write_report(run) -> Path:
                         for m, t in trains.items()},
            "base_model": base_model_facts(run.vanilla), "timings_s": run.timings,
            "wall_s": round(sum(run.timings.values()), 1)}
-    return _write(add_statistics(doc), out)
+    return _write(add_statistics(doc, out), out)
 
 
 def report_from(report_json: Path) -> Path:
-    """Recompute a demo report's intervals and comparisons from the per-task scores its
-    report.json holds, and rewrite report.json and report.md beside it."""
+    """Recompute a demo report's metrics, intervals and comparisons from the compact per-sample
+    results beside its report.json, and rewrite report.json and report.md."""
     from cuset.errors import CusetError
 
     path = Path(report_json)
@@ -100,16 +112,25 @@ def report_from(report_json: Path) -> Path:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise CusetError(f"{path}: cannot read a demo report.json ({e})") from None
-    missing = [k for k in ("task_scores", "method_order", "runs", "metrics") if k not in doc]
+    runs = doc.get("runs", {})
+    if "method_order" not in doc or any("results" not in info for info in runs.values()):
+        raise CusetError(f"{path}: written before demo reports kept compact per-sample results; re-run the demo "
+                         "(or the study) to get a report that can be recomputed")
+    missing = [info["results"] for info in runs.values() if not (path.parent / info["results"]).is_file()]
     if missing:
-        raise CusetError(f"{path}: no {', '.join(missing)}: it was written before demo reports kept per-task scores; "
-                         "re-run the demo (or the study) to get a report that can be recomputed")
-    return _write(add_statistics(doc), path.parent)
+        raise CusetError(f"{path}: per-sample results missing beside it: {', '.join(missing)}")
+    return _write(add_statistics(doc, path.parent), path.parent)
 
 
-def add_statistics(doc: dict) -> dict:
-    """Each method's intervals and each method's paired comparison with the first, from doc['task_scores']."""
-    methods, scores = doc["method_order"], doc["task_scores"]
+def add_statistics(doc: dict, base: Path) -> dict:
+    """Per-run metrics, each method's intervals and each method's paired comparison with the first,
+    all from the per-sample results files that doc['runs'] names (relative to `base`)."""
+    from cuset.analysis.results import load_run
+
+    results = {r: base / info["results"] for r, info in doc["runs"].items()}
+    doc["metrics"] = {r: model_metrics(p) for r, p in results.items()}
+    scores = {r: load_run(p).task_metrics for r, p in results.items()}
+    methods = doc["method_order"]
     by_method = {m: [r for r, info in doc["runs"].items() if info["method"] == m] for m in methods}
     doc["methods"] = {m: method_row([scores[r] for r in by_method[m]], [doc["metrics"][r] for r in by_method[m]])
                       for m in methods}

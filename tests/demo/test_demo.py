@@ -45,22 +45,50 @@ def demo_run(tmp_path_factory):
 def test_report_numbers_match_result_files(demo_run):
     report = (demo_run / "report.md").read_text()
     cfg = json.loads((demo_run / "demo_config.json").read_text())
-    rows = [line for line in report.splitlines() if line.startswith("| ") and "results.jsonl" in line]
+    rows = [line for line in report.splitlines() if line.startswith("| ") and "](results/" in line]
     assert len(rows) == 3
     for line in rows:
         cells = [c.strip() for c in line.strip("|").split("|")]
-        link = re.search(r"\(([^)]+results\.jsonl)\)", cells[-1]).group(1)
+        link = re.search(r"\((results/[^)]+\.jsonl)\)", cells[-1]).group(1)
         results = [json.loads(x) for x in (demo_run / link).read_text().splitlines()]
         assert len(results) == cfg["n_eval"] * cfg["samples"]
-        for col, key in ((1, "compiled"), (3, "passed")):   # "mean [low, high]": one seed, an interval over tasks
-            mean, low, high = map(float, re.fullmatch(r"([\d.]+) \[([\d.]+), ([\d.]+)\]", cells[col]).groups())
+        for col, key in ((1, "compiled"), (3, "passed")):
+            # "mean [low, high]*": one seed, so an interval over tasks only (flagged *); "mean (no variation)"
+            cell = re.fullmatch(r"([\d.]+) (?:\[([\d.]+), ([\d.]+)\]\*|\(no variation\))", cells[col])
+            assert cell, cells[col]
+            mean = float(cell.group(1))
             assert mean == pytest.approx(_pass_at_1(results, key), abs=0.05)
-            assert low <= mean <= high
+            if cell.group(2) is not None:
+                assert float(cell.group(2)) <= mean <= float(cell.group(3))
+            else:
+                assert len({r[key] for r in results}) == 1
         tokens = [r["n_tokens"] for r in results]
         assert float(cells[5]) == pytest.approx(sum(tokens) / len(tokens), abs=0.5)
         assert int(cells[6]) == len(results)
         # nvcc-accepted programs reach the CPU runner with their files where it looks for them
         assert not any("No such file or directory" in r["detail"] for r in results if r["compiled"])
+
+
+def test_report_is_recomputed_from_its_committed_files_alone(demo_run, tmp_path):
+    """report.json + results/*.jsonl (what a study commits) rebuild every metric and comparison."""
+    from cuset.errors import CusetError
+
+    copy = tmp_path / "committed"
+    copy.mkdir()
+    shutil.copy(demo_run / "report.json", copy / "report.json")
+    shutil.copytree(demo_run / "results", copy / "results")
+    original = json.loads((demo_run / "report.json").read_text())
+    stripped = {k: v for k, v in original.items() if k not in ("metrics", "methods", "paired")}
+    (copy / "report.json").write_text(json.dumps(stripped))
+    res = CliRunner().invoke(app, ["demo", "--report-from", str(copy / "report.json")])
+    assert res.exit_code == 0, res.output
+    again = json.loads((copy / "report.json").read_text())
+    for key in ("metrics", "methods", "paired"):
+        assert again[key] == original[key]
+    assert (copy / "report.md").read_text() == (demo_run / "report.md").read_text()
+    (copy / "results" / "sft.jsonl").unlink()
+    res = CliRunner().invoke(app, ["demo", "--report-from", str(copy / "report.json")])
+    assert res.exit_code != 0 and "per-sample results missing beside it: results/sft.jsonl" in res.output
 
 
 def test_base_model_never_saw_the_fine_tuning_families(demo_run):
