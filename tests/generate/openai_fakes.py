@@ -15,7 +15,7 @@ class FakeServer:
     def __init__(self, script=(), always=None, delay=0.05, reasoning=None, content=None,
                  reasoning_key="reasoning_content"):
         self.script, self.always, self.delay = list(script), always, delay
-        self.reasoning, self.content = reasoning, content  # a reasoning model's trace / a fixed answer
+        self.reasoning, self.content = reasoning, content  # a reasoning model's trace / the answer
         self.reasoning_key = reasoning_key  # vLLM/DeepSeek: reasoning_content; some servers: reasoning
         self.requests, self.in_flight, self.max_in_flight = [], 0, 0
         self.lock = threading.Lock()
