@@ -186,14 +186,3 @@ def test_hf_backend_on_kernelbench_through_the_cli(tiny_model_dir, tmp_path):
                     "hf.dtype=float32", "sampling.max_new_tokens=3", "limit=3")
     assert sorted(recs) == sorted((i, s) for i in ids for s in range(2))
     assert all(1 <= r.n_tokens <= 3 and r.task_name for r in recs.values())
-
-
-def test_hf_sample_does_not_depend_on_its_place_in_the_run(tiny_model_dir, tmp_path):
-    # batch_size=1: each request is its own batch, seeded by sample_seed of its (task, sample)
-    common = (f"model={tiny_model_dir}", "hf.device=cpu", "hf.dtype=float32", "hf.batch_size=1",
-              "sampling.max_new_tokens=8", "sampling.temperature=1.0", "sampling.top_p=1.0")
-    full = generate("hf", "kernelbench", tmp_path / "full.jsonl", *common, "task_ids=[kb_relu,kb_softmax]")
-    alone = generate("hf", "kernelbench", tmp_path / "alone.jsonl", *common, "task_ids=[kb_softmax]")
-    assert {k: r.response for k, r in alone.items()} == {k: full[k].response for k in alone}
-    # and the samples of a task differ (a seed per sample, not one per run)
-    assert len({r.response for r in full.values()}) > 1

@@ -6,7 +6,6 @@ import time
 from typing import Iterator, Sequence
 
 from cuset.generate.backends.interface import Completion, GenerationError, GenRequest
-from cuset.generate.seeds import sample_seed
 from cuset.localpath import require_existing
 
 
@@ -93,10 +92,7 @@ class HFGenerator:
             batch = requests[start:start + self.batch_size]
             texts = [render_chat(self.tokenizer, r.messages) for r in batch]
             enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
-            # transformers samples a whole batch from torch's one global generator, so the seed is
-            # per batch: its first request's, so the same batch samples the same in any run (with
-            # batch_size=1, each sample on its own, as the vllm and openai backends do).
-            torch.manual_seed(sample_seed(self.seed, batch[0].task_id, batch[0].sample))
+            torch.manual_seed(self.seed + start)  # reproducible for a given request order
             sample = self.temperature > 0
             t0 = time.perf_counter()
             with torch.no_grad():
