@@ -12,7 +12,8 @@ class SamplingConfig:
     temperature: float = option(0.8, help="0 = greedy")
     top_p: float = option(0.95, help="nucleus sampling mass")
     max_new_tokens: int = option(4096, help="generated tokens per sample at most")
-    seed: int = option(0, help="sampling seed (per batch / per request offset from it)")
+    seed: int = option(0, help="base sampling seed: each (task, sample) samples with a seed derived from it, "
+                       "the task id and the sample (cuset.generate.seeds) for openai and vllm; hf seeds each batch with seed + its position in the run")
 
     def __post_init__(self):
         if self.temperature < 0:

@@ -1,6 +1,12 @@
-"""A tiny random chat model and byte-level BPE tokenizer, built locally (no hub)."""
+"""A tiny random chat model and byte-level BPE tokenizer, built locally (no hub), and fake
+OpenAI-compatible servers."""
+
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # openai_fakes, vllm_fakes
 
 CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -32,3 +38,19 @@ def tiny_model_dir(tmp_path_factory):
                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id, tie_word_embeddings=True)
     Qwen2ForCausalLM(cfg).save_pretrained(out)
     return out
+
+
+@pytest.fixture
+def server_factory():
+    """Fake OpenAI-compatible servers (openai_fakes.FakeServer), closed after the test."""
+    from openai_fakes import FakeServer
+
+    servers = []
+
+    def make(**kw):
+        s = FakeServer(**kw)
+        servers.append(s)
+        return s
+    yield make
+    for s in servers:
+        s.close()

@@ -1,9 +1,6 @@
 """The OpenAI-compatible backend against a real HTTP server on 127.0.0.1."""
 
 import json
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -12,76 +9,6 @@ from cuset.generate.backends.interface import GenerationError
 from cuset.generate.config import GenerateConfig
 from cuset.generate.records import load_generations
 from cuset.generate.run import generate_file
-
-
-class FakeServer:
-    """Canned chat completions. `script` lists status codes for the first requests
-    (then 200s); `always` forces one status for every request."""
-
-    def __init__(self, script=(), always=None, delay=0.05, reasoning=None, content=None,
-                 reasoning_key="reasoning_content"):
-        self.script, self.always, self.delay = list(script), always, delay
-        self.reasoning, self.content = reasoning, content  # a reasoning model's trace / a fixed answer
-        self.reasoning_key = reasoning_key  # vLLM/DeepSeek: reasoning_content; some servers: reasoning
-        self.requests, self.in_flight, self.max_in_flight = [], 0, 0
-        self.lock = threading.Lock()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                with server.lock:
-                    server.requests.append((self.path, body, self.headers.get("Authorization")))
-                    server.in_flight += 1
-                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
-                    status = server.always or (server.script.pop(0) if server.script else 200)
-                time.sleep(server.delay)
-                with server.lock:
-                    server.in_flight -= 1
-                if status != 200:
-                    payload = json.dumps({"error": {"message": f"canned {status}"}}).encode()
-                    self.send_response(status)
-                    if status == 429:
-                        self.send_header("Retry-After", "0")
-                else:
-                    content = server.content or (f"Here:\n```cuda\n__global__ void k() {{}}\nint main() {{ return "
-                                                 f"{body['seed']}; }}\n```\n")
-                    message = {"role": "assistant", "content": content}
-                    usage = {"completion_tokens": 17}
-                    if server.reasoning is not None:
-                        message[server.reasoning_key] = server.reasoning
-                        usage = {"completion_tokens": 40, "completion_tokens_details": {"reasoning_tokens": 23}}
-                    payload = json.dumps({"choices": [{"message": message, "finish_reason": "stop"}],
-                                          "usage": usage}).encode()
-                    self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
-
-
-@pytest.fixture
-def server_factory():
-    servers = []
-
-    def make(**kw):
-        s = FakeServer(**kw)
-        servers.append(s)
-        return s
-    yield make
-    for s in servers:
-        s.close()
 
 
 def setup(tmp_path, make_record, server, n_tasks=3, **kw):
@@ -108,7 +35,7 @@ def test_retries_429_and_500_then_succeeds_within_concurrency(tmp_path, make_rec
     assert sorted(recs) == [(t, s) for t in range(3) for s in range(2)]
     r = recs[(2, 1)]
     assert r.n_tokens == 17 and r.finish_reason == "stop" and r.model == "served-model"
-    assert r.code == "__global__ void k() {}\nint main() { return 2001; }\n"   # seed = 0 + 1000*task + sample
+    assert r.code == "__global__ void k() {}\nint main() { return 1847762632; }\n"   # sample_seed(0, 2, 1)
 
 
 def test_resume_requests_only_missing_samples(tmp_path, make_record, server_factory):
@@ -199,7 +126,7 @@ def test_a_reasoning_models_trace_is_kept_apart_and_never_extracted(tmp_path, ma
     cfg = setup(tmp_path, make_record, server, n_tasks=1, n_samples=1)
     generate_file(cfg)
     (rec,) = load_generations(cfg.out)
-    assert rec.code == "__global__ void k() {}\nint main() { return 0; }\n"  # the answer's, not the draft's
+    assert rec.code == "__global__ void k() {}\nint main() { return 182970222; }\n"  # the answer's (sample_seed(0, 0, 0))
     assert rec.reasoning.startswith("First a draft:") and "draft()" in rec.reasoning
     assert rec.n_tokens == 40 and rec.reasoning_tokens == 23
 

@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Iterator, Sequence
 
 from cuset.generate.backends.interface import Completion, GenerationError, GenRequest
+from cuset.generate.seeds import sample_seed
 from cuset.tasks.reasoning import split_reasoning
 
 RETRY_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
@@ -100,7 +101,7 @@ class OpenAIGenerator:
         body = {"model": self.model_name, "messages": list(req.messages), "temperature": self.temperature,
                 "top_p": self.top_p, "max_tokens": self.max_new_tokens, "n": 1}
         if self.seed is not None:
-            body["seed"] = self.seed + 1000 * req.task_id + req.sample
+            body["seed"] = sample_seed(self.seed, req.task_id, req.sample)
         return body
 
     def _one(self, req: GenRequest) -> Completion:

@@ -6,6 +6,7 @@ import time
 from typing import Iterator, Sequence
 
 from cuset.generate.backends.interface import Completion, GenerationError, GenRequest
+from cuset.generate.seeds import sample_seed
 
 
 def import_vllm():
@@ -40,12 +41,16 @@ class VLLMGenerator:
         return cls(vllm.LLM(**kwargs), model_name=cfg.model, temperature=s.temperature, top_p=s.top_p,
                    max_new_tokens=s.max_new_tokens, seed=s.seed)
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` with the engine's tokenizer (an inline reasoning trace's share of n_tokens)."""
+        return len(self.llm.get_tokenizer().encode(text, add_special_tokens=False))
+
     def generate(self, requests: Sequence[GenRequest]) -> Iterator[tuple[GenRequest, Completion]]:
         vllm = import_vllm()
         # One SamplingParams per request: a distinct seed per (task, sample) keeps
-        # the samples of a task different yet reproducible.
+        # the samples of a task different yet reproducible, in any run that asks for them.
         params = [vllm.SamplingParams(n=1, temperature=self.temperature, top_p=self.top_p,
-                                      max_tokens=self.max_new_tokens, seed=self.seed + 1000 * r.task_id + r.sample)
+                                      max_tokens=self.max_new_tokens, seed=sample_seed(self.seed, r.task_id, r.sample))
                   for r in requests]
         t0 = time.perf_counter()
         outputs = self.llm.chat([list(r.messages) for r in requests], params, use_tqdm=True)
