@@ -120,7 +120,7 @@ def _as_runs(x) -> np.ndarray:
 
 
 def format_p(p: float | None) -> str:
-    """`p = 0.012`, `p < 0.0001` (a bound, not a value), or `p: none` where no test is possible."""
+    """`p = 0.012`, `p < 0.0001` (a bound, not a value), or `p: no test` where no test is possible."""
     if p is None:
         return "p: no test (no variation)"
     return f"p < {P_FLOOR:g}" if p < P_FLOOR else f"p = {p:.2g}" if p < 0.01 else f"p = {p:.3f}".rstrip("0").rstrip(".")
@@ -146,8 +146,6 @@ class PairedDifference:
     def significant(self) -> bool:
         """The interval excludes 0 (equivalently p < 1 - confidence), Holm-adjusted where set."""
         p = self.p_holm if self.p_holm is not None else self.p_value
-        if self.low is None:
-            return self.delta != 0 and p is None
         return p is not None and p < 1 - self.confidence
 
     def to_json(self) -> dict:
@@ -161,7 +159,8 @@ class PairedDifference:
     def sentence(self, name_a: str, name_b: str, scale: float = 100.0, unit: str = " points") -> str:
         level = 100 - round(100 * self.confidence)
         p = format_p(self.p_value) + (f", Holm-adjusted {format_p(self.p_holm)[2:]}" if self.p_holm is not None else "")
-        verdict = (f"significant at the {level}% level" if self.significant
+        verdict = ("no test possible: every task and run gives the same difference" if self.p_value is None
+                   else f"significant at the {level}% level" if self.significant
                    else f"not significant at the {level}% level: the data cannot tell them apart")
         caveat = "" if self.run_variance == "estimated" else f"; {RUN_VARIANCE[self.run_variance]}"
         return (f"{self.metric}: {name_b} - {name_a} = {self.delta * scale:+.1f}{unit} ({self.interval(scale)}, {p}, "

@@ -61,6 +61,9 @@ def test_no_variation_gives_no_interval_and_all_fail_is_printed_so():
     d = paired_difference(zeros, zeros)
     assert d.delta == 0 and d.low is None and d.p_value == 1.0 and not d.significant
     assert "no interval: no variation" in d.sentence("A", "B")
+    ones = paired_difference(zeros, np.ones((2, 10)))   # a certain difference, but nothing to test it against
+    assert ones.delta == 1 and ones.p_value is None and not ones.significant
+    assert "no test possible" in ones.sentence("A", "B")
 
 
 def test_one_single_run_side_borrows_the_other_sides_run_variance():
