@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import platform
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -35,6 +36,17 @@ INSTALLED_MODES = tuple(m for m in _TOOLS if missing_tool(m) is None)
 AUTO_MODE = INSTALLED_MODES[0] if INSTALLED_MODES else None
 # Machines cuset has a seccomp filter for (README: x86-64 and aarch64).
 SECCOMP_MACHINE = platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
+
+CAP_SYS_ADMIN = 21
+
+
+def may_mount() -> bool:
+    """Root with CAP_SYS_ADMIN: what per-run disk quotas (tmpfs mounts) need, judged apart
+    from cuset.evaluate.disk_quota.unavailable(), which the tests check instead of trust."""
+    status = Path("/proc/self/status").read_text()
+    cap_eff = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16)
+    return os.geteuid() == 0 and bool(cap_eff >> CAP_SYS_ADMIN & 1)
+
 
 needs_bwrap = pytest.mark.skipif(not HAVE_BWRAP, reason=f"bubblewrap: {missing_tool('bwrap')}")
 needs_a_sandbox = pytest.mark.skipif(

@@ -11,7 +11,6 @@ recognises, or the two defence tests would pass on a race that never happened.
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from cuset.evaluate import disk_quota
 from cuset.execute import sandbox
 from cuset.execute.result import StepResult
 from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
-from sandbox_tools import HAVE_BWRAP
+from sandbox_tools import HAVE_BWRAP, may_mount
 
 SETUP_ERROR = ("bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: "
                'remount "/newroot/tmp/ws/runs/5375feb9": No such file or directory\n')
@@ -78,15 +77,6 @@ RACE = textwrap.dedent("""
 
 # Independent of cuset's probes (a broken one must fail these tests, not skip them):
 # bubblewrap and unshare installed, and the right to mount (root with CAP_SYS_ADMIN).
-CAP_SYS_ADMIN = 21
-
-
-def may_mount() -> bool:
-    status = Path("/proc/self/status").read_text()
-    cap_eff = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16)
-    return os.geteuid() == 0 and bool(cap_eff >> CAP_SYS_ADMIN & 1)
-
-
 needs_mounts = pytest.mark.skipif(
     not HAVE_BWRAP or shutil.which("unshare") is None or not may_mount(),
     reason="needs bubblewrap and unshare installed and the right to mount (root with CAP_SYS_ADMIN)")
