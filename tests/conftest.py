@@ -1,8 +1,13 @@
-"""Fixtures shared across test packages: a valid CUDABench record factory."""
+"""Fixtures shared across test packages: a valid CUDABench record factory. Makes the
+helpers in tests/ importable (`from sandbox_tools import ...`)."""
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
+
+sys.path.append(str(Path(__file__).parent))
 
 BENCH_CU = r'''#include <cuda_runtime.h>
 #include <fstream>

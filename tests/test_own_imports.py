@@ -1,12 +1,31 @@
 """Tests import our own modules directly: a broken import of cuset must fail the suite,
 never turn tests into skips (importorskip of cuset, or an `except ImportError` around a
-cuset import that skips or reports "not available")."""
+cuset import that skips or reports "not available"). The same holds for what the project
+requires (its dependencies and the `test` extra that `make test` installs): importorskip
+of torch would turn a broken torch into skips. Optional extras (vllm) may be skipped."""
 
 import ast
+import re
+import tomllib
+from importlib.metadata import packages_distributions
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError"}
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def required_modules() -> set[str]:
+    """Top-level import names of cuset, its dependencies and the `test` extra (Pillow: PIL)."""
+    project = tomllib.loads((TESTS.parent / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    requirements = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    required = {_normal(re.match(r"[A-Za-z0-9._-]+", r).group()) for r in requirements}
+    modules = {"cuset"} | {name.replace("-", "_") for name in required}
+    return modules | {module for module, dists in packages_distributions().items()
+                      if any(_normal(d) in required for d in dists)}
 
 
 def _imports_cuset(nodes) -> bool:
@@ -24,13 +43,14 @@ def _catches_import_error(handler: ast.ExceptHandler) -> bool:
     return any(isinstance(n, ast.Name) and n.id in IMPORT_ERRORS for n in names)
 
 
-def self_skips(source: str) -> list[int]:
-    """Line numbers where a test guards an import of cuset instead of failing on it."""
+def self_skips(source: str, required: frozenset[str] | set[str] = frozenset({"cuset"})) -> list[int]:
+    """Line numbers where a test guards an import of cuset (or importorskips a `required`
+    module) instead of failing on it."""
     lines = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "importorskip" and node.args:
             arg = node.args[0]
-            if isinstance(arg, ast.Constant) and str(arg.value).split(".")[0] == "cuset":
+            if isinstance(arg, ast.Constant) and str(arg.value).split(".")[0] in required:
                 lines.append(node.lineno)
         if isinstance(node, ast.Try) and _imports_cuset(node.body) and any(map(_catches_import_error, node.handlers)):
             lines.append(node.lineno)
@@ -51,12 +71,22 @@ def test_the_detector_finds_both_patterns():
                "except ImportError:\n"
                "    vllm = None\n")
     assert self_skips(guarded) == [2, 4]
+    deps = "import pytest\ntorch = pytest.importorskip('torch')\nvllm = pytest.importorskip('vllm')\n"
+    assert self_skips(deps, required_modules()) == [2]
 
 
-def test_no_test_skips_when_our_own_modules_fail_to_import():
+def test_required_modules_are_named_by_import_name():
+    required = required_modules()
+    assert {"cuset", "torch", "transformers", "numpy", "ray", "yaml", "PIL", "tree_sitter"} <= required
+    assert "vllm" not in required and "openai" not in required  # optional extras
+
+
+def test_no_test_skips_when_our_own_modules_or_dependencies_fail_to_import():
+    required = required_modules()
     found = {f"{p.relative_to(TESTS)}:{line}" for p in sorted(TESTS.rglob("*.py"))
-             for line in self_skips(p.read_text(encoding="utf-8"))}
-    assert found == set(), "import cuset modules directly; a broken import must fail the suite"
+             for line in self_skips(p.read_text(encoding="utf-8"), required)}
+    assert found == set(), ("import cuset modules and required dependencies directly; "
+                            "a broken import must fail the suite")
 
 
 def test_the_library_never_imports_the_cli():

@@ -139,7 +139,6 @@ def test_missing_backend_stops_after_synthesis_with_a_clear_error(build_config, 
 @pytest.mark.timeout(900)
 def test_validation_on_a_local_ray_cluster_keeps_the_same_tasks(build_config, fake_llm, tmp_path, monkeypatch,
                                                                 cold_compile_cache):
-    pytest.importorskip("ray", reason="executor=ray needs the `ray` extra (make test installs it)")
     import cuset.data.validation as validation
 
     def no_local_pool(*a, **k):

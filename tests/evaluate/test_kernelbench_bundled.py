@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-
-from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program  # noqa: E402
-from cuset.execute.registry import get_backend  # noqa: E402
-from cuset.execute.compile_cache import CompileCache  # noqa: E402
-from cuset.execute.kernelbench.build import ExtensionBuilder  # noqa: E402
-from cuset.execute.result import Status  # noqa: E402
-from cuset.tasks import load_tasks  # noqa: E402
+from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
+from cuset.execute.registry import get_backend
+from cuset.execute.compile_cache import CompileCache
+from cuset.execute.kernelbench.build import ExtensionBuilder
+from cuset.execute.result import Status
+from cuset.tasks import load_tasks
 
 BUNDLE = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench"
 OPTIONS = EvalOptions(timeouts=Timeouts(compile=600, run=60))

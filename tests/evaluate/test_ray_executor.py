@@ -13,16 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
+import ray  # the test extra installs it: a broken install fails, never skips
 
-ray = pytest.importorskip("ray", reason="executor=ray needs the `ray` extra (make test installs it)")
-
-from cuset.evaluate import EvalConfig  # noqa: E402
-from cuset.evaluate.metrics import summarize  # noqa: E402
-from cuset.evaluate.ray_executor import PID_DIR_ENV  # noqa: E402
-from cuset.evaluate.records import load_results  # noqa: E402
-from cuset.evaluate.runner import evaluate_file  # noqa: E402
-from cuset.execute.result import Status  # noqa: E402
-from cuset.tasks.io import load_tasks  # noqa: E402
+from cuset.evaluate import EvalConfig
+from cuset.evaluate.metrics import summarize
+from cuset.evaluate.ray_executor import PID_DIR_ENV
+from cuset.evaluate.records import load_results
+from cuset.evaluate.runner import evaluate_file
+from cuset.execute.result import Status
+from cuset.tasks.io import load_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 N_TASKS = 10

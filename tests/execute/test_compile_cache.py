@@ -69,14 +69,26 @@ def test_identical_sources_submitted_concurrently_compile_once(tmp_path):
         assert cache.misses == 1
 
 
+class MeetingBackend(CountingBackend):
+    """Each compile waits at a barrier for `parties` compiles in flight at once: run one at
+    a time they never meet, and the barrier breaks (the timeout only ends a failing test)."""
+
+    def __init__(self, log: Path, parties: int):
+        super().__init__(log, delay=0)
+        self.barrier = threading.Barrier(parties, timeout=30)
+
+    def compile(self, source, workdir, timeout):
+        self.barrier.wait()
+        return super().compile(source, workdir, timeout)
+
+
 def test_distinct_sources_compile_in_parallel(tmp_path):
     log = tmp_path / "log"
-    with CompileCache(CountingBackend(log, delay=0.5), tmp_path / "c", workers=4) as cache:
-        t = time.perf_counter()
+    backend = MeetingBackend(log, parties=4)
+    with CompileCache(backend, tmp_path / "c", workers=4) as cache:
         futures = [cache.submit(s) for s in "ABCD"]
-        assert all(f.result().ok for f in futures)
-        assert time.perf_counter() - t < 1.5  # 4 x 0.5 s would be 2 s sequentially
-    assert sorted(compiles(log)) == list("ABCD")
+        assert all(f.result().ok for f in futures)  # a broken barrier raises here
+    assert sorted(compiles(log)) == list("ABCD") and not backend.barrier.broken
 
 
 def test_persistent_across_instances_and_keyed_on_fingerprint(tmp_path):

@@ -7,16 +7,15 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+import torch
 
-torch = pytest.importorskip("torch")
-
-from cuset.evaluate.kernelbench import evaluate_kernelbench, robust_checks  # noqa: E402
-from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program  # noqa: E402
-from cuset.execute.compile_cache import CompileCache  # noqa: E402
-from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec, bindings_source  # noqa: E402
-from cuset.execute.kernelbench.verify import extract_specs, verify  # noqa: E402
-from cuset.execute.result import Status  # noqa: E402
-from cuset.tasks import KernelBenchTask  # noqa: E402
+from cuset.evaluate.kernelbench import evaluate_kernelbench, robust_checks
+from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
+from cuset.execute.compile_cache import CompileCache
+from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec, bindings_source
+from cuset.execute.kernelbench.verify import extract_specs, verify
+from cuset.execute.result import Status
+from cuset.tasks import KernelBenchTask
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "kernelbench"
 REFERENCE = (FIXTURES / "relu_ref.py").read_text()

@@ -53,13 +53,13 @@ def test_each_script_starts_from_pristine_modules(tmp_path, server):
     assert run_script("b", read_it, cwd=tmp_path, timeout=30, extra_env={}, server=server).stdout == "False\n"
 
 
+@pytest.mark.timeout(120)  # a run that waited for its child (sleep 1000) would hang here, not pass
 def test_timeout_kills_the_script_and_its_children(tmp_path, server):
     name = script(tmp_path, "import subprocess, time\n"
                             "subprocess.Popen(['sleep', '1000'])\n"
                             "while True: time.sleep(0.1)\n")
-    t = time.monotonic()
     r = run_script("gen", name, cwd=tmp_path, timeout=1.0, extra_env={}, server=server)
-    assert r.timed_out and time.monotonic() - t < 10
+    assert r.timed_out, r
     time.sleep(0.3)
     assert "sleep 1000" not in subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     # The server is still usable.

@@ -5,9 +5,12 @@ has shared propagation, a quota unmounted in between made it fail with "Can't bi
 mount /oldroot/ on /newroot/: Unable to apply mount flags" (seen in CI: a reference
 program came out as compile_error). Two defences, each tested on its own: the run dirs'
 parent is a private mount (nothing propagates into a starting sandbox), and a bwrap
-that failed its set-up is started again.
+that failed its set-up is started again. The undefended control runs too: without either
+defence the same churn must break sandboxes with exactly the set-up error the retry
+recognises, or the two defence tests would pass on a race that never happened.
 """
 
+import json
 import shutil
 import subprocess
 import sys
@@ -19,20 +22,24 @@ import pytest
 from cuset.evaluate import disk_quota
 from cuset.execute import sandbox
 from cuset.execute.result import StepResult
-from cuset.execute.sandbox import SandboxPolicy, _probe, run_sandboxed
+from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
+from sandbox_tools import HAVE_BWRAP, may_mount
 
 SETUP_ERROR = ("bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: "
                'remount "/newroot/tmp/ws/runs/5375feb9": No such file or directory\n')
 
 # Runs in a mount namespace of its own whose / has shared propagation (as on the CI
-# host), with a thread mounting and unmounting tmpfs quotas under RUNS while sandboxed
-# programs start; prints how many of them failed.
+# host), with a thread mounting and unmounting tmpfs quotas under RUNS while up to
+# `starts` sandboxed programs start (stopping at the first failure when `stop_early`);
+# prints, as JSON, how many started, how many failed, and how many of those failures
+# were the set-up error the retry recognises (sandbox._bwrap_setup_failed).
 RACE = textwrap.dedent("""
-    import sys, threading
+    import json, sys, threading
     from pathlib import Path
     from cuset.evaluate import disk_quota
     from cuset.execute import sandbox
     root, isolate, attempts = Path(sys.argv[1]), sys.argv[2] == "isolate", int(sys.argv[3])
+    starts, stop_early = int(sys.argv[4]), sys.argv[5] == "stop"
     sandbox.BWRAP_SETUP_ATTEMPTS = attempts
     runs = root / "runs"
     if isolate:
@@ -46,45 +53,69 @@ RACE = textwrap.dedent("""
             disk_quota.unmount(quota)
     t = threading.Thread(target=churn)
     t.start()
-    failed = 0
+    counts = {"started": 0, "failed": 0, "setup_failed": 0, "other_errors": []}
     try:
-        for i in range(120):
+        for i in range(starts):
             step = sandbox.run_sandboxed("run", ["/bin/true"], run_dir=root / "run", timeout=30,
                                          policy=sandbox.SandboxPolicy(mode="bwrap"))
-            failed += step.returncode != 0
+            counts["started"] += 1
+            if step.returncode != 0:
+                counts["failed"] += 1
+                if sandbox._bwrap_setup_failed(step):
+                    counts["setup_failed"] += 1
+                else:
+                    counts["other_errors"].append(step.stderr[-300:])
+                if stop_early:
+                    break
     finally:
         stop.set()
         t.join()
     if isolate:
         disk_quota.unmount(runs)
-    print("failed", failed)
+    print(json.dumps(counts))
 """)
 
+# Independent of cuset's probes (a broken one must fail these tests, not skip them):
+# bubblewrap and unshare installed, and the right to mount (root with CAP_SYS_ADMIN).
 needs_mounts = pytest.mark.skipif(
-    _probe("bwrap") is not None or disk_quota.unavailable() is not None or shutil.which("unshare") is None,
-    reason="needs bubblewrap, root (mount rights) and unshare")
+    not HAVE_BWRAP or shutil.which("unshare") is None or not may_mount(),
+    reason="needs bubblewrap and unshare installed and the right to mount (root with CAP_SYS_ADMIN)")
 
 
-def race(tmp_path: Path, isolate: bool, attempts: int) -> int:
+def race(tmp_path: Path, isolate: bool, attempts: int, starts: int = 120, stop_early: bool = False) -> dict:
     (tmp_path / "runs").mkdir()
     (tmp_path / "run").mkdir()
     out = subprocess.run(["unshare", "--mount", "--propagation", "shared", sys.executable, "-c", RACE,
-                          str(tmp_path), "isolate" if isolate else "plain", str(attempts)],
+                          str(tmp_path), "isolate" if isolate else "plain", str(attempts), str(starts),
+                          "stop" if stop_early else "all"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    return int(out.stdout.split()[-1])
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+@needs_mounts
+@pytest.mark.slow
+def test_without_either_defence_the_churn_breaks_sandbox_setups(tmp_path):
+    """The control: quotas mounted beside the run dirs (no private parent) and one attempt
+    per sandbox. Its first failure ends it (7 to 11 of 120 starts failed in three runs on
+    a 2-core machine, so 600 starts leave no real chance of a false alarm)."""
+    counts = race(tmp_path, isolate=False, attempts=1, starts=600, stop_early=True)
+    assert counts["setup_failed"] == counts["failed"] == 1, counts
+    assert counts["other_errors"] == []
 
 
 @needs_mounts
 @pytest.mark.slow
 def test_quotas_under_a_private_parent_never_disturb_a_starting_sandbox(tmp_path):
-    assert race(tmp_path, isolate=True, attempts=1) == 0
+    counts = race(tmp_path, isolate=True, attempts=1)
+    assert (counts["started"], counts["failed"]) == (120, 0), counts
 
 
 @needs_mounts
 @pytest.mark.slow
 def test_a_sandbox_whose_setup_lost_the_race_is_started_again(tmp_path):
-    assert race(tmp_path, isolate=False, attempts=sandbox.BWRAP_SETUP_ATTEMPTS) == 0
+    counts = race(tmp_path, isolate=False, attempts=sandbox.BWRAP_SETUP_ATTEMPTS)
+    assert (counts["started"], counts["failed"]) == (120, 0), counts
 
 
 def test_setup_failures_are_retried_and_nothing_else_is(tmp_path, monkeypatch):
@@ -118,7 +149,7 @@ def test_setup_failures_are_retried_and_nothing_else_is(tmp_path, monkeypatch):
     assert len(calls) == sandbox.BWRAP_SETUP_ATTEMPTS and "Can't bind mount" in step.stderr
 
 
-@pytest.mark.skipif(disk_quota.unavailable() is not None, reason="needs mount rights (root)")
+@pytest.mark.skipif(not may_mount(), reason="needs the right to mount (root with CAP_SYS_ADMIN)")
 def test_isolated_dir_is_a_mount_point_until_unmounted(tmp_path):
     runs = tmp_path / "runs"
     runs.mkdir()

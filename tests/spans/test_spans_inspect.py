@@ -203,17 +203,35 @@ def test_inspect_with_a_model_gives_the_hybrid_weight_and_sample_weight(tmp_path
     assert result.exit_code == 0, result.output
     match = re.search(r"sample weight w_n\s*\S\s*([0-9.]+)", result.output)
     assert match and 0.0 <= float(match.group(1)) <= 1.0
-    weights = set()
-    for classes, title, _ in page_cells(page.read_text()):
-        title = html_lib.unescape(title)
-        found = re.search(r"weight ([0-9.]+) \| p=([0-9.]+)", title)
-        if not found:
-            continue
-        weight, p = float(found.group(1)), float(found.group(2))
-        cuda = classes.startswith(("cuda", "both"))
-        assert weight == pytest.approx((1.0 if p > 0.002 else 0.0) + (0.5 if cuda else 0.0), abs=1e-9) or p == pytest.approx(0.002, abs=1e-3)
-        weights.add(weight)
-    assert weights & {1.5, 0.5}  # the CUDA mask shows up in the weights
+
+    # The expected weights computed apart from inspect's own path (its final hidden states
+    # and LM head): the model's logits through transformers, p(token t | tokens before t),
+    # weight 1[p > tau] + lambda * 1[CUDA mask] for every supervised token.
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cuset.train.data import response_spans
+    from cuset.train.data.tokenize import tokenize_example
+
+    response = (FIXTURES / "histogram_atomics.cu").read_text()
+    encoded = tokenize_example(AutoTokenizer.from_pretrained(model_dir),
+                               [{"role": "user", "content": "Write the CUDA program."}], response,
+                               max_length=4096, spans=response_spans(response))
+    ids = torch.tensor([encoded["input_ids"]])
+    with torch.no_grad():
+        probs = torch.softmax(AutoModelForCausalLM.from_pretrained(model_dir).eval()(ids).logits[0].double(), -1)
+    confidence = {t: probs[t - 1, ids[0, t]].item() for t in range(1, ids.shape[1])}
+    expected = {t: (1.0 if confidence[t] > 0.002 else 0.0) + (0.5 if encoded["cuda_mask"][t] > 0 else 0.0)
+                for t, label in enumerate(encoded["labels"]) if label != -100 and t > 0}
+    # no token so close to tau that the rounding of the two computations could decide it
+    assert min(abs(confidence[t] - 0.002) for t in expected) > 1e-6
+    shown = {}
+    for _, title, _ in page_cells(page.read_text()):
+        found = re.match(r"token #(\d+) \|[^|]*\| weight ([0-9.]+) \|", html_lib.unescape(title))
+        if found:
+            shown[int(found.group(1))] = float(found.group(2))
+    assert shown == expected
+    assert set(expected.values()) == {0.0, 0.5, 1.0, 1.5}  # both masks, alone and together
 
 
 def test_cuset_kinds_are_the_cuda_mask():
