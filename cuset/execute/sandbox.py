@@ -51,7 +51,7 @@ What it does not cover
 - Kernel exploits, side channels, GPU memory left over by other processes, and
   wall-clock abuse inside the timeout (that is what the timeout is for).
 - Disk usage: RLIMIT_FSIZE per file here; the evaluation workspace mounts a
-  size-limited tmpfs on each run dir (cuset.evaluate.disk_quota) where it may mount.
+  size-limited tmpfs on each run dir (cuset.execute.disk_quota) where it may mount.
 - GPU memory; host memory on the GPU backend only through the cgroup (no RLIMIT_AS
   with CUDA); the GPU driver (host /dev) is reachable by design there.
 - Compilers reading world-readable system files (their logs are cleaned, see above).

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cuset.evaluate import disk_quota
+from cuset.execute import disk_quota
 from cuset.execute import sandbox
 from cuset.execute.result import StepResult
 from cuset.execute.sandbox import SandboxPolicy, _probe, run_sandboxed
@@ -30,7 +30,7 @@ SETUP_ERROR = ("bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply 
 RACE = textwrap.dedent("""
     import sys, threading
     from pathlib import Path
-    from cuset.evaluate import disk_quota
+    from cuset.execute import disk_quota
     from cuset.execute import sandbox
     root, isolate, attempts = Path(sys.argv[1]), sys.argv[2] == "isolate", int(sys.argv[3])
     sandbox.BWRAP_SETUP_ATTEMPTS = attempts

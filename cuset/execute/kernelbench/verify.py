@@ -19,7 +19,11 @@ and deletes the reference's run dir; each candidate run (sandboxed, its own run
 dir) gets copies of the inputs only and writes its outputs the same way; the
 parent compares (compare.judge: size limits, strict parsing, the first trial that
 differs decides). A candidate cannot forge the comparison or read the answers;
-it can only fail on its own (its run may report any failure, never a pass or a skip).
+it can only fail on its own: its run may report any failure, never a pass, a skip,
+an infrastructure error or a missing answer (claims.py checks every record against
+a schema). Every file a run leaves is read through the careful reader
+(cuset.execute.untrusted_files: no links, regular files only, size checked before
+reading, never blocking on a fifo); run dirs are removed iteratively (any depth).
 Cost: one more sandboxed torch import per verify (the reference run).
 
 Per step (import, model construction, each forward and backward) the harness
@@ -34,9 +38,11 @@ import ast
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -47,11 +53,15 @@ from pathlib import Path
 
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.cpu.diagnostics import classify_run
+from cuset.execute.kernelbench import claims
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
-from cuset.execute.kernelbench.compare import judge, read_files, tensor_bytes
-from cuset.execute.result import Status, StepResult, truncate_log
+from cuset.execute.kernelbench.compare import BadOutput, judge, read_files, tensor_bytes
+from cuset.execute.process import clean_env
+from cuset.execute.result import Status, StepResult, printable, truncate_log
 from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
+from cuset.execute.untrusted_files import UnsafeOutput, copy_output, remove_tree
 
+log = logging.getLogger(__name__)
 HARNESS = Path(__file__).resolve().parent / "harness.py"
 DIAG_FD_ENV = "CUSET_CPU_DIAG_FD"   # the CPU runtime's diagnostics channel (runtime/src/diag.cpp)
 DIAGNOSTICS_LIMIT = 64 << 10
@@ -129,6 +139,10 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     problem = _static_problem(candidate_src)
     if problem is not None:
         return KbVerdict(*problem)
+    if backend == "gpu" and not shutil.which("ninja", path=clean_env().get("PATH")):
+        # decided here: the candidate's run could claim anything, so its word on the machine is not taken
+        return KbVerdict(Status.INFRA_ERROR, "load_inline needs ninja on the evaluating machine's PATH "
+                                             "(pip install ninja, or apt-get install ninja-build)")
     checks = checks or plain_checks(n_trials, seed, constant_overrides, value_variant, backward)
     own_cache = cache is None and backend == "cpu"
     if own_cache:
@@ -153,9 +167,14 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
                 steps.append(step)
                 timings["total"] = time.perf_counter() - t0
                 return _verdict(record, tuple(steps), timings)
-            expected = _read_expected(ref_dir / "expected", checks)
-            (ref_dir / "inputs").rename(inputs)
-            shutil.rmtree(ref_dir)   # the reference's source and outputs are gone before the candidate starts
+            try:
+                expected = _read_expected(ref_dir / "expected", checks)
+                _copy_inputs(ref_dir, inputs)
+            except (BadOutput, UnsafeOutput, OSError) as e:  # the task's own reference: its defect, not the sample's
+                timings["total"] = time.perf_counter() - t0
+                return _verdict({"status": "skipped", "detail": f"the task's reference run left unusable files: {e}"},
+                                (step,), timings)
+            _discard(ref_dir)   # the reference's source and outputs are gone before the candidate starts
             _REFERENCES.put(key, inputs, expected)
         else:
             files, expected = cached
@@ -174,11 +193,10 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
             steps.append(step)
             if record.get("status") != "need_extensions":
                 tc = time.perf_counter()
-                record = judge([c.to_json() for c in checks], expected, run_dir / "outputs",
-                               _candidate_record(record), atol, rtol)
+                record = judge([c.to_json() for c in checks], expected, run_dir / "outputs", record, atol, rtol)
                 timings["compare"] = time.perf_counter() - tc
                 break
-            shutil.rmtree(run_dir, ignore_errors=True)
+            _discard(run_dir)
             specs = [ExtensionSpec.from_json(s) for s in record["specs"]]
             if backend != "cpu" or all(s.key() in manifest for s in specs):
                 record = {"status": "runtime_error", "detail": "load_inline asked again for extensions already built "
@@ -191,17 +209,16 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     finally:
         if own_cache:
             cache.close()
-        shutil.rmtree(run_root, ignore_errors=True)
+        _discard(run_root)
     timings["total"] = time.perf_counter() - t0
     return _verdict(record, tuple(steps), timings)
 
 
 def _static_problem(candidate_src: str) -> tuple[Status, str] | None:
     """Code that cannot be a KernelBench answer, decided before running anything."""
-    try:
-        tree = ast.parse(candidate_src)
-    except SyntaxError as e:
-        return Status.COMPILE_ERROR, f"the candidate is not valid Python: line {e.lineno}: {e.msg}"
+    tree = _parse(candidate_src)
+    if isinstance(tree, str):
+        return Status.COMPILE_ERROR, tree
     names = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     names |= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     names |= {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
@@ -215,10 +232,31 @@ def extract_specs(candidate_src: str) -> list[ExtensionSpec]:
     """The load_inline calls whose arguments are string constants (module-level
     names bound to literals, concatenations, lists of them): built before the
     harness runs, so most candidates run once. Others are found at run time."""
-    try:
-        tree = ast.parse(candidate_src)
-    except SyntaxError:
+    tree = _parse(candidate_src)
+    if isinstance(tree, str):
         return []
+    try:
+        return _specs_of(tree)
+    except RecursionError:  # constants nested beyond the stack: left to the run-time discovery
+        return []
+
+
+def _parse(source: str) -> ast.Module | str:
+    """The candidate's syntax tree, or why there is none. Every failure of the parser is an
+    answer here: a syntax error, a null byte (ValueError), an expression nested deeper than
+    the parser's stack (RecursionError, MemoryError)."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as e:
+        where = f"line {e.lineno}: " if e.lineno else ""
+        return f"the candidate is not valid Python: {where}{printable(str(e.msg))}"
+    except (RecursionError, MemoryError):
+        return "the candidate nests expressions too deeply for Python's parser"
+    except ValueError as e:
+        return f"the candidate is not valid Python: {printable(str(e))[:200]}"
+
+
+def _specs_of(tree: ast.Module) -> list[ExtensionSpec]:
     env: dict[str, object] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -340,6 +378,24 @@ def _run_dir(run_root: Path, name: str, source: str) -> Path:
     return run_dir
 
 
+def _copy_inputs(ref_dir: Path, target: Path) -> None:
+    """The reference run's inputs/ to `target`, each a regular file reached without links
+    (the careful reader: a sandboxed run wrote them)."""
+    target.mkdir()
+    if not stat.S_ISDIR(os.lstat(ref_dir / "inputs").st_mode):
+        raise UnsafeOutput("the reference run's inputs/ is not a directory")
+    for name in sorted(os.listdir(ref_dir / "inputs")):
+        copy_output(ref_dir, f"inputs/{name}", None, target / name)
+
+
+def _discard(path: Path) -> None:
+    """Remove a run dir or the run root: iteratively (a 3000-level tree left by a candidate
+    needs no recursion), never raising; what stays is logged."""
+    errors = remove_tree(path)
+    if errors:
+        log.warning("kernelbench: could not remove %s: %s", path, "; ".join(errors[:3]))
+
+
 def _read_expected(directory: Path, checks: list[Check]) -> dict:
     """The reference run's outputs, in memory: the files go before the candidate runs."""
     expected = {}
@@ -347,19 +403,9 @@ def _read_expected(directory: Path, checks: list[Check]) -> dict:
         for trial in range(len(check.seeds)):
             got = read_files(directory, f"c{ci}_t{trial}")
             if got is None:
-                raise RuntimeError(f"the reference run wrote no outputs for check {check.name}, trial {trial}")
+                raise BadOutput(f"the reference run wrote no outputs for check {check.name}, trial {trial}")
             expected[f"c{ci}_t{trial}"] = got
     return expected
-
-
-# What the candidate's own run may say about itself: any failure, never a pass or a skip.
-CANDIDATE_CLAIMS = {s.value for s in Status} - {Status.PASSED.value, Status.SKIPPED.value} | {"ran", "need_extensions"}
-
-
-def _candidate_record(record: dict) -> dict:
-    if record.get("status") in CANDIDATE_CLAIMS:
-        return record
-    return {"status": "runtime_error", "detail": f"the candidate's run reported {str(record.get('status'))[:80]!r}"}
 
 
 def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path, atol, rtol, compile_timeout,
@@ -403,31 +449,29 @@ def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path,
         channel.seek(0)
         said = channel.read(DIAGNOSTICS_LIMIT)
     # Classified on the full logs, stored truncated (a candidate may print megabytes).
-    record = _read_record(run_dir, dataclasses.replace(step, diagnostics=truncate_log(said)), timeout)
+    record = _read_record(run_dir, dataclasses.replace(step, diagnostics=truncate_log(said)), timeout, role)
     step = StepResult(step.name, step.returncode, step.seconds, step.timed_out, truncate_log(step.stdout),
                       truncate_log(step.stderr), step.limit, truncate_log(said))
     timings[role] = timings.get(role, 0.0) + time.perf_counter() - tr
     return record, step
 
 
-def _read_record(run_dir: Path, step: StepResult, timeout: float) -> dict:
-    """The harness's verdict, or what its death says."""
-    def read(name):
-        try:
-            return json.loads((run_dir / name).read_text())
-        except (OSError, ValueError):
-            return None
-
-    record = read("verdict.json")
+def _read_record(run_dir: Path, step: StepResult, timeout: float, role: str) -> dict:
+    """The harness's verdict if the parent can believe it (claims.checked_record), else
+    what its death says. Every file is read as the candidate's (claims.read_json)."""
+    try:
+        record = claims.read_json(run_dir, claims.VERDICT_FILE, claims.VERDICT_LIMIT)
+        if record is not None:
+            record = claims.checked_record(record, role)
+    except claims.Unbelievable as e:
+        if not step.timed_out:
+            return {"status": "runtime_error", "detail": f"the {role}'s run left a verdict that is not believed: {e}"}
+        record = None
     if record is not None and not step.timed_out:
         return record
-    progress = read("progress.json") or {}
+    progress = claims.read_progress(run_dir)
     where = _where(progress)
-    try:
-        watchdog = (run_dir / "timeout.txt").read_text()
-    except OSError:
-        watchdog = ""
-    if "Timeout (" in watchdog:
+    if claims.watchdog_fired(run_dir):
         return {"status": "timeout", "detail": f"{progress.get('step', 'a step')} still running after "
                                                f"{progress.get('timeout', 0):g} s{where}; killed",
                 **_trial(progress)}
@@ -471,11 +515,14 @@ def _trial(progress: dict) -> dict:
 
 
 def _verdict(record: dict, steps: tuple[StepResult, ...], timings: dict) -> KbVerdict:
+    """The verdict of a record the parent made or checked (claims.checked_record)."""
     try:
         status = Status(record.get("status"))
     except ValueError:
-        status, record = Status.RUNTIME_ERROR, {"detail": f"the harness reported {record.get('status')!r}"}
+        status, record = Status.RUNTIME_ERROR, {"detail": f"the harness reported {printable(str(record.get('status')))[:80]!r}"}
     err = record.get("max_abs_err")
-    return KbVerdict(status, truncate_log(str(record.get("detail", "")), DETAIL_LIMIT), str(record.get("check", "")),
-                     record.get("trial"), record.get("seed"), float(err) if err is not None else None,
-                     truncate_log(str(record.get("log", ""))), steps, timings)
+    trial, seed = record.get("trial"), record.get("seed")
+    return KbVerdict(status, truncate_log(printable(str(record.get("detail", ""))), DETAIL_LIMIT),
+                     printable(str(record.get("check", ""))), trial if isinstance(trial, int) else None,
+                     seed if isinstance(seed, int) else None, float(err) if isinstance(err, (int, float)) else None,
+                     truncate_log(printable(str(record.get("log", "")))), steps, timings)
