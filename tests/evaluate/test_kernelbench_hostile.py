@@ -79,14 +79,36 @@ SAMPLES = {
     # 3000 levels of directories left in the run dir; otherwise honest
     "deep_tree": (at_import("for _ in range(3000):\n    os.mkdir('d')\n    os.chdir('d')\n"
                             "os.chdir(os.path.dirname(CFG['verdict_path']))"), "passed", ""),
+    # class 2: limits of the run and of the builds (this run: 16 MiB of disk, 1 GiB of memory per run)
+    "writes_2gb": (at_import("buf = b'\\0' * (1 << 20)\ntry:\n    for i in range(2048):\n"
+                             "        open(f'f{i}', 'wb').write(buf)\nexcept OSError:\n    pass"), "disk_limit",
+                   "filled its 16 MiB disk quota"),
+    "three_children": (at_import("kids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n"
+                                 "        x = b'x' * (400 << 20)\n        import time; time.sleep(2)\n"
+                                 "        os._exit(0)\n    kids.append(pid)\nfor k in kids:\n    os.waitpid(k, 0)"),
+                       "memory_limit", "used more than their memory budget"),
+    "fork_bomb": (at_import("try:\n    while True:\n        if os.fork() == 0:\n            import time\n"
+                            "            time.sleep(60)\n            os._exit(0)\nexcept OSError:\n    pass\n"
+                            "raise SystemExit('forks refused')"), "runtime_error", "forks refused"),
+    # ten load_inline calls in functions never called: only MAX_STATIC_BUILDS are built before the run
+    "unused_load_inline_calls": (RELU_OK + "".join(
+        f"\ndef dead{i}():\n    return load_inline(name='dead{i}', cpp_sources='int f();', functions=['not a name'])\n"
+        for i in range(10)), "passed", ""),
+    # extensions computed at run time: more than one sample may build
+    "many_runtime_extensions": (at_import(
+        "for i in range(12):\n    try:\n        load_inline(name=f'e{i}', cpp_sources=f'int e{i}() {{ return {i}; }}',"
+        " functions=[f'e{i}'])\n    except BaseException:\n        pass"), "compile_error",
+        "asks for 13 load_inline extensions, more than the 8 one sample may build"),
     "honest (after)": (RELU_OK, "passed", ""),
 }
+PASSING = [name for name, (_, status, _) in SAMPLES.items() if status == "passed"]
 
 
 def _eval(files: Path):
     return CliRunner().invoke(app, ["eval", str(files / "tasks.jsonl"), str(files / "gens.jsonl"), "--out",
                                     str(files / "out"), "--backend", "cpu", "workers=2", "progress=false",
-                                    "timeout_run=60", "timeout_compile=600", f"workdir={files / 'work'}"])
+                                    "timeout_run=60", "timeout_compile=600", f"workdir={files / 'work'}",
+                                    "sandbox.run_disk_mb=16", "sandbox.program_memory_gb=1"])
 
 
 @pytest.fixture(scope="module")
@@ -120,10 +142,10 @@ def test_the_run_completes_and_resumes(evaluated):
     summary = json.loads((files / "out" / "summary.json").read_text())
     assert summary["meta"]["evaluated_now"] == 0 and summary["meta"]["resumed"] == len(SAMPLES)
     assert summary["meta"]["evaluator_failures"] == 0
-    # every hostile sample stays in the denominator: 3 passes of 12
+    # every hostile sample stays in the denominator
     assert summary["infra_errors"] == [] and summary["skipped_tasks"] == []
     assert summary["tasks"]["kb_relu"]["n"] == len(SAMPLES)
-    assert summary["overall"]["function@1"] == pytest.approx(3 / len(SAMPLES))
+    assert summary["overall"]["function@1"] == pytest.approx(len(PASSING) / len(SAMPLES))
     assert list((files / "work").iterdir()) == [], "the workspace (with the run dirs) was left behind"
 
 
@@ -135,6 +157,17 @@ def test_each_sample_gets_its_own_verdict(evaluated, name):
     _, status, phrase = SAMPLES[name]
     assert r.status.value == status, (name, r.status, r.detail)
     assert phrase in r.detail, (name, r.detail)
+
+
+@needs_bwrap
+def test_unused_calls_are_not_all_built_before_the_run(evaluated):
+    from cuset.execute.kernelbench.verify import MAX_STATIC_BUILDS
+
+    steps = evaluated[3]["unused_load_inline_calls"].steps
+    # per verification (forward thread order, then random order): relu and three of the ten dead calls
+    # (refused as unsupported without compiling), then one candidate run
+    assert MAX_STATIC_BUILDS == 4 and sum(s.name == "compile" for s in steps) == 2 * MAX_STATIC_BUILDS
+    assert sum(s.name.startswith("kernelbench[") for s in steps) == 2
 
 
 @needs_bwrap

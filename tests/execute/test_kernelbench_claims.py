@@ -138,3 +138,11 @@ def test_untrusted_text_always_reaches_the_results_file(tmp_path):
     got = {r.sample: r for r in load_results(path)}
     assert got[0].detail == "bad \ufffd \ufffd byte\x1b" and got[1].status is Status.PASSED
     assert json.loads(Path(path).read_text(encoding="utf-8").splitlines()[0])["sample"] == 0
+
+
+def test_a_candidate_longer_than_any_answer_is_refused_before_parsing():
+    from cuset.execute.kernelbench.verify import MAX_SOURCE_CHARS, verify
+
+    v = verify("", "class ModelNew: pass\n" + "#" * MAX_SOURCE_CHARS)
+    assert v.status is Status.COMPILE_ERROR and v.detail.endswith("more than the 1048576 a KernelBench answer may have")
+    assert v.steps == ()

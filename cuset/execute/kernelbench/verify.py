@@ -58,7 +58,8 @@ from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
 from cuset.execute.kernelbench.compare import BadOutput, judge, read_files, tensor_bytes
 from cuset.execute.process import clean_env
 from cuset.execute.result import Status, StepResult, printable, truncate_log
-from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
+from cuset.execute import disk_quota
+from cuset.execute.sandbox import SandboxPolicy, run_sandboxed, warn_once
 from cuset.execute.untrusted_files import UnsafeOutput, copy_output, remove_tree
 
 log = logging.getLogger(__name__)
@@ -67,6 +68,10 @@ DIAG_FD_ENV = "CUSET_CPU_DIAG_FD"   # the CPU runtime's diagnostics channel (run
 DIAGNOSTICS_LIMIT = 64 << 10
 DETAIL_LIMIT = 2000                 # characters of a verdict's detail kept
 MAX_BUILD_ROUNDS = 4                # harness runs asking for extensions not found in the source
+MAX_EXTENSIONS = 8                  # distinct load_inline extensions one sample may build (BuildBudget)
+MAX_STATIC_BUILDS = 4               # of those, built from the source before the candidate runs
+MAX_SOURCE_CHARS = 1 << 20          # a candidate longer than this is refused before the parent parses it
+RUN_DISK_SLACK = 256 << 20          # a candidate run dir's quota beyond twice the reference's outputs
 DEFAULT_SEED = 42
 VALUE_VARIANTS = ("negative", "zeros", "large")
 REFERENCE_CACHE_BYTES = 256 << 20  # reference runs kept in memory (see _ReferenceCache)
@@ -127,15 +132,26 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
            cache: CompileCache | None = None, workdir: str | Path | None = None, compile_timeout: float = 120.0,
            step_timeout: float = 60.0, import_timeout: float | None = None,
            sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
+           run_disk_bytes: int | None = None, build_budget_seconds: float | None = None,
            extra_env: dict[str, str] | None = None) -> KbVerdict:
     """Verify `candidate_src` (defines ModelNew) against `reference_src` (Model,
     get_inputs, get_init_inputs). `checks` replaces the single check built from
-    n_trials/seed/constant_overrides/value_variant/backward."""
+    n_trials/seed/constant_overrides/value_variant/backward.
+
+    Limits besides the sandbox's: each candidate run dir is a tmpfs of `run_disk_bytes`
+    beyond what the parent puts there (default: RUN_DISK_SLACK + twice the reference's
+    outputs; `disk_limit` when full), mounted where mounting works (put `workdir` under a
+    private mount, see cuset.execute.disk_quota.isolate); the sample's extension builds
+    share one budget (BuildBudget: MAX_EXTENSIONS builds, `build_budget_seconds`, default
+    `compile_timeout`, of build wall time in all)."""
     t0 = time.perf_counter()
     if backend not in ("cpu", "gpu"):
         raise ValueError(f"backend={backend!r}: KernelBench verification runs on 'cpu' or 'gpu'")
     if candidate_src is None or not candidate_src.strip():
         return KbVerdict(Status.NO_CODE, "no code was extracted from the response")
+    if len(candidate_src) > MAX_SOURCE_CHARS:   # bounds the parent's own parse of it
+        return KbVerdict(Status.COMPILE_ERROR, f"the candidate is {len(candidate_src)} characters long, more than "
+                                               f"the {MAX_SOURCE_CHARS} a KernelBench answer may have")
     problem = _static_problem(candidate_src)
     if problem is not None:
         return KbVerdict(*problem)
@@ -183,14 +199,20 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
                 (inputs / name).write_bytes(data)
             timings["reference_cached"] = 1.0
         manifest: dict[str, dict] = {}
-        if backend == "cpu":
-            _build(cache, extract_specs(candidate_src), manifest, steps, timings)
+        budget = BuildBudget(build_budget_seconds if build_budget_seconds is not None else compile_timeout)
+        if backend == "cpu":   # the calls found in the source, up to what the budget allows before any run
+            budget.build(cache, extract_specs(candidate_src)[:MAX_STATIC_BUILDS], manifest, steps, timings)
+        quota = run_disk_bytes if run_disk_bytes is not None else \
+            RUN_DISK_SLACK + 2 * sum(tensor_bytes(t) for _, t in expected.values())
         # 2. The candidate alone, on copies of the inputs; 3. the comparison, here.
         for _ in range(MAX_BUILD_ROUNDS):
-            run_dir = _run_dir(run_root, "candidate.py", candidate_src)
-            shutil.copytree(inputs, run_dir / "inputs")
+            run_dir = _candidate_dir(run_root, candidate_src, inputs, manifest, quota)
             record, step = _run_harness("candidate", run_dir, manifest, *common)
             steps.append(step)
+            if disk_quota.is_mounted(run_dir) and disk_quota.is_full(run_dir):  # whatever it did after ENOSPC
+                record = {"status": "disk_limit", "detail": f"the candidate filled its {quota / (1 << 20):.0f} MiB "
+                                                            "disk quota"}
+                break
             if record.get("status") != "need_extensions":
                 tc = time.perf_counter()
                 record = judge([c.to_json() for c in checks], expected, run_dir / "outputs", record, atol, rtol)
@@ -202,14 +224,18 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
                 record = {"status": "runtime_error", "detail": "load_inline asked again for extensions already built "
                                                                "(sources that change between runs?)"}
                 break
-            _build(cache, specs, manifest, steps, timings)
+            over = budget.refuses([s for s in specs if s.key() not in manifest], manifest)
+            if over is not None:
+                record = {"status": "compile_error", "detail": over}
+                break
+            budget.build(cache, specs, manifest, steps, timings)
         else:
             record = {"status": "runtime_error", "detail": f"still building new extensions after "
                                                            f"{MAX_BUILD_ROUNDS} runs of the candidate"}
     finally:
         if own_cache:
             cache.close()
-        _discard(run_root)
+        _discard(run_root, run_root=True)
     timings["total"] = time.perf_counter() - t0
     return _verdict(record, tuple(steps), timings)
 
@@ -309,20 +335,44 @@ def _const(node, env):
 
 
 # ---------------------------------------------------------------- build + run
-def _build(cache: CompileCache, specs: list[ExtensionSpec], manifest: dict, steps: list, timings: dict) -> None:
-    tb = time.perf_counter()
-    futures = {s.key(): (s, cache.submit(json.dumps(s.to_json(), sort_keys=True))) for s in specs
-               if s.key() not in manifest}
-    for key, (spec, fut) in futures.items():
-        outcome = fut.result()
-        steps.append(outcome.step)
-        if outcome.ok:
-            manifest[key] = {"path": str(outcome.executable), "module": spec.module_name()}
-        else:
-            manifest[key] = {"status": (outcome.status or Status.COMPILE_ERROR).value,
-                             "detail": f"load_inline({spec.name!r}): {outcome.detail}",
-                             "log": truncate_log(outcome.step.stderr)}
-    timings["compile"] = timings.get("compile", 0.0) + time.perf_counter() - tb
+class BuildBudget:
+    """The extension builds of one sample: at most MAX_EXTENSIONS distinct ones, and
+    `seconds` of build wall time in all (cache hits cost nothing). A candidate whose
+    source names many load_inline calls it never makes gets only the first
+    MAX_STATIC_BUILDS built before it runs; what it then asks for at run time is built
+    while the budget lasts, else its verdict is `compile_error`."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.spent = 0.0
+
+    def refuses(self, new: list[ExtensionSpec], manifest: dict) -> str | None:
+        """Why building `new` as well is over the budget; None when it is not."""
+        if len(manifest) + len(new) > MAX_EXTENSIONS:
+            return (f"the candidate asks for {len(manifest) + len(new)} load_inline extensions, more than the "
+                    f"{MAX_EXTENSIONS} one sample may build")
+        if self.spent >= self.seconds:
+            return (f"the candidate's extension builds took {self.spent:.0f} s, its whole budget of "
+                    f"{self.seconds:g} s, and it asks for {len(new)} more")
+        return None
+
+    def build(self, cache: CompileCache, specs: list[ExtensionSpec], manifest: dict, steps: list,
+              timings: dict) -> None:
+        tb = time.perf_counter()
+        futures = {s.key(): (s, cache.submit(json.dumps(s.to_json(), sort_keys=True))) for s in specs
+                   if s.key() not in manifest}
+        for key, (spec, fut) in futures.items():
+            outcome = fut.result()
+            steps.append(outcome.step)
+            if outcome.ok:
+                manifest[key] = {"path": str(outcome.executable), "module": spec.module_name()}
+            else:
+                manifest[key] = {"status": (outcome.status or Status.COMPILE_ERROR).value,
+                                 "detail": f"load_inline({spec.name!r}): {outcome.detail}",
+                                 "log": truncate_log(outcome.step.stderr)}
+        elapsed = time.perf_counter() - tb
+        self.spent += elapsed
+        timings["compile"] = timings.get("compile", 0.0) + elapsed
 
 
 def _policy(base: SandboxPolicy, backend: str, timeout: float, program_memory_bytes: int | None) -> SandboxPolicy:
@@ -371,10 +421,28 @@ class _ReferenceCache:
 _REFERENCES = _ReferenceCache(REFERENCE_CACHE_BYTES)
 
 
-def _run_dir(run_root: Path, name: str, source: str) -> Path:
+def _run_dir(run_root: Path, name: str, source: str, quota_bytes: int | None = None) -> Path:
+    """A fresh run dir holding `name` (the source) and the harness; with `quota_bytes`, its
+    own tmpfs of that size (where mounting works) before anything is written."""
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=run_root))
+    if quota_bytes is not None:
+        if disk_quota.unavailable() is None:
+            disk_quota.mount_tmpfs(run_dir, quota_bytes)
+        else:
+            warn_once(f"no disk quota for KernelBench run dirs ({disk_quota.unavailable()}): only RLIMIT_FSIZE "
+                      "per file")
     (run_dir / name).write_text(source)
     shutil.copy2(HARNESS, run_dir / "harness.py")
+    return run_dir
+
+
+def _candidate_dir(run_root: Path, source: str, inputs: Path, manifest: dict, quota: int) -> Path:
+    """The candidate's run dir: its own quota of `quota` bytes beyond what is placed in it
+    (the source, the harness, copies of the inputs and of the built extensions)."""
+    placed = [*inputs.iterdir(), HARNESS, *(Path(e["path"]) for e in manifest.values() if "path" in e)]
+    run_dir = _run_dir(run_root, "candidate.py", source,
+                       quota + len(source.encode()) + sum(p.stat().st_size for p in placed) + (1 << 20))
+    shutil.copytree(inputs, run_dir / "inputs")
     return run_dir
 
 
@@ -388,12 +456,24 @@ def _copy_inputs(ref_dir: Path, target: Path) -> None:
         copy_output(ref_dir, f"inputs/{name}", None, target / name)
 
 
-def _discard(path: Path) -> None:
-    """Remove a run dir or the run root: iteratively (a 3000-level tree left by a candidate
-    needs no recursion), never raising; what stays is logged."""
+def _discard(path: Path, run_root: bool = False) -> None:
+    """Remove a run dir, or the run root with the run dirs in it, unmounting their quotas
+    first: iteratively (a 3000-level tree left by a candidate needs no recursion), never
+    raising; what stays is logged. (Only the run root's own entries are looked at for
+    mounts: the parent made them all, and no sandbox can write there.)"""
+    for mounted in (path, *(_subdirs(path) if run_root else ())):
+        if disk_quota.is_mounted(mounted):
+            disk_quota.unmount(mounted)
     errors = remove_tree(path)
     if errors:
         log.warning("kernelbench: could not remove %s: %s", path, "; ".join(errors[:3]))
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        return [path / e.name for e in os.scandir(path) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def _read_expected(directory: Path, checks: list[Check]) -> dict:
@@ -458,7 +538,14 @@ def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path,
 
 def _read_record(run_dir: Path, step: StepResult, timeout: float, role: str) -> dict:
     """The harness's verdict if the parent can believe it (claims.checked_record), else
-    what its death says. Every file is read as the candidate's (claims.read_json)."""
+    what its death says. Every file is read as the candidate's (claims.read_json). A run
+    whose process tree went over its memory budget gets `memory_limit` whatever it wrote
+    (a child killed by the cgroup while the harness went on, as CUDABench runs)."""
+    progress = claims.read_progress(run_dir)
+    where = _where(progress)
+    if step.limit == "memory_limit":
+        return {"status": "memory_limit", "detail": f"the {role}'s processes together used more than their memory "
+                                                    f"budget{where}; killed", **_trial(progress)}
     try:
         record = claims.read_json(run_dir, claims.VERDICT_FILE, claims.VERDICT_LIMIT)
         if record is not None:
@@ -469,8 +556,6 @@ def _read_record(run_dir: Path, step: StepResult, timeout: float, role: str) -> 
         record = None
     if record is not None and not step.timed_out:
         return record
-    progress = claims.read_progress(run_dir)
-    where = _where(progress)
     if claims.watchdog_fired(run_dir):
         return {"status": "timeout", "detail": f"{progress.get('step', 'a step')} still running after "
                                                f"{progress.get('timeout', 0):g} s{where}; killed",
@@ -478,9 +563,6 @@ def _read_record(run_dir: Path, step: StepResult, timeout: float, role: str) -> 
     if step.timed_out:
         return {"status": "timeout", "detail": f"the harness still running after {timeout:g} s{where}; killed",
                 **_trial(progress)}
-    if step.limit == "memory_limit":
-        return {"status": "memory_limit", "detail": f"the candidate's process used more than its memory budget"
-                                                    f"{where}; killed", **_trial(progress)}
     classified = classify_run(step)
     if classified is not None:
         return {"status": classified[0].value, "detail": classified[1] + where, **_trial(progress)}
