@@ -62,7 +62,8 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options=None, cache
     own = cache is None or not isinstance(cache.backend, ExtensionBuilder)
     if own and name == "cpu":
         cache = CompileCache(ExtensionBuilder(sandbox_mode=opts.sandbox.mode),
-                             root=cache.root if cache is not None else None, timeout=opts.timeouts.compile)
+                             root=cache.root if cache is not None else None, timeout=opts.timeouts.compile,
+                             **({"max_bytes": cache.max_bytes} if cache is not None else {}))
     elif name != "cpu":
         cache = None
     common = dict(backend=name, atol=task.atol, rtol=task.rtol, cache=cache, workdir=workdir,

@@ -145,7 +145,8 @@ class EvalContext:
                                    python_preload=tuple(cfg.python_preload) if cfg.python_preload is not None else None)
         self.options = cfg.options(hide=(str(self.cache_root),))
         self.cache = CompileCache(self.backend, self.cache_root / "compile", workers=cfg.n_workers,
-                                  timeout=cfg.timeouts().compile)
+                                  timeout=cfg.timeouts().compile,
+                                  max_bytes=int(cfg.compile_cache_gb * (1 << 30)) if cfg.compile_cache_gb else None)
 
     def evaluate(self, rec: GenerationRecord, task: AnyTask | None, missing_reason: str = "") -> SampleResult:
         if task is None:

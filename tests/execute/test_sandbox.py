@@ -422,3 +422,22 @@ def test_concurrent_first_cgroup_probes_agree_with_a_single_probe():
             t.join()
         assert seen == [single] * 8
     assert single is None or "File exists" not in single
+
+
+@needs_bwrap
+def test_each_program_gets_a_cpu_share_of_its_own(tmp_path):
+    """Issue 37: a program's tree is one scheduling entity (its own cpu cgroup at the default
+    weight), so children that call setsid() (each a new autogroup of the kernel otherwise) take
+    no more CPU from honest runs. Two sandboxes at once are in two different groups."""
+    from cuset.execute import cgroup
+
+    if cgroup.cpu_unavailable():
+        pytest.skip(f"no per-program cpu cgroup here: {cgroup.cpu_unavailable()}")
+    policy = SandboxPolicy(mode="bwrap", program_memory_bytes=1 << 30)
+    groups = []
+    for _ in range(2):
+        r = run_sandboxed("run", ["setsid", "cat", "/proc/self/cgroup"], run_dir=tmp_path, timeout=30, policy=policy)
+        lines = dict(line.split(":", 2)[1:] for line in r.stdout.splitlines())
+        # v1: the cpu hierarchy's line; v2: the one unified line (cpu enabled for the group's parent)
+        groups.append(lines.get("cpu") or lines.get("cpu,cpuacct") or lines[""])
+    assert all("/cuset-" in g for g in groups) and groups[0] != groups[1], groups
