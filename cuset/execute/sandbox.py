@@ -450,12 +450,29 @@ def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: Sandb
                 from cuset.execute.cgroup import unavailable
 
                 warn_once(f"no per-program memory limit ({unavailable()}): only RLIMIT_AS per process applies")
-        step = run_step(name, prefix + list(argv), cwd=run_dir, timeout=timeout, env=full_env,
+        command = prefix + list(argv)
+        if mode == "bwrap":
+            command, args_fd = _args_from_fd(stack, command)
+            fds += (args_fd,)
+        step = run_step(name, command, cwd=run_dir, timeout=timeout, env=full_env,
                         limits=limits, output_limit=output_limit, pass_fds=fds,
                         join=group.procs_files if group is not None else ())
         if group is not None and group.oom_kills() > 0:
             step = dataclasses.replace(step, limit="memory_limit")
     return step
+
+
+def _args_from_fd(stack: contextlib.ExitStack, command: list[str]) -> tuple[list[str], int]:
+    """`bwrap --args FD`: bwrap's options read from an anonymous file, so the sandbox's PID 1
+    (bwrap) shows `bwrap --args N -- <the program's command>` in /proc/1/cmdline, not the
+    host paths it binds and masks (caches, workspaces, the home dir). The command itself stays
+    on the command line (bwrap takes it from there only)."""
+    end = command.index("--")
+    fh = stack.enter_context(tempfile.TemporaryFile())
+    fh.write(b"".join(os.fsencode(a) + b"\0" for a in command[1:end]))
+    fh.flush()
+    fh.seek(0)
+    return [command[0], "--args", str(fh.fileno()), *command[end:]], fh.fileno()
 
 
 @functools.lru_cache(maxsize=None)
