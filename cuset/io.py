@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
@@ -40,7 +41,25 @@ from cuset.errors import CusetError
 log = logging.getLogger(__name__)
 
 
+# Lone UTF-16 surrogates: a Python str can hold them (json.loads of "\\udc80", a file name
+# decoded with surrogateescape) but UTF-8 cannot; one in a record written from untrusted
+# text would make the writer raise and stop a whole run. They become U+FFFD.
+_SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """`text` with every lone surrogate replaced by U+FFFD, so it always encodes as UTF-8."""
+    return _SURROGATES.sub("\ufffd", text)
+
+
+def json_line(record: Any) -> str:
+    """One JSONL line (newline included) that always encodes as UTF-8: control characters
+    are escaped by JSON itself, lone surrogates replaced (see `encodable`)."""
+    return encodable(json.dumps(record, ensure_ascii=False)) + "\n"
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    text = encodable(text)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
@@ -59,7 +78,7 @@ def atomic_write_json(path: str | os.PathLike, data: Any, *, indent: int | None 
 
 def atomic_write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
     """Write dicts as JSON lines; returns how many."""
-    lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
+    lines = [json_line(row) for row in rows]
     atomic_write_text(path, "".join(lines))
     return len(lines)
 
@@ -146,7 +165,7 @@ class JsonlAppender:
         self._lock = threading.Lock()
 
     def append(self, record: Any) -> None:
-        line = json.dumps(record, ensure_ascii=False) + "\n"
+        line = json_line(record)
         with self._lock:
             self._fh.write(line)
             self._fh.flush()

@@ -7,7 +7,7 @@ import hashlib
 import os
 from pathlib import Path
 
-from cuset.evaluate.untrusted_files import UnsafeOutput, open_output, read_digest
+from cuset.execute.untrusted_files import UnsafeOutput, open_output, read_digest
 from cuset.tasks import Task
 
 

@@ -67,6 +67,9 @@ class EvalConfig:
     timeout_run: float = option(60.0, help="seconds per program run (compat: 60)")
     timeout_compare: float = option(120.0, help="seconds for compare.py")
     cache_dir: str = option("", help="compile and data cache root; default $CUSET_CACHE or ~/.cache/cuset")
+    compile_cache_gb: float | None = option(20.0, help="size budget of the compile cache: beyond it the entries "
+                                                       "used least recently are removed (never one used in the last "
+                                                       "hour); none = no budget")
     data_cache: bool = option(True, help="keep gen.py outputs in the cache dir so re-runs skip gen.py")
     python_preload: list[str] | None = option(default_factory=lambda: ["numpy"],
                                               help="modules a warm fork server imports once for gen.py/compare.py "

@@ -62,12 +62,14 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options=None, cache
     own = cache is None or not isinstance(cache.backend, ExtensionBuilder)
     if own and name == "cpu":
         cache = CompileCache(ExtensionBuilder(sandbox_mode=opts.sandbox.mode),
-                             root=cache.root if cache is not None else None, timeout=opts.timeouts.compile)
+                             root=cache.root if cache is not None else None, timeout=opts.timeouts.compile,
+                             **({"max_bytes": cache.max_bytes} if cache is not None else {}))
     elif name != "cpu":
         cache = None
     common = dict(backend=name, atol=task.atol, rtol=task.rtol, cache=cache, workdir=workdir,
                   compile_timeout=opts.timeouts.compile, step_timeout=opts.timeouts.run, sandbox=opts.sandbox,
-                  program_memory_bytes=opts.program_memory_bytes, extra_env=dict(opts.extra_env))
+                  program_memory_bytes=opts.program_memory_bytes, run_disk_bytes=opts.run_disk_bytes,
+                  extra_env=dict(opts.extra_env))
     try:
         plain = verify(task.reference_src, code, checks=plain_checks(task.n_trials) if code else None, **common)
         if plain.passed and name == "cpu":

@@ -49,7 +49,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuset.evaluate import disk_quota
+from cuset.execute import disk_quota
 from cuset.evaluate.checks import compare_verdict, file_digest, output_problem, outputs_digest
 from cuset.evaluate.seeds import offset_seeds
 from cuset.evaluate.strict import StrictVerdict, strict_check
@@ -120,7 +120,9 @@ def evaluate_program(task: Task, code: str | None, *, backend: Backend, cases=No
     if getattr(task, "kind", "cudabench") == "kernelbench":  # PyTorch reference + load_inline candidate
         from cuset.evaluate.kernelbench import evaluate_kernelbench
 
-        return evaluate_kernelbench(task, code, backend=backend, options=opts, cache=cache, workdir=workdir)
+        # its run dirs live in the workspace's runs/ (hidden from every sandbox, removed with it)
+        return evaluate_kernelbench(task, code, backend=backend, options=opts, cache=cache,
+                                    workdir=workspace.runs_dir() if workspace is not None else workdir)
     own_ws = workspace is None
     ws = workspace or Workspace(parent=workdir, gen_timeout=opts.timeouts.gen)
     own_cache = cache is None

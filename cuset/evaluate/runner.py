@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import time
 from collections import Counter
@@ -30,13 +31,15 @@ from cuset.evaluate.report import write_report
 from cuset.evaluate.workspace import Workspace
 from cuset.cachedir import cache_root
 from cuset.execute.compile_cache import CompileCache
-from cuset.execute.result import ExecResult, Status
+from cuset.execute.result import ExecResult, Status, printable
 from cuset.execute.sandbox import resolve_mode
 from cuset.progress import progress_bar
 from cuset.generate.extract import get_extractor
 from cuset.tasks.reasoning import UNTERMINATED_DETAIL, split_reasoning
 from cuset.generate.records import GenerationRecord, load_generations
 from cuset.tasks import AnyTask, load_tasks, task_id_order
+
+log = logging.getLogger(__name__)
 
 
 def code_for(rec: GenerationRecord, extractor: str, kind: str = "cudabench") -> str | None:
@@ -61,6 +64,19 @@ def sample_result(task_id: int | str, task_name: str, family: str, rec: Generati
         notes=devicemap.notes(s for s in r.steps if s.name.startswith(("gen[", "compare["))),
         reasoning_tokens=rec.reasoning_tokens,
     )
+
+
+EVALUATOR_FAILURE = "the evaluator failed on this sample"
+
+
+def evaluator_failure(error: Exception, backend: str) -> ExecResult:
+    """The verdict of a sample whose evaluation raised (a bug of ours that this sample's code
+    reached): a failure that stays in every denominator, as a candidate's own failure would,
+    never a skip or an infrastructure error, so no program can leave Pass@k by provoking one.
+    The traceback goes to the log; the detail names the exception for the report."""
+    log.error("%s (%s)", EVALUATOR_FAILURE, type(error).__name__, exc_info=error)
+    return ExecResult(Status.RUNTIME_ERROR, printable(f"{EVALUATOR_FAILURE}: {type(error).__name__}: {error}")[:500],
+                      backend=backend)
 
 
 class MissingTasks(CusetError, ValueError):
@@ -129,7 +145,8 @@ class EvalContext:
                                    python_preload=tuple(cfg.python_preload) if cfg.python_preload is not None else None)
         self.options = cfg.options(hide=(str(self.cache_root),))
         self.cache = CompileCache(self.backend, self.cache_root / "compile", workers=cfg.n_workers,
-                                  timeout=cfg.timeouts().compile)
+                                  timeout=cfg.timeouts().compile,
+                                  max_bytes=int(cfg.compile_cache_gb * (1 << 30)) if cfg.compile_cache_gb else None)
 
     def evaluate(self, rec: GenerationRecord, task: AnyTask | None, missing_reason: str = "") -> SampleResult:
         if task is None:
@@ -137,8 +154,11 @@ class EvalContext:
                                 missing_reason or f"task {rec.task_id} is not in the tasks file",
                                 n_tokens=rec.n_tokens, backend=self.backend.name)
         code = code_for(rec, self.cfg.extractor, task.kind)
-        r = evaluate_program(task, code, backend=self.backend, cache=self.cache, workspace=self.workspace,
-                             options=self.options)
+        try:
+            r = evaluate_program(task, code, backend=self.backend, cache=self.cache, workspace=self.workspace,
+                                 options=self.options)
+        except Exception as e:  # noqa: BLE001 - the backstop: one sample never stops the run
+            r = evaluator_failure(e, self.backend.name)
         if r.status is Status.NO_CODE and split_reasoning(rec.response).unterminated:
             r = dataclasses.replace(r, detail=UNTERMINATED_DETAIL)  # counted under its own reason
         return sample_result(task.id, task.task_name, task.family_name, rec, code, r)
@@ -198,6 +218,8 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
                           else "counted in the Ray workers, not collected"),
         "seconds": time.perf_counter() - t0,
         "cuda_mapped_tasks": sorted({r.task_id for r in all_results if r.notes}, key=task_id_order),
+        # samples whose evaluation raised (counted as failures, see evaluator_failure): each is a bug to report
+        "evaluator_failures": sum(r.detail.startswith(EVALUATOR_FAILURE) for r in all_results),
         "no_code_reasons": dict(Counter("unterminated_reasoning" if r.detail == UNTERMINATED_DETAIL else "no_code"
                                         for r in all_results if r.status is Status.NO_CODE)),
     }

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cuset.evaluate.untrusted_files import UnsafeOutput, open_output
+from cuset.execute.untrusted_files import UnsafeOutput, open_output
 from cuset.tasks import Task
 from cuset.tasks.schema import TensorSpec
 

@@ -24,8 +24,8 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cuset.evaluate import disk_quota
-from cuset.evaluate.untrusted_files import copy_output, remove_tree
+from cuset.execute import disk_quota
+from cuset.execute.untrusted_files import copy_output, remove_tree
 from cuset.evaluate import devicemap
 from cuset.execute.result import StepResult
 from cuset.execute.sandbox import protect, warn_once
@@ -173,14 +173,12 @@ class Workspace:
     def new_run_dir(self, prepared: PreparedData, task: Task, quota_bytes: int | None = None) -> Path:
         """A fresh dir whose data/ holds copies of the declared inputs and nothing else;
         with `quota_bytes`, its own tmpfs of that size (where mounting works, see
-        cuset.evaluate.disk_quota) on top of the inputs' size."""
+        cuset.execute.disk_quota) on top of the inputs' size."""
         run = self.root / "runs" / uuid.uuid4().hex
         run.mkdir()
         if quota_bytes is not None:
             if disk_quota.unavailable() is None:
-                with self._guard:
-                    disk_quota.isolate(self.root / "runs")
-                    self._mounted = True
+                self.runs_dir()
                 disk_quota.mount_tmpfs(run, quota_bytes + sum(s.nbytes for s in task.inputs))
             else:
                 warn_once(f"no disk quota for run dirs ({disk_quota.unavailable()}): only RLIMIT_FSIZE per file")
@@ -188,6 +186,17 @@ class Workspace:
         for spec in task.inputs:
             shutil.copyfile(prepared.input_path(spec.name), run / "data" / f"{spec.name}.bin")
         return run
+
+    def runs_dir(self) -> Path:
+        """Where run dirs go (also a KernelBench verification's own run root): traversable by
+        the sandbox uids, listable by none; a private mount where run dirs get disk quotas
+        (see cuset.execute.disk_quota.isolate), so their mounts never reach a starting sandbox."""
+        runs = self.root / "runs"
+        if disk_quota.unavailable() is None:
+            with self._guard:
+                disk_quota.isolate(runs)
+                self._mounted = True
+        return runs
 
     def new_compare_dir(self, prepared: PreparedData, outputs: dict[str, Path], compare_py: str) -> Path:
         """References (hard links, else copies) + copies of the program's outputs + compare.py."""

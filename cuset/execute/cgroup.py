@@ -1,5 +1,9 @@
 """Per-program memory and process limits with a cgroup (v2, else the v1 memory and
-pids controllers), so a program's whole process tree shares one budget.
+pids controllers), so a program's whole process tree shares one budget; and, where
+the cpu controller can be used, one CPU share per program (a group of its own at the
+default weight), so a program whose children call setsid() gets no more CPU than one
+that does not (without it, the kernel's per-session autogroups give each new session
+its own share, and an honest run next to such a program slows down).
 
 `ProgramCgroup.create(memory, pids)` makes a fresh group under the harness's own
 group; `run_step(join=group.procs_files)` moves the child into it before exec, so
@@ -49,7 +53,7 @@ def _layout() -> tuple[str, dict[str, Path]] | str:
 
 @functools.lru_cache(maxsize=1)
 def _probe_layout() -> tuple[str, dict[str, Path]] | str:
-    """("v2", {"": group}) or ("v1", {"memory": group, "pids": group}), else why not."""
+    """("v2", {"": group}) or ("v1", {"memory": group, "pids": group[, "cpu": group]}), else why not."""
     try:
         own = _own_paths()
     except OSError as e:
@@ -63,34 +67,65 @@ def _probe_layout() -> tuple[str, dict[str, Path]] | str:
             if {"memory", "pids"} <= available:
                 try:
                     (group / "cgroup.subtree_control").write_text("+memory +pids")
-                    return "v2", {"": group}
                 except OSError as e:
                     why = f"cgroup v2 at {group}: cannot enable memory+pids for children ({e.strerror})"
                     break
+                if "cpu" in available:
+                    try:   # optional: fair CPU sharing between programs (cpu_unavailable says why not)
+                        (group / "cgroup.subtree_control").write_text("+cpu")
+                    except OSError:
+                        pass
+                return "v2", {"": group}
     else:
         why = "no cgroup v2 hierarchy with the memory and pids controllers"
     if "memory" in own and "pids" in own and (ROOT / "memory").is_dir() and (ROOT / "pids").is_dir():
         groups = {c: ROOT / c / own[c].lstrip("/") for c in ("memory", "pids")}
-        probe = {c: g / f"cuset-probe-{os.getpid()}-{next(_counter)}" for c, g in groups.items()}
-        try:
-            for p in probe.values():
-                p.mkdir()
+        if _v1_writable(groups):
+            if "cpu" in own and (ROOT / "cpu").is_dir():   # optional: fair CPU sharing between programs
+                cpu = {"cpu": ROOT / "cpu" / own["cpu"].lstrip("/")}
+                if _v1_writable(cpu):
+                    groups.update(cpu)
             return "v1", groups
-        except OSError as e:
-            why += f"; cgroup v1 memory/pids not writable ({e.strerror})"
-        finally:
-            for p in probe.values():
-                try:
-                    p.rmdir()
-                except OSError:
-                    pass
+        why += "; cgroup v1 memory/pids not writable"
     return why
+
+
+def _v1_writable(groups: dict[str, Path]) -> bool:
+    """A group can be made under each of `groups` (v1: one hierarchy per controller)."""
+    probe = {c: g / f"cuset-probe-{os.getpid()}-{next(_counter)}" for c, g in groups.items()}
+    try:
+        for p in probe.values():
+            p.mkdir()
+        return True
+    except OSError:
+        return False
+    finally:
+        for p in probe.values():
+            try:
+                p.rmdir()
+            except OSError:
+                pass
 
 
 def unavailable() -> str | None:
     """None when per-program cgroups work here, else the reason."""
     layout = _layout()
     return layout if isinstance(layout, str) else None
+
+
+def cpu_unavailable() -> str | None:
+    """None when each program also gets its own CPU share (the cpu controller), else why not."""
+    layout = _layout()
+    if isinstance(layout, str):
+        return layout
+    version, parents = layout
+    if version == "v1":
+        return None if "cpu" in parents else "the cgroup v1 cpu controller is not mounted or not writable"
+    try:
+        enabled = (parents[""] / "cgroup.subtree_control").read_text().split()
+    except OSError as e:
+        return f"cannot read cgroup.subtree_control ({e.strerror})"
+    return None if "cpu" in enabled else "the cgroup v2 cpu controller cannot be enabled for children here"
 
 
 @dataclass

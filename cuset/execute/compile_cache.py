@@ -11,6 +11,12 @@ serialises the build and the loser reads the winner's entry. Compile errors are
 cached too (they are deterministic); timeouts are not (they depend on load).
 Compiles run on a pool of `workers` threads (default: one per core), each of
 which drives one compiler subprocess: the real work happens in processes.
+
+Size budget (`max_bytes`): after each new entry, while the cache holds more, the
+entries used least recently go (a hit marks an entry used; removal renames it away
+first, so a reader never sees half of one). An entry used within GRACE_SECONDS is
+never removed (an evaluation may still copy its executable), so the cache can exceed
+its budget for a while when everything in it is that recent (logged once).
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
+import time
 import shutil
 import tempfile
 import threading
@@ -30,6 +38,12 @@ from cuset.cachedir import cache_root
 from cuset.execute.interface import Backend, CompileOutcome
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import protect
+
+log = logging.getLogger(__name__)
+DEFAULT_MAX_BYTES = 20 << 30     # a compile cache's size budget (EvalConfig.compile_cache_gb)
+GRACE_SECONDS = 3600.0           # an entry used this recently is never evicted
+OUTCOME = "outcome.json"         # its mtime: when the entry was last used
+
 
 def default_root() -> Path:
     """`compile/` under the cache root (read now: CUSET_CACHE may change after import)."""
@@ -46,8 +60,9 @@ def cache_key(source: str, fingerprint: str) -> str:
 
 class CompileCache:
     def __init__(self, backend: Backend, root: str | Path | None = None, workers: int | None = None,
-                 timeout: float = 120.0):
+                 timeout: float = 120.0, max_bytes: int | None = DEFAULT_MAX_BYTES):
         self.backend = backend
+        self.max_bytes = max_bytes   # None: no budget
         # Absolute: compilers and programs run with their own working directories.
         self.root = Path(root or default_root()).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -74,7 +89,13 @@ class CompileCache:
         key = self.key(source)
         with self._lock:
             fut = self._pending.get(key)
-            if fut is None or (fut.done() and fut.exception() is not None):
+            if fut is not None and fut.done():
+                outcome = fut.result() if fut.exception() is None else None
+                if outcome is None or (outcome.executable is not None and not Path(outcome.executable).exists()):
+                    fut = None   # failed, or its entry was evicted since: look again
+                else:
+                    _mark_used(self.entry_dir(key))
+            if fut is None:
                 fut = self._pool.submit(self._get_or_build, key, source)
                 self._pending[key] = fut
             return fut
@@ -98,6 +119,7 @@ class CompileCache:
         cached = _read_entry(entry)
         if cached is not None:
             self._count(hit=True)
+            _mark_used(entry)
             return cached
         entry.parent.mkdir(parents=True, exist_ok=True)
         with open(entry.parent / f"{key}.lock", "w") as lock:
@@ -107,7 +129,10 @@ class CompileCache:
                 self._count(hit=True)
                 return cached
             self._count(hit=False)
-            return self._build(entry, source)
+            outcome = self._build(entry, source)
+        if self.max_bytes is not None:
+            evict(self.root, self.max_bytes)
+        return outcome
 
     def _count(self, hit: bool) -> None:
         with self._lock:
@@ -141,7 +166,7 @@ class CompileCache:
                                    f"{outcome.executable}")
         meta = {"ok": outcome.ok, "executable": rel, "step": asdict(outcome.step),
                 "status": outcome.status.value if outcome.status else None, "detail": outcome.detail}
-        (workdir / "outcome.json").write_text(json.dumps(meta))
+        (workdir / OUTCOME).write_text(json.dumps(meta))
         os.chmod(workdir, 0o755)
         try:
             os.rename(workdir, entry)
@@ -152,7 +177,7 @@ class CompileCache:
 
 def _read_entry(entry: Path) -> CompileOutcome | None:
     try:
-        meta = json.loads((entry / "outcome.json").read_text())
+        meta = json.loads((entry / OUTCOME).read_text())
     except (OSError, ValueError):
         return None
     exe = entry / meta["executable"] if meta.get("executable") else None
@@ -160,3 +185,78 @@ def _read_entry(entry: Path) -> CompileOutcome | None:
         return None
     status = Status(meta["status"]) if meta.get("status") else None
     return CompileOutcome(meta["ok"], exe, StepResult(**meta["step"]), status, meta.get("detail", ""))
+
+
+def _mark_used(entry: Path) -> None:
+    try:
+        os.utime(entry / OUTCOME)
+    except OSError:
+        pass   # evicted meanwhile: the caller's outcome is still whole (it was read)
+
+
+def _tree_bytes(path: Path) -> int:
+    """Bytes of the regular files under `path` (an entry: a build dir, a few files)."""
+    total, stack = 0, [path]
+    while stack:
+        try:
+            with os.scandir(stack.pop()) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(Path(e.path))
+                    elif e.is_file(follow_symlinks=False):
+                        total += e.stat(follow_symlinks=False).st_size
+        except OSError:
+            continue
+    return total
+
+
+_EVICT_LOCK = threading.Lock()
+
+
+def evict(root: Path, max_bytes: int, now: float | None = None) -> list[str]:
+    """Remove the least recently used entries under `root` until it holds at most
+    `max_bytes` (entries used within GRACE_SECONDS stay); returns the removed keys."""
+    from cuset.execute.untrusted_files import remove_tree
+
+    now = time.time() if now is None else now
+    with _EVICT_LOCK:
+        entries = []
+        for shard in _dirs(root):
+            for entry in _dirs(shard):
+                try:
+                    used = os.stat(entry / OUTCOME).st_mtime
+                except OSError:
+                    continue   # being built, or half removed by another process
+                entries.append((used, entry, _tree_bytes(entry)))
+        total = sum(size for *_, size in entries)
+        removed = []
+        for used, entry, size in sorted(entries, key=lambda e: e[0]):
+            if total <= max_bytes:
+                break
+            if now - used < GRACE_SECONDS:
+                warn_over_budget(root, total, max_bytes)
+                break
+            doomed = entry.with_name(f".evicted-{entry.name}-{os.getpid()}-{threading.get_ident()}")
+            try:
+                os.rename(entry, doomed)   # gone for readers at once
+            except OSError:
+                continue
+            remove_tree(doomed)
+            total -= size
+            removed.append(entry.name)
+        return removed
+
+
+def _dirs(path: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(path) if e.is_dir(follow_symlinks=False)
+                and not e.name.startswith((".evicted-", "build-"))]
+    except OSError:
+        return []
+
+
+def warn_over_budget(root: Path, total: int, max_bytes: int) -> None:
+    if not getattr(warn_over_budget, "said", False):
+        warn_over_budget.said = True
+        log.warning("compile cache %s holds %.1f GiB, over its budget of %.1f GiB, all of it used within the last "
+                    "%.0f min: nothing evicted yet", root, total / (1 << 30), max_bytes / (1 << 30), GRACE_SECONDS / 60)

@@ -106,10 +106,11 @@ while True:
 class PyForkServer:
     """A warm interpreter that forks one process per script. Thread-safe."""
 
-    def __init__(self, preload: tuple[str, ...] = ("numpy",), python: str = sys.executable):
+    def __init__(self, preload: tuple[str, ...] = ("numpy",), python: str = sys.executable,
+                 env: dict[str, str] | None = None):
         self.preload = tuple(preload)
         code = SERVER_CODE.replace("MODULES", repr(list(self.preload)))
-        env = clean_env({"MPLBACKEND": "Agg"})
+        env = clean_env({"MPLBACKEND": "Agg", **(env or {})})
         self._proc = subprocess.Popen([python, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       env=env, start_new_session=True)
         self._lock = threading.Lock()

@@ -4,6 +4,7 @@ the evaluation pipeline and data validation."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from enum import Enum
 
@@ -44,6 +45,19 @@ def truncate_log(text: str | bytes | None, limit: int = LOG_LIMIT) -> str:
         return text
     half = limit // 2
     return f"{text[:half]}\n... [{len(text) - limit} characters cut] ...\n{text[-half:]}"
+
+
+# Control characters other than newline and tab (C0, DEL, C1): a detail quoting a
+# program's text must not drive the terminal or the Markdown report that shows it.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """Untrusted text made safe to store and show: control characters other than newline
+    and tab written as `\\xNN`, lone surrogates (not encodable as UTF-8) as U+FFFD."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    return _SURROGATE.sub("\ufffd", text)
 
 
 @dataclass(frozen=True)

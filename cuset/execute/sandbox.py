@@ -51,7 +51,7 @@ What it does not cover
 - Kernel exploits, side channels, GPU memory left over by other processes, and
   wall-clock abuse inside the timeout (that is what the timeout is for).
 - Disk usage: RLIMIT_FSIZE per file here; the evaluation workspace mounts a
-  size-limited tmpfs on each run dir (cuset.evaluate.disk_quota) where it may mount.
+  size-limited tmpfs on each run dir (cuset.execute.disk_quota) where it may mount.
 - GPU memory; host memory on the GPU backend only through the cgroup (no RLIMIT_AS
   with CUDA); the GPU driver (host /dev) is reachable by design there.
 - Compilers reading world-readable system files (their logs are cleaned, see above).
@@ -111,6 +111,11 @@ class SandboxPolicy:
     # steps turn this off there: that uid could not read the prebuilt runtime in the
     # evaluating user's cache, and nothing is masked in those modes anyway.
     drop_root_without_bwrap: bool = True
+    # bwrap mode: instead of the host's whole filesystem read-only, a root holding only
+    # MINIMAL_ROOT (the system's programs, libraries and headers) and the `readonly` paths:
+    # what compilers need. Compile steps use it (compile_policy); nothing else of the
+    # host (other users' files, checkouts, /opt, /srv, /home) exists for them.
+    minimal_root: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -276,18 +281,75 @@ def _bwrap_has(option: str) -> bool:
     return option in out.stdout + out.stderr
 
 
+# The root of a `minimal_root` sandbox: the system's programs, libraries and headers
+# (/usr: compilers, binutils, libc and libstdc++ headers, the CUDA toolkit under
+# /usr/local), the top-level links or dirs that point into it, and the dynamic
+# loader's configuration. Each is bound read-only where the host has it.
+MINIMAL_ROOT = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
+
+
+def _minimal_root_binds() -> tuple[list[str], list[Path]]:
+    """bwrap arguments building the minimal root, and the paths it makes visible."""
+    argv: list[str] = []
+    visible: list[Path] = []
+    made: set[Path] = set()
+    for name in MINIMAL_ROOT:
+        path = Path(name)
+        argv += _new_parents(path, [], made)   # /etc itself 0755 (bwrap would make it 0700)
+        if path.is_symlink():   # /bin -> usr/bin on merged-/usr systems: the same link inside
+            argv += ["--symlink", os.readlink(path), name]
+        elif path.exists():
+            argv += ["--ro-bind", name, name]
+            visible.append(path)
+    return argv, visible
+
+
+def _new_parents(path: Path, present: list[Path], made: set[Path]) -> list[str]:
+    """bwrap arguments creating the parents of `path` that a minimal root lacks, each 0755
+    (traversable by the sandbox uid) and empty but for what is bound below it."""
+    argv: list[str] = []
+    for parent in reversed(path.parents):
+        if parent == Path("/") or parent in made or any(parent.is_relative_to(p) for p in present):
+            continue
+        made.add(parent)
+        argv += ["--perms", "0755", "--dir", str(parent)]
+    return argv
+
+
+def _bwrap_root(policy: SandboxPolicy, readonly: tuple[Path, ...], run_dir: Path) -> tuple[list[str], list[Path]]:
+    """The root filesystem: the host's read-only, or (policy.minimal_root) only MINIMAL_ROOT
+    and the readonly paths, with the masks that fall inside what is visible."""
+    masks = masked_dirs(policy, (*readonly, run_dir))
+    if not policy.minimal_root:
+        return ["--ro-bind", "/", "/"], masks
+    argv, present = _minimal_root_binds()
+    visible = present + list(readonly)
+    return argv, [m for m in masks if any(m.is_relative_to(v) and m != v for v in visible)]
+
+
 def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...],
                   seccomp_fd: int | None = None) -> list[str]:
-    masks = masked_dirs(policy, (*readonly, run_dir))
-    argv = ["bwrap", "--ro-bind", "/", "/"]
+    root, masks = _bwrap_root(policy, readonly, run_dir)
+    argv = ["bwrap", *root]
     argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm"] if policy.gpu_devices else ["--dev", "/dev"]
     argv += ["--proc", "/proc"]
-    for masked in masks:
-        argv += ["--tmpfs", str(masked)]
-    argv += _masked_interpreter_binds(masks)
-    for path in readonly:
-        argv += _traversable_parents(path, masks) + ["--ro-bind", str(path), str(path)]
-    argv += _traversable_parents(run_dir, masks)
+    if policy.minimal_root:
+        # nothing else of the host: the read-only paths and the run dir on new parents
+        present, made = [Path(p) for p in MINIMAL_ROOT if Path(p).exists()], set()
+        argv += ["--tmpfs", "/tmp"]
+        for path in sorted(readonly, key=lambda p: len(p.parts)):
+            argv += _new_parents(path, present, made) + ["--ro-bind", str(path), str(path)]
+        for masked in masks:   # a protected path inside what is visible (after the binds: on top of them)
+            argv += ["--tmpfs", str(masked)]
+        argv += _new_parents(run_dir, present, made)
+    else:
+        for masked in masks:
+            argv += ["--tmpfs", str(masked)]
+        argv += _masked_interpreter_binds(masks)
+        for path in readonly:
+            argv += _traversable_parents(path, masks) + ["--ro-bind", str(path), str(path)]
+        argv += _traversable_parents(run_dir, masks)
     argv += ["--bind", str(run_dir), str(run_dir), "--chdir", str(run_dir)]
     argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
              "--die-with-parent", "--new-session"]
@@ -388,12 +450,29 @@ def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: Sandb
                 from cuset.execute.cgroup import unavailable
 
                 warn_once(f"no per-program memory limit ({unavailable()}): only RLIMIT_AS per process applies")
-        step = run_step(name, prefix + list(argv), cwd=run_dir, timeout=timeout, env=full_env,
+        command = prefix + list(argv)
+        if mode == "bwrap":
+            command, args_fd = _args_from_fd(stack, command)
+            fds += (args_fd,)
+        step = run_step(name, command, cwd=run_dir, timeout=timeout, env=full_env,
                         limits=limits, output_limit=output_limit, pass_fds=fds,
                         join=group.procs_files if group is not None else ())
         if group is not None and group.oom_kills() > 0:
             step = dataclasses.replace(step, limit="memory_limit")
     return step
+
+
+def _args_from_fd(stack: contextlib.ExitStack, command: list[str]) -> tuple[list[str], int]:
+    """`bwrap --args FD`: bwrap's options read from an anonymous file, so the sandbox's PID 1
+    (bwrap) shows `bwrap --args N -- <the program's command>` in /proc/1/cmdline, not the
+    host paths it binds and masks (caches, workspaces, the home dir). The command itself stays
+    on the command line (bwrap takes it from there only)."""
+    end = command.index("--")
+    fh = stack.enter_context(tempfile.TemporaryFile())
+    fh.write(b"".join(os.fsencode(a) + b"\0" for a in command[1:end]))
+    fh.flush()
+    fh.seek(0)
+    return [command[0], "--args", str(fh.fileno()), *command[end:]], fh.fileno()
 
 
 @functools.lru_cache(maxsize=None)
@@ -460,7 +539,20 @@ def compile_policy(timeout: float, mode: str = "auto", memory_bytes: int = COMPI
     no network) with CPU-time, memory, file-size and process limits."""
     return SandboxPolicy(mode=mode, cpu_seconds=int(timeout) + 5, file_size_bytes=COMPILE_FILE_BYTES,
                          processes=64, memory_bytes=memory_bytes, open_files=1024,
-                         program_memory_bytes=memory_bytes, drop_root_without_bwrap=False)
+                         program_memory_bytes=memory_bytes, drop_root_without_bwrap=False, minimal_root=True)
+
+
+def _toolchain_outside_root(compiler: str) -> tuple[Path, ...]:
+    """The installation of a compiler living outside MINIMAL_ROOT (a conda or module g++ or
+    nvcc): the prefix above its bin/ dir, bound read-only into a minimal root."""
+    found = shutil.which(compiler, path=clean_env().get("PATH")) if os.sep not in compiler else compiler
+    if not found:
+        return ()
+    prefixes = []
+    for path in {Path(found).absolute(), Path(found).resolve()}:
+        if not any(path.is_relative_to(r) for r in MINIMAL_ROOT):
+            prefixes.append(path.parent.parent if path.parent.name == "bin" else path.parent)
+    return tuple(dict.fromkeys(prefixes))
 
 
 def run_compiler(argv: list[str], *, build_dir: Path, timeout: float, policy: SandboxPolicy,
@@ -470,6 +562,7 @@ def run_compiler(argv: list[str], *, build_dir: Path, timeout: float, policy: Sa
     Its log is cleaned of text quoted from files outside the build dir."""
     from cuset.execute.compile_log import clean_compile_log
 
+    readonly = (*readonly, *_toolchain_outside_root(argv[0])) if policy.minimal_root else readonly
     step = run_sandboxed("compile", argv, run_dir=build_dir, timeout=timeout, policy=policy, readonly=readonly)
     return dataclasses.replace(step, stdout=clean_compile_log(step.stdout, build_dir, readonly),
                                stderr=clean_compile_log(step.stderr, build_dir, readonly))

@@ -96,3 +96,36 @@ def test_eval_with_relative_paths_on_the_cpu_backend(tmp_path, monkeypatch):
     assert res.exit_code == 0, res.output
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["overall"]["statuses"] == {"passed": 1}
+
+
+class _RaisingBackend(GxxBackend):
+    """A backend with a bug one program reaches: its compile raises (issue 37's backstop)."""
+
+    def compile(self, source, workdir, timeout):
+        if "PROVOKES_A_BUG" in source:
+            raise KeyError("a bug of the evaluator \udc80")
+        return super().compile(source, workdir, timeout)
+
+
+@needs_gxx
+def test_a_sample_whose_evaluation_raises_is_a_failure_and_the_run_goes_on(files, monkeypatch):
+    from cuset.evaluate.records import load_results
+    from cuset.generate.records import GenerationRecord, save_generations
+
+    save_generations(files / "gens.jsonl", [
+        GenerationRecord(1, "Axpb", s, "m", 1, "", code, 7, "stop", 0.1)
+        for s, code in enumerate([program(), program(extra="// PROVOKES_A_BUG"), program()])])
+    monkeypatch.setattr(EvalConfig, "make_backend", lambda self: _RaisingBackend())
+    args = ["eval", str(files / "tasks.jsonl"), str(files / "gens.jsonl"), "--out", str(files / "out"),
+            "--backend", "cpu", "workers=1", f"cache_dir={files / 'cache'}", "progress=false"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 0, res.output
+    by_sample = {r.sample: r for r in load_results(files / "out" / "results.jsonl")}
+    assert [by_sample[s].status.value for s in range(3)] == ["passed", "runtime_error", "passed"]
+    assert by_sample[1].detail == "the evaluator failed on this sample: KeyError: 'a bug of the evaluator \\udc80'"
+    summary = json.loads((files / "out" / "summary.json").read_text())
+    # in the denominator (2 of 3), never an infra_error, and counted for the maintainers
+    assert summary["overall"]["function@1"] == pytest.approx(2 / 3) and summary["infra_errors"] == []
+    assert summary["meta"]["evaluator_failures"] == 1
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0 and json.loads((files / "out" / "summary.json").read_text())["meta"]["resumed"] == 3

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from cuset.evaluate import disk_quota
+from cuset.execute import disk_quota
 from cuset.evaluate.checks import output_problem, outputs_digest
 from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
-from cuset.evaluate.untrusted_files import remove_tree
+from cuset.execute.untrusted_files import remove_tree
 from cuset.evaluate.workspace import OWNER_LOCK, Workspace, data_key, remove_stale_workspaces
 from cuset.execute import cgroup
 from cuset.execute.compile_cache import CompileCache

@@ -172,3 +172,46 @@ def test_the_default_root_follows_cuset_cache_set_after_import(tmp_path, monkeyp
     monkeypatch.setenv("CUSET_CACHE", str(tmp_path / "two"))
     with CompileCache(CountingBackend(tmp_path / "log")) as cache:
         assert cache.root == (tmp_path / "two" / "compile").resolve()
+
+
+def test_the_cache_keeps_to_its_size_budget_least_recently_used_out(tmp_path, monkeypatch):
+    """Issue 37: an entry made huge by its program (a 300 MiB array literal) cannot grow the
+    cache without end. Entries of 1000 bytes under a budget of 3500: the least recently used
+    go first; a hit counts as a use; one used within the grace period is never removed."""
+    import os
+
+    from cuset.execute import compile_cache
+
+    class Sized(CountingBackend):
+        def compile(self, source, workdir, timeout):
+            (Path(workdir) / "prog").write_bytes(b"x" * 10_000)
+            return CompileOutcome(True, Path(workdir) / "prog", StepResult("compile", 0, 0.0))
+
+    clock = [1_000_000.0]
+    monkeypatch.setattr(compile_cache.time, "time", lambda: clock[0])
+    with CompileCache(Sized(tmp_path / "log", delay=0), tmp_path / "cache", max_bytes=35_000) as cache:
+        def build(source):
+            clock[0] += 2 * compile_cache.GRACE_SECONDS
+            outcome = cache.compile(source)
+            os.utime(cache.entry_dir(cache.key(source)) / compile_cache.OUTCOME, (clock[0], clock[0]))
+            return outcome
+
+        for source in ("a", "b", "c"):
+            build(source)
+        build("a")                      # used again: "a" is now the most recently used
+        build("d")                      # 4 x ~10 KB > 35 KB: the least recently used ("b") goes
+        present = {s for s in "abcd" if cache.entry_dir(cache.key(s)).exists()}
+        assert present == {"a", "c", "d"}
+        assert not list((tmp_path / "cache").glob("*/.evicted-*"))
+        # everything used just now: over budget, nothing removed
+        for s in "acd":
+            os.utime(cache.entry_dir(cache.key(s)) / compile_cache.OUTCOME, (clock[0], clock[0]))
+        for s in "efg":   # these at the real time: later than the test's clock
+            cache.compile(s)
+        assert compile_cache.evict(tmp_path / "cache", 35_000, now=clock[0]) == []
+        assert all(cache.entry_dir(cache.key(s)).exists() for s in "acdefg")
+        # later, the budget applies again: the least recently used go until it holds
+        removed = compile_cache.evict(tmp_path / "cache", 35_000, now=clock[0] + 2 * compile_cache.GRACE_SECONDS)
+        assert sorted(removed) == sorted(cache.key(s) for s in "acd")
+        # an evicted entry is looked up again, not taken from the finished future
+        assert cache.compile("a").ok and cache.entry_dir(cache.key("a")).exists()

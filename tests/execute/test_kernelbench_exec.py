@@ -139,6 +139,16 @@ def test_sources_built_at_run_time_are_found_by_the_harness(cache):
     assert [s.name for s in v.steps] == ["kernelbench[cpu]", "compile", "kernelbench[cpu]"]
 
 
+def test_run_time_builds_stop_at_the_samples_build_budget(cache):
+    """Issue 37: the extension builds of one sample share one budget of wall time."""
+    dynamic = RELU_OK.replace("cuda_sources=relu_source", 'cuda_sources="".join(list(relu_source))')
+    v = run(dynamic, cache, build_budget_seconds=0.0)
+    assert v.status is Status.COMPILE_ERROR
+    assert v.detail == ("the candidate's extension builds took 0 s, its whole budget of 0 s, and it asks for "
+                        "1 more")
+    assert [s.name for s in v.steps] == ["kernelbench[cpu]"]   # nothing built
+
+
 def test_device_mapping_is_scoped_to_the_candidate():
     """x.is_cuda reads True in the candidate's code only: the reference (and torch's own
     Python code) still see the CPU tensor it is."""

@@ -440,3 +440,42 @@ def test_concurrent_first_cgroup_probes_agree_with_a_single_probe():
             t.join()
         assert seen == [single] * 8
     assert single is None or "File exists" not in single
+
+
+@needs_bwrap
+def test_each_program_gets_a_cpu_share_of_its_own(tmp_path):
+    """Issue 37: a program's tree is one scheduling entity (its own cpu cgroup at the default
+    weight), so children that call setsid() (each a new autogroup of the kernel otherwise) take
+    no more CPU from honest runs. Two sandboxes at once are in two different groups."""
+    from cuset.execute import cgroup
+
+    if cgroup.cpu_unavailable():
+        pytest.skip(f"no per-program cpu cgroup here: {cgroup.cpu_unavailable()}")
+    policy = SandboxPolicy(mode="bwrap", program_memory_bytes=1 << 30)
+    groups = []
+    for _ in range(2):
+        r = run_sandboxed("run", ["setsid", "cat", "/proc/self/cgroup"], run_dir=tmp_path, timeout=30, policy=policy)
+        lines = dict(line.split(":", 2)[1:] for line in r.stdout.splitlines())
+        # v1: the cpu hierarchy's line; v2: the one unified line (cpu enabled for the group's parent)
+        groups.append(lines.get("cpu") or lines.get("cpu,cpuacct") or lines[""])
+    assert all("/cuset-" in g for g in groups) and groups[0] != groups[1], groups
+
+
+@needs_bwrap
+@pytest.mark.parametrize("compile_step", [False, True])
+def test_pid_1_shows_no_host_paths(tmp_path, compile_step):
+    """Issue 37: bwrap's options (every bind and mask, with their host paths) are read from
+    an fd; /proc/1/cmdline inside holds `bwrap --args N` and the program's own command."""
+    from cuset.execute.sandbox import compile_policy
+
+    hidden = tmp_path / "hidden-cache"
+    hidden.mkdir()
+    run = tmp_path / "run"
+    run.mkdir()
+    policy = compile_policy(30) if compile_step else SandboxPolicy(mode="bwrap", hide=(str(hidden),))
+    r = run_sandboxed("run", ["cat", "/proc/1/cmdline"], run_dir=run, timeout=30, policy=policy,
+                      readonly=(hidden,) if compile_step else ())
+    args = r.stdout.split("\0")
+    assert r.returncode == 0 and args[:2] == ["bwrap", "--args"], args
+    assert args[3] == "--" and args[-3:] == ["cat", "/proc/1/cmdline", ""]
+    assert not any(str(tmp_path) in a for a in args) and "--ro-bind" not in args, args

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from cuset.evaluate import disk_quota
+from cuset.execute import disk_quota
 from cuset.execute import sandbox
 from cuset.execute.result import StepResult
 from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
@@ -36,7 +36,7 @@ SETUP_ERROR = ("bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply 
 RACE = textwrap.dedent("""
     import json, sys, threading
     from pathlib import Path
-    from cuset.evaluate import disk_quota
+    from cuset.execute import disk_quota
     from cuset.execute import sandbox
     root, isolate, attempts = Path(sys.argv[1]), sys.argv[2] == "isolate", int(sys.argv[3])
     starts, stop_early = int(sys.argv[4]), sys.argv[5] == "stop"

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from cuset.execute.interface import CompileOutcome, Invocation
 from cuset.execute.cpu.diagnostics import classify_run, summarize_compile_errors
-from cuset.execute.cpu.features import find_unsupported
-from cuset.execute.cpu.rewriter import REWRITER_VERSION, rewrite
+from cuset.execute.cpu import rewrite_worker
+from cuset.execute.cpu.rewriter import REWRITER_VERSION
 from cuset.execute.cpu.toolchain import INCLUDE_DIR, Toolchain, ToolchainError
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import COMPILE_MEMORY_BYTES, compile_policy, run_compiler
@@ -95,8 +95,11 @@ class CpuBackend:
         workdir = Path(workdir).resolve()  # the compiler runs with cwd=workdir
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / SOURCE_NAME).write_text(source)
-        rewritten = rewrite(source)
-        unsupported = find_unsupported(list(rewritten.tokens), list(rewritten.decls))
+        try:   # in a worker under the compile timeout: pathological sources make the rewriter slow
+            [(rewritten, unsupported)] = rewrite_worker.analyse([source], timeout)
+        except (rewrite_worker.RewriteTimeout, rewrite_worker.RewriteFailed) as e:
+            step = StepResult("compile", None, 0.0, isinstance(e, rewrite_worker.RewriteTimeout), "", str(e))
+            return CompileOutcome(False, None, step, Status.COMPILE_ERROR, str(e))
         if unsupported:
             detail = "uses " + "; ".join(u.describe() for u in unsupported)
             step = StepResult("compile", None, 0.0, False, "", detail)

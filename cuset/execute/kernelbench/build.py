@@ -36,8 +36,7 @@ from pathlib import Path
 
 from cuset.execute.interface import CompileOutcome
 from cuset.execute.cpu.diagnostics import summarize_compile_errors
-from cuset.execute.cpu.features import find_unsupported
-from cuset.execute.cpu.rewriter import rewrite
+from cuset.execute.cpu import rewrite_worker
 from cuset.execute.cpu.toolchain import INCLUDE_DIR, SOURCE_DIR, Toolchain, ToolchainError, default_cache_dir
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import COMPILE_MEMORY_BYTES, compile_policy, run_compiler
@@ -250,11 +249,14 @@ class ExtensionBuilder:
         if spec.cuda_sources:
             cuda_src = "\n".join(spec.cuda_sources)
             # `at::cuda::` / `c10::cuda::` are torch's (shimmed), not libcu++'s `cuda::`.
-            masked = rewrite(_TORCH_CUDA_NS.sub(lambda m: m.group(0).replace("cuda", "cu_a"), cuda_src))
-            unsupported = find_unsupported(list(masked.tokens), list(masked.decls))
+            masked_src = _TORCH_CUDA_NS.sub(lambda m: m.group(0).replace("cuda", "cu_a"), cuda_src)
+            try:   # in a worker under the compile timeout: pathological sources make the rewriter slow
+                (_, unsupported), (real, _) = rewrite_worker.analyse([masked_src, cuda_src], timeout)
+            except (rewrite_worker.RewriteTimeout, rewrite_worker.RewriteFailed) as e:
+                return _failed(Status.COMPILE_ERROR, str(e), timed_out=isinstance(e, rewrite_worker.RewriteTimeout))
             if unsupported:
                 return _failed(Status.UNSUPPORTED, "uses " + "; ".join(u.describe() for u in unsupported))
-            cuda_rewritten = rewrite(cuda_src).source
+            cuda_rewritten = real.source
         try:
             tus = translation_units(spec, cuda_rewritten)
         except SpecError as e:
@@ -303,8 +305,8 @@ class ExtensionBuilder:
         return CompileOutcome(True, so, merged)
 
 
-def _failed(status: Status, detail: str) -> CompileOutcome:
-    return CompileOutcome(False, None, StepResult("compile", None, 0.0, False, "", detail), status, detail)
+def _failed(status: Status, detail: str, timed_out: bool = False) -> CompileOutcome:
+    return CompileOutcome(False, None, StepResult("compile", None, 0.0, timed_out, "", detail), status, detail)
 
 
 def _merge(steps: list[StepResult]) -> StepResult:

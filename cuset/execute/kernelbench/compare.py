@@ -14,6 +14,9 @@ import json
 import math
 from pathlib import Path
 
+from cuset.execute.result import printable
+from cuset.execute.untrusted_files import UnsafeOutput, read_bounded
+
 JSON_LIMIT = 1 << 20         # bytes of a candidate's JSON description
 TENSOR_SLACK = 1 << 20       # bytes a candidate's tensor file may exceed twice the reference's
 
@@ -23,29 +26,44 @@ class BadOutput(ValueError):
 
 
 def read_files(directory: Path, stem: str, size_limit: int | None = None) -> tuple[dict, dict] | None:
-    """(meta, tensors) of `stem`, None when the run did not write it. `size_limit`
-    (bytes of the tensor file) marks an untrusted writer."""
-    from safetensors.torch import load_file
+    """(meta, tensors) of `stem`, None when the run did not write it. Read through the
+    careful reader (no links, regular files only, sizes checked before a byte is read);
+    `size_limit` (bytes of the tensor file) marks an untrusted writer, whose JSON is also
+    held to JSON_LIMIT. BadOutput for anything else."""
+    from safetensors.torch import load as load_tensors
 
-    meta_path, tensor_path = directory / f"{stem}.json", directory / f"{stem}.safetensors"
-    if not meta_path.exists():
-        return None
+    parent, name = directory.parent, directory.name
+    json_limit = JSON_LIMIT if size_limit is not None else 1 << 40
     try:
-        if size_limit is not None:
-            if meta_path.stat().st_size > JSON_LIMIT:
-                raise BadOutput(f"{meta_path.name} is larger than {JSON_LIMIT} bytes")
-            if tensor_path.stat().st_size > size_limit:
-                raise BadOutput(f"{tensor_path.name} holds {tensor_path.stat().st_size} bytes, more than "
-                                f"{size_limit} for outputs the size of the reference's")
-        meta = json.loads(meta_path.read_text())
-        tensors = load_file(str(tensor_path))
-    except BadOutput:
-        raise
-    except Exception as e:  # OSError, JSON errors, safetensors' own SafetensorError on a garbled file
-        raise BadOutput(f"{stem}: unreadable ({type(e).__name__}: {str(e)[:200]})") from e
+        raw_meta = read_bounded(parent, f"{name}/{stem}.json", json_limit)
+        if raw_meta is None:
+            return None
+        raw_tensors = read_bounded(parent, f"{name}/{stem}.safetensors", size_limit if size_limit is not None
+                                   else 1 << 40)
+        if raw_tensors is None:
+            raise BadOutput(f"{stem}.safetensors is missing")
+    except UnsafeOutput as e:
+        raise BadOutput(str(e)) from e
+    except OSError as e:
+        raise BadOutput(f"{stem}: unreadable ({e.strerror})") from e
+    meta = parse_json(raw_meta, f"{stem}.json")
+    try:
+        tensors = load_tensors(raw_tensors)
+    except Exception as e:  # safetensors' own SafetensorError on a garbled file, and whatever else it raises
+        raise BadOutput(f"{stem}: unreadable ({type(e).__name__}: {printable(str(e))[:200]})") from e
     if not isinstance(meta, dict):
-        raise BadOutput(f"{meta_path.name}: not a JSON object")
+        raise BadOutput(f"{stem}.json: not a JSON object")
     return meta, tensors
+
+
+def parse_json(data: bytes, what: str):
+    """JSON from untrusted bytes: every failure (bad UTF-8 or JSON, nesting too deep for the
+    parser, memory) is BadOutput naming `what`."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError, MemoryError) as e:  # ValueError covers JSON and UTF-8 errors
+        reason = "nested too deeply" if isinstance(e, RecursionError) else printable(str(e))[:200]
+        raise BadOutput(f"{what}: unreadable ({type(e).__name__}: {reason})") from None
 
 
 def decode(e, tensors: dict):
@@ -69,7 +87,7 @@ class _Repr(str):
     """A non-tensor, non-scalar output, compared by its repr."""
 
     def __repr__(self):
-        return str(self)
+        return printable(str(self))
 
 
 def tensor_bytes(tensors: dict) -> int:
@@ -157,7 +175,7 @@ def judge(checks: list[dict], expected: dict, out_dir: Path, candidate: dict, at
                 verdict = _compare_grads(exp_meta, exp_tensors, *grads, atol, rtol, suffix, where)
                 if verdict is not None:
                     return verdict
-            except (BadOutput, KeyError, TypeError) as e:
+            except (BadOutput, KeyError, TypeError, ValueError, IndexError, RecursionError) as e:
                 return {"status": "runtime_error", "detail": f"the candidate's outputs {suffix} are malformed: "
                                                              f"{e}", **where}
     if candidate.get("status") != "ran":

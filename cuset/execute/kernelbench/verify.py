@@ -19,7 +19,11 @@ and deletes the reference's run dir; each candidate run (sandboxed, its own run
 dir) gets copies of the inputs only and writes its outputs the same way; the
 parent compares (compare.judge: size limits, strict parsing, the first trial that
 differs decides). A candidate cannot forge the comparison or read the answers;
-it can only fail on its own (its run may report any failure, never a pass or a skip).
+it can only fail on its own: its run may report any failure, never a pass, a skip,
+an infrastructure error or a missing answer (claims.py checks every record against
+a schema). Every file a run leaves is read through the careful reader
+(cuset.execute.untrusted_files: no links, regular files only, size checked before
+reading, never blocking on a fifo); run dirs are removed iteratively (any depth).
 Cost: one more sandboxed torch import per verify (the reference run).
 
 Per step (import, model construction, each forward and backward) the harness
@@ -34,9 +38,11 @@ import ast
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import threading
@@ -47,16 +53,25 @@ from pathlib import Path
 
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.cpu.diagnostics import classify_run
+from cuset.execute.kernelbench import claims
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
-from cuset.execute.kernelbench.compare import judge, read_files, tensor_bytes
-from cuset.execute.result import Status, StepResult, truncate_log
-from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
+from cuset.execute.kernelbench.compare import BadOutput, judge, read_files, tensor_bytes
+from cuset.execute.process import clean_env
+from cuset.execute.result import Status, StepResult, printable, truncate_log
+from cuset.execute import disk_quota
+from cuset.execute.sandbox import SandboxPolicy, run_sandboxed, warn_once
+from cuset.execute.untrusted_files import UnsafeOutput, copy_output, remove_tree
 
+log = logging.getLogger(__name__)
 HARNESS = Path(__file__).resolve().parent / "harness.py"
 DIAG_FD_ENV = "CUSET_CPU_DIAG_FD"   # the CPU runtime's diagnostics channel (runtime/src/diag.cpp)
 DIAGNOSTICS_LIMIT = 64 << 10
 DETAIL_LIMIT = 2000                 # characters of a verdict's detail kept
 MAX_BUILD_ROUNDS = 4                # harness runs asking for extensions not found in the source
+MAX_EXTENSIONS = 8                  # distinct load_inline extensions one sample may build (BuildBudget)
+MAX_STATIC_BUILDS = 4               # of those, built from the source before the candidate runs
+MAX_SOURCE_CHARS = 1 << 20          # a candidate longer than this is refused before the parent parses it
+RUN_DISK_SLACK = 256 << 20          # a candidate run dir's quota beyond twice the reference's outputs
 DEFAULT_SEED = 42
 VALUE_VARIANTS = ("negative", "zeros", "large")
 REFERENCE_CACHE_BYTES = 256 << 20  # reference runs kept in memory (see _ReferenceCache)
@@ -117,18 +132,33 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
            cache: CompileCache | None = None, workdir: str | Path | None = None, compile_timeout: float = 120.0,
            step_timeout: float = 60.0, import_timeout: float | None = None,
            sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
+           run_disk_bytes: int | None = None, build_budget_seconds: float | None = None,
            extra_env: dict[str, str] | None = None) -> KbVerdict:
     """Verify `candidate_src` (defines ModelNew) against `reference_src` (Model,
     get_inputs, get_init_inputs). `checks` replaces the single check built from
-    n_trials/seed/constant_overrides/value_variant/backward."""
+    n_trials/seed/constant_overrides/value_variant/backward.
+
+    Limits besides the sandbox's: each candidate run dir is a tmpfs of `run_disk_bytes`
+    beyond what the parent puts there (default: RUN_DISK_SLACK + twice the reference's
+    outputs; `disk_limit` when full), mounted where mounting works (put `workdir` under a
+    private mount, see cuset.execute.disk_quota.isolate); the sample's extension builds
+    share one budget (BuildBudget: MAX_EXTENSIONS builds, `build_budget_seconds`, default
+    `compile_timeout`, of build wall time in all)."""
     t0 = time.perf_counter()
     if backend not in ("cpu", "gpu"):
         raise ValueError(f"backend={backend!r}: KernelBench verification runs on 'cpu' or 'gpu'")
     if candidate_src is None or not candidate_src.strip():
         return KbVerdict(Status.NO_CODE, "no code was extracted from the response")
+    if len(candidate_src) > MAX_SOURCE_CHARS:   # bounds the parent's own parse of it
+        return KbVerdict(Status.COMPILE_ERROR, f"the candidate is {len(candidate_src)} characters long, more than "
+                                               f"the {MAX_SOURCE_CHARS} a KernelBench answer may have")
     problem = _static_problem(candidate_src)
     if problem is not None:
         return KbVerdict(*problem)
+    if backend == "gpu" and not shutil.which("ninja", path=clean_env().get("PATH")):
+        # decided here: the candidate's run could claim anything, so its word on the machine is not taken
+        return KbVerdict(Status.INFRA_ERROR, "load_inline needs ninja on the evaluating machine's PATH "
+                                             "(pip install ninja, or apt-get install ninja-build)")
     checks = checks or plain_checks(n_trials, seed, constant_overrides, value_variant, backward)
     own_cache = cache is None and backend == "cpu"
     if own_cache:
@@ -153,9 +183,14 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
                 steps.append(step)
                 timings["total"] = time.perf_counter() - t0
                 return _verdict(record, tuple(steps), timings)
-            expected = _read_expected(ref_dir / "expected", checks)
-            (ref_dir / "inputs").rename(inputs)
-            shutil.rmtree(ref_dir)   # the reference's source and outputs are gone before the candidate starts
+            try:
+                expected = _read_expected(ref_dir / "expected", checks)
+                _copy_inputs(ref_dir, inputs)
+            except (BadOutput, UnsafeOutput, OSError) as e:  # the task's own reference: its defect, not the sample's
+                timings["total"] = time.perf_counter() - t0
+                return _verdict({"status": "skipped", "detail": f"the task's reference run left unusable files: {e}"},
+                                (step,), timings)
+            _discard(ref_dir)   # the reference's source and outputs are gone before the candidate starts
             _REFERENCES.put(key, inputs, expected)
         else:
             files, expected = cached
@@ -164,44 +199,52 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
                 (inputs / name).write_bytes(data)
             timings["reference_cached"] = 1.0
         manifest: dict[str, dict] = {}
-        if backend == "cpu":
-            _build(cache, extract_specs(candidate_src), manifest, steps, timings)
+        budget = BuildBudget(build_budget_seconds if build_budget_seconds is not None else compile_timeout)
+        if backend == "cpu":   # the calls found in the source, up to what the budget allows before any run
+            budget.build(cache, extract_specs(candidate_src)[:MAX_STATIC_BUILDS], manifest, steps, timings)
+        quota = run_disk_bytes if run_disk_bytes is not None else \
+            RUN_DISK_SLACK + 2 * sum(tensor_bytes(t) for _, t in expected.values())
         # 2. The candidate alone, on copies of the inputs; 3. the comparison, here.
         for _ in range(MAX_BUILD_ROUNDS):
-            run_dir = _run_dir(run_root, "candidate.py", candidate_src)
-            shutil.copytree(inputs, run_dir / "inputs")
+            run_dir = _candidate_dir(run_root, candidate_src, inputs, manifest, quota)
             record, step = _run_harness("candidate", run_dir, manifest, *common)
             steps.append(step)
+            if disk_quota.is_mounted(run_dir) and disk_quota.is_full(run_dir):  # whatever it did after ENOSPC
+                record = {"status": "disk_limit", "detail": f"the candidate filled its {quota / (1 << 20):.0f} MiB "
+                                                            "disk quota"}
+                break
             if record.get("status") != "need_extensions":
                 tc = time.perf_counter()
-                record = judge([c.to_json() for c in checks], expected, run_dir / "outputs",
-                               _candidate_record(record), atol, rtol)
+                record = judge([c.to_json() for c in checks], expected, run_dir / "outputs", record, atol, rtol)
                 timings["compare"] = time.perf_counter() - tc
                 break
-            shutil.rmtree(run_dir, ignore_errors=True)
+            _discard(run_dir)
             specs = [ExtensionSpec.from_json(s) for s in record["specs"]]
             if backend != "cpu" or all(s.key() in manifest for s in specs):
                 record = {"status": "runtime_error", "detail": "load_inline asked again for extensions already built "
                                                                "(sources that change between runs?)"}
                 break
-            _build(cache, specs, manifest, steps, timings)
+            over = budget.refuses([s for s in specs if s.key() not in manifest], manifest)
+            if over is not None:
+                record = {"status": "compile_error", "detail": over}
+                break
+            budget.build(cache, specs, manifest, steps, timings)
         else:
             record = {"status": "runtime_error", "detail": f"still building new extensions after "
                                                            f"{MAX_BUILD_ROUNDS} runs of the candidate"}
     finally:
         if own_cache:
             cache.close()
-        shutil.rmtree(run_root, ignore_errors=True)
+        _discard(run_root, run_root=True)
     timings["total"] = time.perf_counter() - t0
     return _verdict(record, tuple(steps), timings)
 
 
 def _static_problem(candidate_src: str) -> tuple[Status, str] | None:
     """Code that cannot be a KernelBench answer, decided before running anything."""
-    try:
-        tree = ast.parse(candidate_src)
-    except SyntaxError as e:
-        return Status.COMPILE_ERROR, f"the candidate is not valid Python: line {e.lineno}: {e.msg}"
+    tree = _parse(candidate_src)
+    if isinstance(tree, str):
+        return Status.COMPILE_ERROR, tree
     names = {n.name for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     names |= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
     names |= {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
@@ -215,10 +258,31 @@ def extract_specs(candidate_src: str) -> list[ExtensionSpec]:
     """The load_inline calls whose arguments are string constants (module-level
     names bound to literals, concatenations, lists of them): built before the
     harness runs, so most candidates run once. Others are found at run time."""
-    try:
-        tree = ast.parse(candidate_src)
-    except SyntaxError:
+    tree = _parse(candidate_src)
+    if isinstance(tree, str):
         return []
+    try:
+        return _specs_of(tree)
+    except RecursionError:  # constants nested beyond the stack: left to the run-time discovery
+        return []
+
+
+def _parse(source: str) -> ast.Module | str:
+    """The candidate's syntax tree, or why there is none. Every failure of the parser is an
+    answer here: a syntax error, a null byte (ValueError), an expression nested deeper than
+    the parser's stack (RecursionError, MemoryError)."""
+    try:
+        return ast.parse(source)
+    except SyntaxError as e:
+        where = f"line {e.lineno}: " if e.lineno else ""
+        return f"the candidate is not valid Python: {where}{printable(str(e.msg))}"
+    except (RecursionError, MemoryError):
+        return "the candidate nests expressions too deeply for Python's parser"
+    except ValueError as e:
+        return f"the candidate is not valid Python: {printable(str(e))[:200]}"
+
+
+def _specs_of(tree: ast.Module) -> list[ExtensionSpec]:
     env: dict[str, object] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
@@ -271,20 +335,44 @@ def _const(node, env):
 
 
 # ---------------------------------------------------------------- build + run
-def _build(cache: CompileCache, specs: list[ExtensionSpec], manifest: dict, steps: list, timings: dict) -> None:
-    tb = time.perf_counter()
-    futures = {s.key(): (s, cache.submit(json.dumps(s.to_json(), sort_keys=True))) for s in specs
-               if s.key() not in manifest}
-    for key, (spec, fut) in futures.items():
-        outcome = fut.result()
-        steps.append(outcome.step)
-        if outcome.ok:
-            manifest[key] = {"path": str(outcome.executable), "module": spec.module_name()}
-        else:
-            manifest[key] = {"status": (outcome.status or Status.COMPILE_ERROR).value,
-                             "detail": f"load_inline({spec.name!r}): {outcome.detail}",
-                             "log": truncate_log(outcome.step.stderr)}
-    timings["compile"] = timings.get("compile", 0.0) + time.perf_counter() - tb
+class BuildBudget:
+    """The extension builds of one sample: at most MAX_EXTENSIONS distinct ones, and
+    `seconds` of build wall time in all (cache hits cost nothing). A candidate whose
+    source names many load_inline calls it never makes gets only the first
+    MAX_STATIC_BUILDS built before it runs; what it then asks for at run time is built
+    while the budget lasts, else its verdict is `compile_error`."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.spent = 0.0
+
+    def refuses(self, new: list[ExtensionSpec], manifest: dict) -> str | None:
+        """Why building `new` as well is over the budget; None when it is not."""
+        if len(manifest) + len(new) > MAX_EXTENSIONS:
+            return (f"the candidate asks for {len(manifest) + len(new)} load_inline extensions, more than the "
+                    f"{MAX_EXTENSIONS} one sample may build")
+        if self.spent >= self.seconds:
+            return (f"the candidate's extension builds took {self.spent:.0f} s, its whole budget of "
+                    f"{self.seconds:g} s, and it asks for {len(new)} more")
+        return None
+
+    def build(self, cache: CompileCache, specs: list[ExtensionSpec], manifest: dict, steps: list,
+              timings: dict) -> None:
+        tb = time.perf_counter()
+        futures = {s.key(): (s, cache.submit(json.dumps(s.to_json(), sort_keys=True))) for s in specs
+                   if s.key() not in manifest}
+        for key, (spec, fut) in futures.items():
+            outcome = fut.result()
+            steps.append(outcome.step)
+            if outcome.ok:
+                manifest[key] = {"path": str(outcome.executable), "module": spec.module_name()}
+            else:
+                manifest[key] = {"status": (outcome.status or Status.COMPILE_ERROR).value,
+                                 "detail": f"load_inline({spec.name!r}): {outcome.detail}",
+                                 "log": truncate_log(outcome.step.stderr)}
+        elapsed = time.perf_counter() - tb
+        self.spent += elapsed
+        timings["compile"] = timings.get("compile", 0.0) + elapsed
 
 
 def _policy(base: SandboxPolicy, backend: str, timeout: float, program_memory_bytes: int | None) -> SandboxPolicy:
@@ -333,11 +421,59 @@ class _ReferenceCache:
 _REFERENCES = _ReferenceCache(REFERENCE_CACHE_BYTES)
 
 
-def _run_dir(run_root: Path, name: str, source: str) -> Path:
+def _run_dir(run_root: Path, name: str, source: str, quota_bytes: int | None = None) -> Path:
+    """A fresh run dir holding `name` (the source) and the harness; with `quota_bytes`, its
+    own tmpfs of that size (where mounting works) before anything is written."""
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=run_root))
+    if quota_bytes is not None:
+        if disk_quota.unavailable() is None:
+            disk_quota.mount_tmpfs(run_dir, quota_bytes)
+        else:
+            warn_once(f"no disk quota for KernelBench run dirs ({disk_quota.unavailable()}): only RLIMIT_FSIZE "
+                      "per file")
     (run_dir / name).write_text(source)
     shutil.copy2(HARNESS, run_dir / "harness.py")
     return run_dir
+
+
+def _candidate_dir(run_root: Path, source: str, inputs: Path, manifest: dict, quota: int) -> Path:
+    """The candidate's run dir: its own quota of `quota` bytes beyond what is placed in it
+    (the source, the harness, copies of the inputs and of the built extensions)."""
+    placed = [*inputs.iterdir(), HARNESS, *(Path(e["path"]) for e in manifest.values() if "path" in e)]
+    run_dir = _run_dir(run_root, "candidate.py", source,
+                       quota + len(source.encode()) + sum(p.stat().st_size for p in placed) + (1 << 20))
+    shutil.copytree(inputs, run_dir / "inputs")
+    return run_dir
+
+
+def _copy_inputs(ref_dir: Path, target: Path) -> None:
+    """The reference run's inputs/ to `target`, each a regular file reached without links
+    (the careful reader: a sandboxed run wrote them)."""
+    target.mkdir()
+    if not stat.S_ISDIR(os.lstat(ref_dir / "inputs").st_mode):
+        raise UnsafeOutput("the reference run's inputs/ is not a directory")
+    for name in sorted(os.listdir(ref_dir / "inputs")):
+        copy_output(ref_dir, f"inputs/{name}", None, target / name)
+
+
+def _discard(path: Path, run_root: bool = False) -> None:
+    """Remove a run dir, or the run root with the run dirs in it, unmounting their quotas
+    first: iteratively (a 3000-level tree left by a candidate needs no recursion), never
+    raising; what stays is logged. (Only the run root's own entries are looked at for
+    mounts: the parent made them all, and no sandbox can write there.)"""
+    for mounted in (path, *(_subdirs(path) if run_root else ())):
+        if disk_quota.is_mounted(mounted):
+            disk_quota.unmount(mounted)
+    errors = remove_tree(path)
+    if errors:
+        log.warning("kernelbench: could not remove %s: %s", path, "; ".join(errors[:3]))
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        return [path / e.name for e in os.scandir(path) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
 
 
 def _read_expected(directory: Path, checks: list[Check]) -> dict:
@@ -347,19 +483,9 @@ def _read_expected(directory: Path, checks: list[Check]) -> dict:
         for trial in range(len(check.seeds)):
             got = read_files(directory, f"c{ci}_t{trial}")
             if got is None:
-                raise RuntimeError(f"the reference run wrote no outputs for check {check.name}, trial {trial}")
+                raise BadOutput(f"the reference run wrote no outputs for check {check.name}, trial {trial}")
             expected[f"c{ci}_t{trial}"] = got
     return expected
-
-
-# What the candidate's own run may say about itself: any failure, never a pass or a skip.
-CANDIDATE_CLAIMS = {s.value for s in Status} - {Status.PASSED.value, Status.SKIPPED.value} | {"ran", "need_extensions"}
-
-
-def _candidate_record(record: dict) -> dict:
-    if record.get("status") in CANDIDATE_CLAIMS:
-        return record
-    return {"status": "runtime_error", "detail": f"the candidate's run reported {str(record.get('status'))[:80]!r}"}
 
 
 def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path, atol, rtol, compile_timeout,
@@ -403,40 +529,40 @@ def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path,
         channel.seek(0)
         said = channel.read(DIAGNOSTICS_LIMIT)
     # Classified on the full logs, stored truncated (a candidate may print megabytes).
-    record = _read_record(run_dir, dataclasses.replace(step, diagnostics=truncate_log(said)), timeout)
+    record = _read_record(run_dir, dataclasses.replace(step, diagnostics=truncate_log(said)), timeout, role)
     step = StepResult(step.name, step.returncode, step.seconds, step.timed_out, truncate_log(step.stdout),
                       truncate_log(step.stderr), step.limit, truncate_log(said))
     timings[role] = timings.get(role, 0.0) + time.perf_counter() - tr
     return record, step
 
 
-def _read_record(run_dir: Path, step: StepResult, timeout: float) -> dict:
-    """The harness's verdict, or what its death says."""
-    def read(name):
-        try:
-            return json.loads((run_dir / name).read_text())
-        except (OSError, ValueError):
-            return None
-
-    record = read("verdict.json")
+def _read_record(run_dir: Path, step: StepResult, timeout: float, role: str) -> dict:
+    """The harness's verdict if the parent can believe it (claims.checked_record), else
+    what its death says. Every file is read as the candidate's (claims.read_json). A run
+    whose process tree went over its memory budget gets `memory_limit` whatever it wrote
+    (a child killed by the cgroup while the harness went on, as CUDABench runs)."""
+    progress = claims.read_progress(run_dir)
+    where = _where(progress)
+    if step.limit == "memory_limit":
+        return {"status": "memory_limit", "detail": f"the {role}'s processes together used more than their memory "
+                                                    f"budget{where}; killed", **_trial(progress)}
+    try:
+        record = claims.read_json(run_dir, claims.VERDICT_FILE, claims.VERDICT_LIMIT)
+        if record is not None:
+            record = claims.checked_record(record, role)
+    except claims.Unbelievable as e:
+        if not step.timed_out:
+            return {"status": "runtime_error", "detail": f"the {role}'s run left a verdict that is not believed: {e}"}
+        record = None
     if record is not None and not step.timed_out:
         return record
-    progress = read("progress.json") or {}
-    where = _where(progress)
-    try:
-        watchdog = (run_dir / "timeout.txt").read_text()
-    except OSError:
-        watchdog = ""
-    if "Timeout (" in watchdog:
+    if claims.watchdog_fired(run_dir):
         return {"status": "timeout", "detail": f"{progress.get('step', 'a step')} still running after "
                                                f"{progress.get('timeout', 0):g} s{where}; killed",
                 **_trial(progress)}
     if step.timed_out:
         return {"status": "timeout", "detail": f"the harness still running after {timeout:g} s{where}; killed",
                 **_trial(progress)}
-    if step.limit == "memory_limit":
-        return {"status": "memory_limit", "detail": f"the candidate's process used more than its memory budget"
-                                                    f"{where}; killed", **_trial(progress)}
     classified = classify_run(step)
     if classified is not None:
         return {"status": classified[0].value, "detail": classified[1] + where, **_trial(progress)}
@@ -471,11 +597,14 @@ def _trial(progress: dict) -> dict:
 
 
 def _verdict(record: dict, steps: tuple[StepResult, ...], timings: dict) -> KbVerdict:
+    """The verdict of a record the parent made or checked (claims.checked_record)."""
     try:
         status = Status(record.get("status"))
     except ValueError:
-        status, record = Status.RUNTIME_ERROR, {"detail": f"the harness reported {record.get('status')!r}"}
+        status, record = Status.RUNTIME_ERROR, {"detail": f"the harness reported {printable(str(record.get('status')))[:80]!r}"}
     err = record.get("max_abs_err")
-    return KbVerdict(status, truncate_log(str(record.get("detail", "")), DETAIL_LIMIT), str(record.get("check", "")),
-                     record.get("trial"), record.get("seed"), float(err) if err is not None else None,
-                     truncate_log(str(record.get("log", ""))), steps, timings)
+    trial, seed = record.get("trial"), record.get("seed")
+    return KbVerdict(status, truncate_log(printable(str(record.get("detail", ""))), DETAIL_LIMIT),
+                     printable(str(record.get("check", ""))), trial if isinstance(trial, int) else None,
+                     seed if isinstance(seed, int) else None, float(err) if isinstance(err, (int, float)) else None,
+                     truncate_log(printable(str(record.get("log", "")))), steps, timings)

@@ -10,7 +10,9 @@ task declares:
   only (no devices, fifos, sockets; O_NONBLOCK so a fifo cannot block the open),
   and checks the size from the open file against the declared one before a
   single byte is read;
-- `read_digest` / `copy_to`: read at most the checked size from that fd;
+- `read_digest` / `copy_output`: read at most the checked size from that fd;
+- `read_bounded`: a small file the harness reads back (a verdict, a progress note, a
+  JSON description), refused before reading when it holds more than its limit;
 - `remove_tree`: iterative removal through directory fds (a 3000-level tree
   needs neither recursion nor paths longer than PATH_MAX); it never raises and
   returns what it could not remove.
@@ -88,6 +90,21 @@ def read_digest(fd: int, size: int) -> str:
     for chunk in _chunks(fd, size):
         h.update(chunk)
     return h.hexdigest()
+
+
+def read_bounded(run_dir: Path, rel: str, limit: int) -> bytes | None:
+    """The bytes of run_dir/rel (checked as in open_output), None when it is missing;
+    UnsafeOutput when it is a link, not a regular file, or larger than `limit` bytes."""
+    try:
+        fd, st = open_output(run_dir, rel, None)
+    except FileNotFoundError:
+        return None
+    try:
+        if st.st_size > limit:
+            raise UnsafeOutput(f"{rel} holds {st.st_size} bytes, more than the {limit} allowed")
+        return b"".join(_chunks(fd, st.st_size))
+    finally:
+        os.close(fd)
 
 
 def copy_output(run_dir: Path, rel: str, size: int | None, target: Path) -> None:

@@ -1,0 +1,90 @@
+"""The CPU rewriter and the feature check on untrusted sources, under a time limit.
+
+`rewrite` and `find_unsupported` are pure Python and, on pathological input, slow (a
+150 KB source of 6,000 empty device functions took about 82 s): run in the
+evaluator's own thread they would hold a compile worker with no limit before any
+compiler starts. `analyse(sources, timeout)` runs both in a fork of a warm
+interpreter that has them imported (cuset.execute.pyrunner.PyForkServer, one per
+process, started on first use; a plain `python` process where no server runs),
+kills it after `timeout` seconds and raises `RewriteTimeout`. A fork costs a few
+milliseconds; results come back pickled from our own code, never from the program.
+"""
+
+from __future__ import annotations
+
+import pickle
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import cuset
+from cuset.errors import CusetError
+
+_JOB = "cuset_rewrite_job.py"
+_JOB_CODE = """\
+import pickle
+from cuset.execute.cpu.features import find_unsupported
+from cuset.execute.cpu.rewriter import rewrite
+with open("sources.pickle", "rb") as fh:
+    sources = pickle.load(fh)
+results = []
+for source in sources:
+    rewritten = rewrite(source)
+    results.append((rewritten, find_unsupported(list(rewritten.tokens), list(rewritten.decls))))
+with open("results.pickle.tmp", "wb") as fh:
+    pickle.dump(results, fh)
+import os
+os.replace("results.pickle.tmp", "results.pickle")
+"""
+PRELOAD = ("cuset.execute.cpu.rewriter", "cuset.execute.cpu.features")
+
+
+class RewriteTimeout(CusetError, RuntimeError):
+    """The rewriter did not finish on a source within its time limit."""
+
+
+class RewriteFailed(CusetError, RuntimeError):
+    """The rewriter's process ended without a result (its log in the message)."""
+
+
+_server = None
+_server_lock = threading.Lock()
+
+
+def _env() -> dict[str, str]:
+    # the cuset this process runs (a checkout may shadow an installed one)
+    return {"PYTHONPATH": str(Path(cuset.__file__).resolve().parent.parent)}
+
+
+def _fork_server():
+    global _server
+    from cuset.execute.pyrunner import PyForkServer
+
+    with _server_lock:
+        if _server is None or not _server.alive:
+            _server = PyForkServer(PRELOAD, env=_env())
+        return _server
+
+
+def analyse(sources: list[str], timeout: float) -> list[tuple]:
+    """[(Rewritten, [Unsupported, ...]) per source], computed in a forked worker that is
+    killed after `timeout` seconds (RewriteTimeout)."""
+    from cuset.execute.pyrunner import run_script
+
+    work = Path(tempfile.mkdtemp(prefix="cuset-rewrite-"))
+    try:
+        (work / _JOB).write_text(_JOB_CODE)
+        with open(work / "sources.pickle", "wb") as fh:
+            pickle.dump(list(sources), fh)
+        step = run_script("rewrite", _JOB, cwd=work, timeout=timeout, extra_env=_env(), server=_fork_server())
+        if step.timed_out:
+            raise RewriteTimeout(f"the CPU rewriter did not finish in {timeout:g} s on this source")
+        try:
+            with open(work / "results.pickle", "rb") as fh:
+                return pickle.load(fh)
+        except OSError:
+            raise RewriteFailed(f"the CPU rewriter failed (exit {step.returncode}): "
+                                f"{(step.stderr or step.stdout).strip()[-500:]}") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
