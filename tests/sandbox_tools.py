@@ -42,7 +42,7 @@ CAP_SYS_ADMIN = 21
 
 def may_mount() -> bool:
     """Root with CAP_SYS_ADMIN: what per-run disk quotas (tmpfs mounts) need, judged apart
-    from cuset.evaluate.disk_quota.unavailable(), which the tests check instead of trust."""
+    from cuset.execute.disk_quota.unavailable(), which the tests check instead of trust."""
     status = Path("/proc/self/status").read_text()
     cap_eff = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16)
     return os.geteuid() == 0 and bool(cap_eff >> CAP_SYS_ADMIN & 1)
