@@ -37,7 +37,7 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m pip install -q -e '.[test,bench]'
-	@for b in bench/*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

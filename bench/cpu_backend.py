@@ -272,7 +272,8 @@ def worker_times(workdir: Path, repeats: int, big: bool) -> list[dict]:
                 cpu[w].append(c)
         rows.append({"label": label, "workers_1_s": statistics.median(wall[1]),
                      "workers_2_s": statistics.median(wall[2]), "cpu_1_s": statistics.median(cpu[1]),
-                     "cpu_2_s": statistics.median(cpu[2]), "load": os.getloadavg()})
+                     "cpu_2_s": statistics.median(cpu[2]), "load": os.getloadavg(),
+                     "speedup": statistics.median(wall[1]) / statistics.median(wall[2])})
     for label, args in BIG_ROWS if big else []:
         s, c = one(args, 2, f"{args[0]}-big")
         rows.append({"label": label, "workers_2_s": s, "cpu_2_s": c, "load": os.getloadavg()})
@@ -332,13 +333,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-workers", action="store_true", help="only the workers rows")
     ap.add_argument("--big", action="store_true", help="also the batch-norm and 1024x2048x4096 rows (minutes)")
     args = ap.parse_args(argv)
+    from _record import start_record
+
+    # each mode measures other README rows: its own result file
+    mode = [name for name, on in (("big", args.big), ("only-workers", args.only_workers),
+                                  ("no-workers", args.no_workers)) if on]
+    record = start_record(variant="-".join(mode), argv=None if argv is None else [__file__, *argv])
 
     from cuset.execute.cpu import CpuBackend
 
     backend = CpuBackend()
     t = time.perf_counter()
     backend.toolchain.ensure_runtime()
-    print(f"runtime ready in {time.perf_counter() - t:.1f} s ({backend.toolchain.runtime_dir()})")
+    runtime_s = time.perf_counter() - t
+    print(f"runtime ready in {runtime_s:.1f} s ({backend.toolchain.runtime_dir()})")
     samples: dict[str, list[float]] = {}
     worker_rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
@@ -349,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.only_workers:
             if args.json:
                 args.json.write_text(json.dumps({"workers": worker_rows}, indent=2))
+            record.write({"runtime_ready_s": runtime_s, "workers": worker_rows})
             return 0
         for name, source in (("switch", SWITCH), ("matmul", MATMUL), ("vecadd", VECADD)):
             for k, v in run_program_times(backend, source, root / name, args.repeats, args.order).items():
@@ -371,9 +380,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"{label:<46}{shown:>12}")
     print(f"\nprecompiled header speed-up: {medians['compile_nopch_s'] / medians['compile_pch_s']:.2f}x")
+    doc = {"medians": medians, "samples": samples, "repeats": args.repeats, "order": args.order,
+           "workers": worker_rows}
     if args.json:
-        args.json.write_text(json.dumps({"medians": medians, "samples": samples, "repeats": args.repeats,
-                                         "order": args.order, "workers": worker_rows}, indent=2))
+        args.json.write_text(json.dumps(doc, indent=2))
+    record.write({**doc, "runtime_ready_s": runtime_s,
+                  "pch_speedup": medians["compile_nopch_s"] / medians["compile_pch_s"],
+                  "targets": {k: target for k, (target, _unit) in TARGETS.items()}})
     return 0
 
 

@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="worker OS threads per run (default: the cores)")
     ap.add_argument("--json", type=Path, help="also write every task's status and run times here")
     args = ap.parse_args(argv)
+    from _record import start_record
+
+    record = start_record(argv=None if argv is None else [__file__, *argv])
 
     from cuset.evaluate import evaluate_program
     from cuset.evaluate.workspace import Workspace
@@ -78,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{len(rows) - len(failed)}/{len(rows)} passed; load {os.getloadavg()}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    record.write({"suite": os.path.relpath(args.suite, ROOT), "tasks": len(rows), "passed": len(rows) - len(failed),
+                  "run_orders": list(backend.run_orders), "workers": args.workers,
+                  "data_budget_gb": backend.max_data_bytes / 1e9, "limit_s": 60,
+                  "slowest": [r for _, r in slowest], "rows": rows})
     return 1 if failed else 0
 
 

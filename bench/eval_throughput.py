@@ -180,8 +180,11 @@ def main() -> None:
     ap.add_argument("--executor", choices=("local", "ray"), default="local",
                     help="ray: time executor=ray next to executor=local instead of the harness comparison")
     args = ap.parse_args()
+    from _record import start_record
+
+    record = start_record(variant="ray" if args.executor == "ray" else "")
     if args.executor == "ray":
-        return ray_overhead(args)
+        return ray_overhead(args, record)
 
     # Two pairs, each doing the same compile work on both sides: the backend's own
     # compiler (g++ on the CPU backend), and nvcc judging compilation as the official
@@ -193,6 +196,8 @@ def main() -> None:
     samples = [(t, code) for r in range(args.repeats) for t, code in programs]  # duplicates far apart
     root = Path(tempfile.mkdtemp(prefix="cuset-bench-eval-"))
     rows = []
+    results = {"samples": len(samples), "distinct_programs": len(programs), "tasks": len(tasks),
+               "cores": os.cpu_count(), "backend": args.backend, "pairs": []}
     try:
         gens = [GenerationRecord(t, f"Affine_{t}", k, "bench", 1, f"```cuda\n{code}```", code, len(code) // 4, "stop", 0.0)
                 for k, (t, code) in enumerate(samples)]
@@ -213,6 +218,10 @@ def main() -> None:
             print(f"cuset cold : {cold:8.1f} s  passed {cold_pass}  compile cache {cold_cache}")
             warm, warm_pass, warm_cache = cuset_run(tasks, root / "gens.jsonl", out / "warm.jsonl", cache, backend)
             print(f"cuset warm : {warm:8.1f} s  passed {warm_pass}  compile cache {warm_cache}")
+            pair = {"compile_judge": label, "backend_fingerprint": frozen, "cold_s": cold, "cold_passed": cold_pass,
+                    "cold_compile_cache": cold_cache, "warm_s": warm, "warm_passed": warm_pass,
+                    "warm_compile_cache": warm_cache}
+            results["pairs"].append(pair)
             if args.skip_harness:
                 continue
             base, base_pass = harness_style(tasks, samples, backend, root / f"harness-{judge}")
@@ -221,7 +230,10 @@ def main() -> None:
                 print(f"note: verdicts differ (harness {base_pass} passed, cuset {cold_pass}); cuset also runs every "
                       f"thread order and checks outputs were written by the run")
             rows.append((label, base, cold, warm))
+            pair.update({"harness_s": base, "harness_passed": base_pass, "cold_speedup": base / cold,
+                         "warm_speedup": base / warm, "verdicts_agree": base_pass == cold_pass})
         if not rows:
+            record.write(results)
             return
         print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print(f"{'compilation judged by':34s}{'harness s':>10s}{'cold s':>8s}{'warm s':>8s}{'cold x':>8s}{'warm x':>8s}"
@@ -229,11 +241,14 @@ def main() -> None:
         for label, base, cold, warm in rows:
             verdict = "ok" if base / cold >= TARGET_COLD and base / warm >= TARGET_WARM else "MISSED"
             print(f"{label:34s}{base:10.1f}{cold:8.1f}{warm:8.1f}{base / cold:8.2f}{base / warm:8.2f}   {verdict}")
+            next(p for p in results["pairs"] if p["compile_judge"] == label)["verdict"] = verdict
+        results["targets"] = {"cold_speedup": TARGET_COLD, "warm_speedup": TARGET_WARM}
+        record.write(results)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def ray_overhead(args) -> None:
+def ray_overhead(args, record) -> None:
     """cuset eval with executor=local and executor=ray, cold then warm, on the same samples."""
     import ray
 
@@ -252,20 +267,27 @@ def ray_overhead(args) -> None:
               f"by the backend, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         t = time.perf_counter()
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
-        print(f"ray start-up (not in the times below): {time.perf_counter() - t:.1f} s")
-        times = {}
+        startup = time.perf_counter() - t
+        print(f"ray start-up (not in the times below): {startup:.1f} s")
+        times, runs = {}, []
         for executor in ("local", "ray"):
             cache = root / f"cache-{executor}"
             for phase in ("cold", "warm"):
                 sec, passed, cc = cuset_run(tasks, root / "gens.jsonl", root / executor / f"{phase}.jsonl", cache,
                                             backend, executor=executor, compile_judge="backend")
                 times[executor, phase] = sec
+                runs.append({"executor": executor, "phase": phase, "seconds": sec, "passed": passed,
+                             "compile_cache": cc})
                 print(f"{executor:5s} {phase}: {sec:7.1f} s  passed {passed}  compile cache {cc}")
         ray.shutdown()
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        ratios = {}
         for phase in ("cold", "warm"):
-            ratio = times["ray", phase] / times["local", phase]
+            ratio = ratios[phase] = times["ray", phase] / times["local", phase]
             print(f"ray / local, {phase}: {ratio:.2f}x   target <= 1.15x   {'ok' if ratio <= 1.15 else 'MISSED'}")
+        record.write({"samples": len(samples), "distinct_programs": len(programs), "cores": os.cpu_count(),
+                      "backend": args.backend, "ray_startup_s": startup, "runs": runs,
+                      "ray_over_local": ratios, "target_ratio": 1.15})
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

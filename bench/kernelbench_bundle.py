@@ -30,6 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=2, help="answers verified side by side")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    from _record import start_record
+
+    record = start_record(variant="" if args.backend == "cpu" else args.backend,
+                          argv=None if argv is None else [__file__, *argv])
     from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
     from cuset.execute.registry import get_backend
     from cuset.execute.compile_cache import CompileCache
@@ -62,12 +66,16 @@ def main(argv: list[str] | None = None) -> int:
             bad.append((task, which, r))
     for task, which, r in bad:
         print(f"\n{task.id} ({which}): {r.status.value} {r.detail[:400]}\n  robust {r.robust_detail[:400]}")
+    seconds = time.perf_counter() - t0
     print(f"\n{len(rows) - len(bad)}/{len(rows)} answers judged as expected on the {args.backend} backend "
           f"({len(tasks)} tasks, {args.trials} trials{', robust' if args.robust else ''}) in "
-          f"{time.perf_counter() - t0:.0f} s")
+          f"{seconds:.0f} s")
+    answers = [{"task": t.id, "answer": w, **r.to_json(), "seconds": s} for t, w, r, s in rows]
     if args.json:
-        args.json.write_text(json.dumps([{"task": t.id, "answer": w, **r.to_json(), "seconds": s}
-                                         for t, w, r, s in rows], indent=1, default=str))
+        args.json.write_text(json.dumps(answers, indent=1, default=str))
+    record.write({"backend": args.backend, "robust": args.robust, "trials": args.trials, "workers": args.workers,
+                  "tasks": len(tasks), "answers": len(rows), "judged_as_expected": len(rows) - len(bad),
+                  "seconds": seconds, "rows": answers})
     return 1 if bad else 0
 
 

@@ -162,6 +162,26 @@ def _rows(results: list[dict], objectives, heads) -> list[dict]:
     return rows
 
 
+def _ranges(rows: list[dict], heads) -> dict:
+    """Per head, [min, max] over the objectives of each ratio (the README quotes these)."""
+    out = {}
+    for head in heads:
+        mine = [r for r in rows if r["head"] == head]
+        out[head] = {k: [min(r[k] for r in mine), max(r[k] for r in mine)]
+                     for k in ("mem_ratio", "time_ratio", "cpu_ratio")}
+        cuset = [r for r in mine if r["objective"] == "cuset" and r["vs_sft_cpu"] is not None]
+        if cuset:
+            out[head]["cuset_vs_sft_cpu"] = [cuset[0]["vs_sft_cpu"]] * 2
+            out[head]["cuset_vs_sft_mem"] = [cuset[0]["vs_sft_mem"]] * 2
+            out[head]["cuset_vs_sft_wall"] = [cuset[0]["vs_sft_time"]] * 2
+    return out
+
+
+def _span(pair: list[float]) -> str:
+    low, high = pair
+    return f"{low:.3f}" if round(low, 3) == round(high, 3) else f"{low:.3f}-{high:.3f}"
+
+
 def _markdown(rows: list[dict], args) -> str:
     lines = [
         f"Loss + backward through the LM head: {args.tokens} target tokens, vocab {args.vocab}, hidden {args.hidden}, "
@@ -206,6 +226,9 @@ def main(argv=None):
         return
     from rich.progress import track
 
+    from _record import start_record
+
+    record = start_record(argv=None if argv is None else [__file__, *argv])
     objectives, heads = args.objectives.split(","), args.heads.split(",")
     cases = [f"{o}:{h}:{i}" for h in heads for o in objectives for i in ("full", "chunked")]
     results = [_spawn(args, c) for c in track(cases, description="loss+backward cases")]
@@ -216,6 +239,12 @@ def main(argv=None):
     (out / "results.json").write_text(json.dumps({"args": vars(args), "cases": results, "rows": rows}, indent=1))
     (out / "results.md").write_text(table)
     print(table)
+    ranges = _ranges(rows, heads)
+    for head, r in ranges.items():
+        print(f"{head} head, chunked / full: memory {_span(r['mem_ratio'])}, wall {_span(r['time_ratio'])}, "
+              f"cpu {_span(r['cpu_ratio'])}" + (f"; CuSeT / chunked SFT: cpu {_span(r['cuset_vs_sft_cpu'])}, "
+                                                 f"memory {_span(r['cuset_vs_sft_mem'])}" if "cuset_vs_sft_cpu" in r else ""))
+    record.write({"args": vars(args), "rows": rows, "ranges": ranges, "cases": results, "table_md": table})
 
 
 if __name__ == "__main__":

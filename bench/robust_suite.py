@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -49,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="cpu", choices=("cpu", "gpu"))
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
+    from _record import start_record
+
+    record = start_record(variant="" if args.backend == "cpu" else args.backend,
+                          argv=None if argv is None else [__file__, *argv])
     from cuset.tasks import load_tasks
 
     tasks, _ = load_tasks(args.suite, strict=True)
@@ -67,12 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     for task, r in failed:
         print(f"\n{task.id} {task.task_name}: plain {r.status.value} {r.detail[:300]}\n  robust "
               f"{r.robust_status.value} [{r.robust_check}] {r.robust_detail[:500]}")
+    seconds = time.perf_counter() - t0
     print(f"\n{len(rows) - len(failed)}/{len(rows)} references pass plain and robust ({args.cases} cases, "
           f"{args.backend} backend) "
-          f"in {time.perf_counter() - t0:.0f} s")
+          f"in {seconds:.0f} s")
+    per_task = [{"id": t.id, "task": t.task_name, **r.to_json(), "seconds": s} for t, r, s in rows]
     if args.json:
-        args.json.write_text(json.dumps([{"id": t.id, "task": t.task_name, **r.to_json(), "seconds": s}
-                                         for t, r, s in rows], indent=1))
+        args.json.write_text(json.dumps(per_task, indent=1))
+    record.write({"suite": os.path.relpath(args.suite, ROOT), "backend": args.backend, "cases": args.cases,
+                  "workers": args.workers, "tasks": len(rows), "passed_plain_and_robust": len(rows) - len(failed),
+                  "seconds": seconds, "rows": per_task})
     return 1 if failed else 0
 
 

@@ -104,7 +104,9 @@ def main(argv=None) -> None:
     if args.worker:
         model, steps, seq, out = args.worker
         return worker(model, int(steps), int(seq), out)
+    from _record import start_record
 
+    record = start_record(argv=None if argv is None else [__file__, *argv])
     from cuset.train.tiny import build_tiny_model
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -134,6 +136,10 @@ def main(argv=None) -> None:
               f"{r['cpu_s']:.2f} |")
     worst = max(r["train_peak_mib"] for r in fsdp)
     print(f"peak per process, FSDP / unsharded: {worst / plain['train_peak_mib']:.2f} (worst rank)")
+    record.write({"parameters": n_params, "fp32_mib": n_params * 4 / 2**20, "with_adamw_mib": n_params * 16 / 2**20,
+                  "hidden": args.hidden, "layers": args.layers, "vocab": args.vocab, "seq": args.seq,
+                  "steps": args.steps, "unsharded": plain, "fsdp": fsdp, "fsdp_worst_mib": worst,
+                  "fsdp_over_unsharded": worst / plain["train_peak_mib"]})
 
 
 if __name__ == "__main__":

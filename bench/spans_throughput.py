@@ -147,6 +147,9 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=2_500, help="target response length in characters")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    from _record import start_record
+
+    record = start_record()  # before pinning to one core: the record names the machine's cores
 
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if hasattr(os, "sched_setaffinity"):
@@ -203,9 +206,22 @@ def main() -> None:
     print(f"process CPU time: {cpu_s:.2f} s for {wall_s:.2f} s wall (load average {load:.1f}): "
           f"{cpu_rate:.0f} samples per CPU-second (what one uncontended core delivers)")
     print(f"target >= {TARGET_SAMPLES_PER_S:.0f} samples/s on one core:")
+    verdicts = {}
     for label, value in (("wall clock", rate), ("CPU time", cpu_rate)):
         verdict = "PASS" if value >= TARGET_SAMPLES_PER_S else "FAIL"
+        verdicts[label] = verdict
         print(f"  {label:<11}{value:>7.0f} samples/s = {value / TARGET_SAMPLES_PER_S:.2f}x the target -> {verdict}")
+    record.write({
+        "responses": len(samples), "mean_chars": round(mean_chars, 1), "mean_tokens": round(tokens / len(samples), 1),
+        "mean_spans": round(spans_found / len(samples), 2), "cores_used": 1,
+        "detect_ms_per_sample": 1e3 * detect_s / len(samples), "detect_samples_per_s": len(samples) / detect_s,
+        "align_ms_per_sample": 1e3 * align_s / len(samples), "align_samples_per_s": len(samples) / align_s,
+        "detect_align_ms_per_sample": 1e3 * total / len(samples), "samples_per_s": rate,
+        "p50_ms": 1e3 * statistics.median(per_sample), "p99_ms": 1e3 * p99,
+        "cpu_s": cpu_s, "wall_s": wall_s, "samples_per_cpu_s": cpu_rate, "load_1min_at_end": load,
+        "target_samples_per_s": TARGET_SAMPLES_PER_S,
+        "verdict_wall_clock": verdicts["wall clock"], "verdict_cpu_time": verdicts["CPU time"],
+    })
 
 
 if __name__ == "__main__":

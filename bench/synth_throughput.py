@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/synth-validate", help="directory for results.jsonl and the summary")
     parser.add_argument("--cache-dir", default="", help="compile cache (default: a fresh temporary dir = cold)")
     args = parser.parse_args(argv)
+    from _record import start_record
+
+    record = start_record(argv=None if argv is None else [__file__, *argv])
 
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "summary.md").write_text(render_markdown(summary))
     console.print(render_markdown(summary))
+    record.write(summary)
     return 0 if summary["passed"] == len(tasks) else 1
 
 

@@ -253,6 +253,9 @@ def main(argv=None):
     if args.case:
         print(json.dumps(run_case(args.case, args.model, args.steps, args.warmup, args.work)))
         return
+    from _record import start_record
+
+    record = start_record(argv=None if argv is None else [__file__, *argv])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     model_dir = build_model(out / "model")
@@ -284,6 +287,9 @@ def main(argv=None):
     (out / "results.json").write_text(json.dumps({"results": results, "args": vars(args)}, indent=2))
     (out / "results.md").write_text(header + md + "\n")
     print(header + md)
+    record.write({"args": vars(args), "model": {"hidden": HIDDEN, "layers": LAYERS, "vocab": VOCAB, "seq": SEQ,
+                                                "prompt": PROMPT}, "torch_threads": torch.get_num_threads(),
+                  "results": results, "table_md": header + md})
 
 
 if __name__ == "__main__":

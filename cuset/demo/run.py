@@ -47,7 +47,9 @@ def run_name(method: str, k: int) -> str:
 class DemoRun:
     def __init__(self, cfg: DemoConfig, out: Path):
         self.cfg, self.out = cfg, out
-        self.timings: dict[str, float] = {}
+        self.timings: dict[str, float] = {}    # seconds of each finished step, however long ago it ran
+        self.reused: frozenset[str] = frozenset()  # steps of `timings` an earlier invocation ran
+        self.started: float | None = None          # perf_counter when this invocation began
         # (run, method, seed index) of every fine-tuned run, seeds outermost: an interrupted
         # study has whole seeds of every method done first
         self.finetuned = [(run_name(m, k), m, k) for k in range(cfg.seeds) for m in cfg.method_list()]
@@ -91,8 +93,21 @@ class DemoRun:
         return self.cell_dir(model) / "eval"
 
     # -- driver ------------------------------------------------------------
+    def step_timings(self) -> dict[str, float]:
+        """Seconds of every finished step, in the order the steps run: the demo's own steps
+        and each model's cell steps (`<step>_<model>`), read from their steps.json files."""
+        demo = StepLog(self.out, "demo").seconds
+        timings = {k: demo[k] for k in ("data", "base_model", "base_nll") if k in demo}
+        for model in self.models:
+            timings.update({f"{key}_{model}": s for key, s in step_seconds(self.cell_dir(model)).items()})
+        if "confidence" in demo:
+            timings["confidence"] = demo["confidence"]
+        return timings
+
     def run(self) -> Path:
+        self.started = time.perf_counter()  # the report's wall time is this invocation's
         self.out.mkdir(parents=True, exist_ok=True)
+        earlier = set(self.step_timings())  # steps an earlier invocation finished: skipped, their time reused
         atomic_write_text(self.out / "demo_config.json", json.dumps(asdict(self.cfg), indent=1))
         steps = StepLog(self.out, "demo")
         steps.run("data", self.make_data)
@@ -103,11 +118,8 @@ class DemoRun:
         for model in self.models:  # a step of each cell: a run added to a finished demo gets its own
             StepLog(self.cell_dir(model), f"demo {model}").run("reference_fit", lambda m=model: self.reference_fit(m))
         steps.run("confidence", self.confidence)
-        # the report's time per step, in the order the steps ran
-        self.timings = {k: steps.seconds[k] for k in ("data", "base_model", "base_nll")}
-        for model in self.models:
-            self.timings.update({f"{key}_{model}": s for key, s in step_seconds(self.cell_dir(model)).items()})
-        self.timings["confidence"] = steps.seconds["confidence"]
+        self.timings = self.step_timings()
+        self.reused = frozenset(k for k in self.timings if k in earlier)
         from cuset.demo.report import write_report
 
         return write_report(self)

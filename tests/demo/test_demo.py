@@ -157,6 +157,9 @@ def test_rerun_resumes_without_redoing_steps(demo_run):
     after = (demo_run / "report.md").read_text()
     strip = lambda t: t.split("## Time per step")[0]
     assert strip(before) == strip(after)
+    doc = json.loads((demo_run / "report.json").read_text())
+    assert doc["time"]["reused_steps"] == list(doc["timings_s"]) and doc["time"]["steps_run_now_s"] == 0
+    assert "of the steps run this time: 0.0 minutes" in after
 
 
 def test_data_splits_are_disjoint_and_from_the_configured_families(demo_run):

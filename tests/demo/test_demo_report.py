@@ -49,3 +49,44 @@ def test_no_difference_is_not_significant(tmp_path):
     runs = {"sft": _run(tmp_path, "sft", set(range(0, N_TASKS, 2))), "dft": _run(tmp_path, "dft", set(range(1, N_TASKS, 2)))}
     (d,) = [p for p in paired_rows(runs, {"sft": ["sft"], "dft": ["dft"]}, "sft", ["dft"]) if p["metric"] == "function@1"]
     assert d["delta"] == 0 and not d["significant"] and "cannot tell them apart" in d["sentence"]
+
+
+def test_time_section_keeps_wall_time_apart_from_reused_step_times():
+    """A resumed demo: two steps were reused from an earlier invocation. Wall time is this
+    invocation's clock; the step sums are labelled as such, reused steps named."""
+    from cuset.demo.report import run_time, time_lines
+
+    timings = {"data": 10.0, "base_model": 50.0, "train_sft": 120.0, "generate_sft": 30.0}
+    doc = {"timings_s": timings, "time": run_time(timings, frozenset({"data", "base_model"}), 155.04)}
+    assert doc["time"] == {"wall_s": 155.0, "steps_s": 210.0, "steps_run_now_s": 150.0,
+                           "reused_steps": ["data", "base_model"]}
+    text = "\n".join(time_lines(doc))
+    assert ("Wall time of this invocation: 2.6 minutes. Sum of the step times, including steps reused from earlier "
+            "runs: 3.5 minutes; of the steps run this time: 2.5 minutes (2 of 4 steps reused).") in text
+    assert "| data | 10.0 | earlier run (reused) |" in text and "| train_sft | 120.0 | this run |" in text
+    assert "Wall time: 3.5" not in text  # the old label: the sum of every step, reused or not
+
+
+def test_resumed_demo_marks_steps_finished_earlier_as_reused(tmp_path, monkeypatch):
+    """DemoRun.run on a run directory whose steps.json files record every step but one:
+    only that one runs, the others are reused, and the report gets both apart."""
+    from cuset.demo.config import DemoConfig
+    from cuset.demo.run import DemoRun
+
+    run = DemoRun(DemoConfig(out=str(tmp_path), methods="sft"), tmp_path)
+    (tmp_path / "steps.json").write_text(json.dumps({"data": 10.0, "base_model": 50.0, "base_nll": 2.0}))
+    cells = {"vanilla": {"generate": 30.0, "evaluate": 40.0, "reference_fit": 1.0},
+             "sft": {"train": 120.0, "generate": 30.0, "evaluate": 40.0, "reference_fit": 1.0}}
+    for model, steps in cells.items():
+        run.cell_dir(model).mkdir(parents=True)
+        (run.cell_dir(model) / "steps.json").write_text(json.dumps(steps))
+    ran = []
+    monkeypatch.setattr(DemoRun, "confidence", lambda self: ran.append("confidence"))
+    monkeypatch.setattr("cuset.demo.report.write_report", lambda r: tmp_path / "report.md")
+    run.run()
+    assert ran == ["confidence"]
+    assert list(run.timings) == ["data", "base_model", "base_nll", "generate_vanilla", "evaluate_vanilla",
+                                 "reference_fit_vanilla", "train_sft", "generate_sft", "evaluate_sft",
+                                 "reference_fit_sft", "confidence"]
+    assert run.reused == set(run.timings) - {"confidence"}
+    assert run.started is not None
