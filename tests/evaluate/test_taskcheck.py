@@ -1,7 +1,8 @@
 """`cuset tasks check`: each task's own reference through the evaluation (CPU backend, real
 CUDA programs) and its checker against corrupted outputs, on a handful of tiny hand-made
 tasks: a correct one, references that write the wrong shape or wrong values, a compare.py
-that reads one element, one that reads int32 outputs as float32, and a proper int checker."""
+that reads one element, two that read int32 outputs as float32 (all elements; the first
+only), and a proper int checker."""
 
 from __future__ import annotations
 
@@ -71,6 +72,11 @@ INT_AS_FLOAT = """import numpy as np
 c = np.fromfile("data/c.bin", dtype=np.float32); r = np.fromfile("data/c_ref.bin", dtype=np.float32)
 print("T" if np.allclose(c, r, atol=1e-5) else "F")
 """
+# the defect found on a public benchmark: 1 element of an int32 output, read as float32
+INT_FIRST_AS_FLOAT = """import numpy as np
+c = np.fromfile("data/c.bin", dtype=np.float32, count=1); r = np.fromfile("data/c_ref.bin", dtype=np.float32, count=1)
+print("T" if abs(c[0] - r[0]) < 1e-5 else "F")
+"""
 PROPER_INT = """import numpy as np
 c = np.fromfile("data/c.bin", dtype=np.int32); r = np.fromfile("data/c_ref.bin", dtype=np.int32)
 print("T" if np.array_equal(c, r) else "F")
@@ -92,6 +98,7 @@ TASKS = [
     task(3, "Reference_Answer_Is_Wrong", gen=GEN_FLOAT.format(op="-")),
     task(4, "Int_Read_As_Float", cu=INT_CU, gen=GEN_INT, compare=INT_AS_FLOAT, dtype="int32"),
     task(5, "Good_Int", cu=INT_CU, gen=GEN_INT, compare=PROPER_INT, dtype="int32"),
+    task(6, "Int_First_Element_As_Float", cu=INT_CU, gen=GEN_INT, compare=INT_FIRST_AS_FLOAT, dtype="int32"),
 ]
 
 
@@ -108,7 +115,7 @@ def config(tmp_path):
 
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory):
-    """The six tasks checked once (two programs to compile: float and int), then again."""
+    """The seven tasks checked once (two programs to compile: float and int), then again."""
     tmp = tmp_path_factory.mktemp("check")
     tasks = write_tasks(tmp / "tasks.jsonl", TASKS)
     first = check_tasks(tasks, tmp / "out", config(tmp))
@@ -158,9 +165,10 @@ def test_a_checker_reading_one_element_cannot_fail_where_the_strict_check_can(ch
 
 
 @needs_cuda_cpu
-def test_a_checker_reading_int32_as_float32_accepts_every_corruption(checked):
+@pytest.mark.parametrize("tid", [4, 6])   # every element read as float32; only the first one
+def test_a_checker_reading_int32_as_float32_accepts_every_corruption(checked, tid):
     _, first, _ = checked
-    c = by_id(first)[4]
+    c = by_id(first)[tid]
     assert c.reference_status == "passed" and c.defects == ("checker_cannot_fail",)
     # +1 on an int32 is a change of ~1e-45 read as float32: far below atol
     assert [r.corruption for r in c.accepted] == ["one_element", "suffix", "every_element", "zeros", "reversed"]
@@ -171,25 +179,26 @@ def test_a_checker_reading_int32_as_float32_accepts_every_corruption(checked):
 def test_the_check_file_and_summary_list_the_defects(checked):
     tmp, first, _ = checked
     doc = json.loads(first.json_path.read_text())
-    assert doc["counts"] == {"tasks": 6, "ok": 2, "not_checked": 0, "reference_fails": 2,
-                             "reference_fails_robust": 0, "checker_cannot_fail": 2}
+    assert doc["counts"] == {"tasks": 7, "ok": 2, "not_checked": 0, "reference_fails": 2,
+                             "reference_fails_robust": 0, "checker_cannot_fail": 3}
     assert [t["verdict"] for t in doc["tasks"]] == ["ok", "checker cannot fail", "reference fails",
-                                                    "reference fails", "checker cannot fail", "ok"]
+                                                    "reference fails", "checker cannot fail", "ok",
+                                                    "checker cannot fail"]
     md = first.markdown_path.read_text()
-    assert "## References that fail (2)" in md and "## Checkers that cannot fail (2)" in md
+    assert "## References that fail (2)" in md and "## Checkers that cannot fail (3)" in md
     assert "| 4 | Int_Read_As_Float | compare.py | c:one_element, c:suffix, c:every_element, c:zeros, c:reversed | " \
            "rejects them all: the task's checker is weaker than cuset's strict check |" in md
-    assert set(load_check(tmp / "out").defective()) == {"1", "2", "3", "4"}
+    assert set(load_check(tmp / "out").defective()) == {"1", "2", "3", "4", "6"}
 
 
 @needs_cuda_cpu
 def test_a_rerun_skips_every_checked_task(checked):
     tmp, first, again = checked
-    assert first.checked_now == 4 and first.resumed == 0
-    assert again.checked_now == 0 and again.resumed == 4
+    assert first.checked_now == 5 and first.resumed == 0
+    assert again.checked_now == 0 and again.resumed == 5
     assert [c.to_json() for c in again.checks] == [c.to_json() for c in first.checks]
     meta = json.loads((tmp / "out" / "references" / "summary.json").read_text())["meta"]
-    assert meta["evaluated_now"] == 0 and meta["resumed"] == 6
+    assert meta["evaluated_now"] == 0 and meta["resumed"] == 7
 
 
 @needs_cuda_cpu
