@@ -344,3 +344,19 @@ def test_kernelbench_references_and_their_checkers_end_to_end(tmp_path):
     assert c["kb_constant"].defects == ("checker_cannot_fail",)
     assert [r.label for r in c["kb_constant"].accepted] == ["*:constant_answer"]
     assert c["kb_constant"].strict_stronger is None
+
+
+@needs_cuda_cpu
+def test_the_command_checks_with_robust_verification_and_exits_1_on_a_defect(tmp_path):
+    tasks = write_tasks(tmp_path / "tasks.jsonl", TASKS[:2])
+    args = ["tasks", "check", str(tasks), "--out", str(tmp_path / "out"), "--backend", "cpu",
+            "compile_judge=backend", "progress=false", f"workdir={tmp_path / 'work'}"]
+    res = runner.invoke(app, args)
+    assert res.exit_code == 1, res.output
+    text = " ".join(res.output.split())
+    assert "1 First_Element_Checker: compare.py accepts c:one_element, c:suffix" in text
+    assert "checkers tried now: 2, from earlier runs: 0" in text
+    doc = json.loads((tmp_path / "out" / "task_check.json").read_text())
+    assert doc["settings"]["robust"] is True and doc["counts"]["checker_cannot_fail"] == 1
+    res = runner.invoke(app, args[:-3] + ["robust=false", "compile_judge=backend", "progress=false"])
+    assert res.exit_code == 2 and "holds a check made with" in " ".join(res.output.split())
