@@ -83,7 +83,8 @@ print("T" if np.array_equal(c, r) else "F")
 """
 
 
-def task(i, name, *, cu=FLOAT_CU, gen=GEN_FLOAT.format(op="+"), compare=PROPER_FLOAT, dtype="float32", out_shape="(64,)"):
+def task(i, name, *, cu=FLOAT_CU, gen=GEN_FLOAT.format(op="+"), compare=PROPER_FLOAT, dtype="float32",
+         out_shape="(64,)"):
     io = [{"name": n, "dtype": dtype, "shape": "(64,)"} for n in ("a", "b")]
     return {"id": i, "task_name": name, "task_description": name, "inputs": io,
             "outputs": [{"name": "c", "dtype": dtype, "shape": out_shape}], "gpu": "unknown",

@@ -6,7 +6,9 @@ own reference fails the evaluation, and tasks whose checker accepts corrupted ou
     load_check("runs/check/task_check.json").defective()   # {task id: TaskCheck}
 """
 
-from cuset.evaluate.taskcheck.record import DEFECTS, CheckFile, CorruptionResult, TaskCheck, TaskCheckFileError, load_check
+from cuset.evaluate.taskcheck.record import (
+    DEFECTS, CheckFile, CorruptionResult, TaskCheck, TaskCheckFileError, load_check,
+)
 from cuset.evaluate.taskcheck.run import CheckResult, TaskCheckError, check_tasks
 
 __all__ = ["DEFECTS", "CheckFile", "CorruptionResult", "TaskCheck", "TaskCheckFileError", "load_check",

@@ -105,8 +105,10 @@ def _strict(task, spec, baseline: np.ndarray, bad: np.ndarray, reference_dir: Pa
     return compare_arrays(spec, written, ref, ref_path.name) is not None, ""
 
 
-def allclose_strength(task, backend: str, opts) -> tuple[str, str, tuple[CorruptionResult, ...]]:
-    """(checker, note, results) of a KernelBench-format task; `opts` the EvalOptions."""
+def allclose_strength(task, backend: str, opts,
+                      workdir: str | None = None) -> tuple[str, str, tuple[CorruptionResult, ...]]:
+    """(checker, note, results) of a KernelBench-format task; `opts` the EvalOptions,
+    `workdir` where the reference's run dir goes (default the system temp dir)."""
     import torch
 
     from cuset.execute.kernelbench.compare import compare, decode as decode_value
@@ -114,7 +116,8 @@ def allclose_strength(task, backend: str, opts) -> tuple[str, str, tuple[Corrupt
 
     checker = f"cuset's comparison (atol={task.atol:g}, rtol={task.rtol:g})"
     checks = plain_checks(task.n_trials)
-    expected, failure = reference_outputs(task.reference_src, checks, backend=backend, sandbox=opts.sandbox,
+    expected, failure = reference_outputs(task.reference_src, checks, backend=backend, workdir=workdir,
+                                          sandbox=opts.sandbox,
                                           compile_timeout=opts.timeouts.compile, step_timeout=opts.timeouts.run,
                                           program_memory_bytes=opts.program_memory_bytes,
                                           extra_env=dict(opts.extra_env))

@@ -154,7 +154,8 @@ def load_check(path: str | Path) -> CheckFile:
     if path.is_dir():
         path = path / CHECK_NAME
     if not path.exists():
-        raise TaskCheckFileError(f"{path}: no such task check file (write one with `cuset tasks check TASKS --out DIR`; "
+        raise TaskCheckFileError(f"{path}: no such task check file (write one with "
+                                 f"`cuset tasks check TASKS --out DIR`; "
                                  f"it is DIR/{CHECK_NAME})")
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

@@ -39,7 +39,8 @@ def render_markdown(doc: dict, checks: tuple[TaskCheck, ...]) -> str:
     failing = [x for x in checks if "reference_fails" in x.defects]
     if failing:
         lines += [f"## References that fail ({len(failing)})", "", "| id | task | status | why |", "|---|---|---|---|"]
-        lines += [f"| {x.task_id} | {x.task_name} | {x.reference_status} | {_cell(x.reference_detail)} |" for x in failing]
+        lines += [f"| {x.task_id} | {x.task_name} | {x.reference_status} | {_cell(x.reference_detail)} |"
+                  for x in failing]
         lines.append("")
     robust = [x for x in checks if "reference_fails_robust" in x.defects]
     if robust:

@@ -94,7 +94,8 @@ def check_tasks(tasks_path: str | os.PathLike, out_dir: str | os.PathLike, confi
     _reconcile(out, refs_dir / "results.jsonl", _settings(cfg, backend), keys)
 
     # 1. every reference through evaluate_file (its results file resumes it)
-    gens = [GenerationRecord(t.id, t.task_name, 0, "reference", 1, "", reference_code(t), None, None, 0.0) for t in tasks]
+    gens = [GenerationRecord(t.id, t.task_name, 0, "reference", 1, "", reference_code(t), None, None, 0.0)
+            for t in tasks]
     atomic_write_jsonl(refs_dir / "generations.jsonl", (g.to_json() for g in gens))
     evaluate_file(tasks, refs_dir / "generations.jsonl", refs_dir / "results.jsonl", cfg, backend=backend)
     verdicts = {r.task_id: r for r in load_results(refs_dir / "results.jsonl")}
@@ -175,7 +176,7 @@ def _check_checkers(todo: list[AnyTask], verdicts: dict, keys: dict, cfg: EvalCo
 
     def one(task: AnyTask) -> TaskCheck:
         if task.kind == "kernelbench":
-            checker = allclose_strength(task, ctx.backend.name, ctx.options)
+            checker = allclose_strength(task, ctx.backend.name, ctx.options, workdir=cfg.workdir or None)
         else:
             checker = compare_py_strength(task, ctx)
         return _record(task, keys[task.id], verdicts[task.id], checker)
