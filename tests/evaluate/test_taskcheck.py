@@ -203,8 +203,9 @@ def test_a_rerun_skips_every_checked_task(checked):
 
 
 @needs_cuda_cpu
-def test_an_edited_task_is_checked_again_and_only_it(tmp_path):
-    """Task 1's checker fixed: only its reference and checker run again (one compile, cached)."""
+def test_an_edited_task_is_checked_again_and_only_it(tmp_path, monkeypatch):
+    """Task 1's checker fixed: only its reference and checker run again (one compile, cached);
+    a new corruption battery tries every checker again, the references' verdicts stay."""
     tasks = write_tasks(tmp_path / "tasks.jsonl", TASKS[:2])
     first = check_tasks(tasks, tmp_path / "out", config(tmp_path))
     assert by_id(first)[1].defects == ("checker_cannot_fail",)
@@ -213,6 +214,12 @@ def test_an_edited_task_is_checked_again_and_only_it(tmp_path):
     assert again.checked_now == 1 and again.resumed == 1 and by_id(again)[1].defects == ()
     results = load_results(tmp_path / "out" / "references" / "results.jsonl")
     assert sorted(r.task_id for r in results) == [0, 1]
+    import cuset.evaluate.taskcheck.run as run_module
+    monkeypatch.setattr(run_module, "BATTERY_VERSION", run_module.BATTERY_VERSION + 1)
+    third = check_tasks(tasks, tmp_path / "out", config(tmp_path))
+    assert third.checked_now == 2 and third.resumed == 0
+    meta = json.loads((tmp_path / "out" / "references" / "summary.json").read_text())["meta"]
+    assert meta["evaluated_now"] == 0 and meta["resumed"] == 2
     with pytest.raises(TaskCheckError, match="holds a check made with"):
         check_tasks(tasks, tmp_path / "out", EvalConfig(backend="cpu", compile_judge="backend", robust=False,
                                                          progress=False))
@@ -310,7 +317,7 @@ def test_the_kernelbench_checker_is_measured_against_the_reference_outputs(monke
 
     verify = importlib.import_module("cuset.execute.kernelbench.verify")   # the module, not the function
 
-    trials = [torch.tensor([[0.5, -1.0], [2.0, 0.25]]), torch.tensor([[1.5, 0.0], [-2.0, 3.0]])]
+    trials = [torch.tensor([[0.5, -1.0], [0.75, 0.25]]), torch.tensor([[1.5, 0.0], [-2.0, 3.0]])]
     expected = {f"c0_t{t}": ({"outputs": [{"t": "out"}]}, {"out": v}) for t, v in enumerate(trials)}
     monkeypatch.setattr(verify, "reference_outputs", lambda *a, **k: (expected, None))
 
@@ -327,6 +334,12 @@ def test_the_kernelbench_checker_is_measured_against_the_reference_outputs(monke
     # every finite corruption of values below 3 is within 10; NaN where the reference is finite never is
     assert [r.corruption for r in results if r.accepted] == ["one_element", "suffix", "every_element", "zeros",
                                                              "reversed", "constant_answer"]
+
+    # |error| <= 1: zeros pass the first trial (values within 1) but not the second, and a
+    # candidate must pass every trial
+    medium = KernelBenchTask("kb_m", "M", RELU, atol=1.0, rtol=0.0, n_trials=2)
+    zeros = {r.corruption: r for r in allclose_strength(medium, "cpu", EvalOptions())[2]}["zeros"]
+    assert not zeros.accepted and zeros.detail.startswith("output: 3 of 4 elements differ beyond atol=1, rtol=0")
 
 
 @pytest.mark.slow

@@ -11,9 +11,10 @@ KernelBench format: the checker is cuset's own comparison (every element of ever
 output, shape and dtype exactly, the task's atol/rtol; cuset.execute.kernelbench.compare).
 Its strength depends only on the task: tolerances beyond the outputs' magnitude, or
 outputs that do not depend on the inputs, make it accept wrong answers. So the same
-corruptions go through that comparison against the reference's own outputs of the first
-trial, plus `constant_answer`: the first trial's outputs given for every trial (accepted
-when every trial's outputs agree, so a model ignoring its inputs passes). The strict check
+corruptions, applied to the reference's outputs of every plain trial, go through that
+comparison (accepted when every trial accepts, as a candidate must pass every trial),
+plus `constant_answer`: the first trial's outputs given for every trial (accepted when
+every trial's outputs agree with them, so a model ignoring its inputs passes). The strict check
 is not a separate, stronger check there: its column is left empty (None).
 """
 
@@ -31,6 +32,9 @@ from cuset.evaluate.taskcheck.corrupt import CORRUPTIONS, corrupt
 from cuset.evaluate.taskcheck.record import CorruptionResult
 
 NOT_MEASURED = "not measured: "
+# Bumped whenever what the corruptions are or how they are judged changes: records of an
+# older battery are tried again (the references' verdicts stay).
+BATTERY_VERSION = 2
 KB_STRICT_NOTE = ("the checker is cuset's own comparison of every element (robust=true adds other seeds, shapes and "
                   "values, not a stricter element check), so there is no separate strict column")
 
@@ -126,29 +130,39 @@ def allclose_strength(task, backend: str, opts,
                         f"{failure.detail}", ()
     trials = [[decode_value(e, tensors) for e in meta["outputs"]]
               for meta, tensors in (expected[f"c0_t{t}"] for t in range(len(checks[0].seeds)))]
-    refs = trials[0]
     results = []
     skipped = []
-    for k, ref in enumerate(refs):
-        name = "output" if len(refs) == 1 else f"output[{k}]"
+    for k, ref in enumerate(trials[0]):
+        name = "output" if len(trials[0]) == 1 else f"output[{k}]"
         if not isinstance(ref, torch.Tensor) or ref.is_complex():
             skipped.append(name)
             continue
-        values = ref.detach().cpu()
-        flat = (values.float() if values.dtype == torch.bfloat16 else values).numpy().reshape(-1)
         for corruption in CORRUPTIONS:
-            bad = corrupt(flat, corruption)
-            if bad is None:
+            if _corrupt_tensor(ref, corruption) is None:
                 continue
-            tensor = torch.from_numpy(bad.reshape(tuple(values.shape))).to(values.dtype)
-            verdict = compare(refs, [*refs[:k], tensor, *refs[k + 1:]], task.atol, task.rtol, "output")
-            results.append(CorruptionResult(name, corruption, verdict is None, None,
-                                            "" if verdict is None else verdict[0][:400]))
+            # every trial's output k corrupted the same way: what a candidate wrong in that way returns
+            verdicts = []
+            for outs in trials:
+                bad = _corrupt_tensor(outs[k], corruption)
+                news = outs if bad is None else [*outs[:k], bad, *outs[k + 1:]]
+                verdicts.append(compare(outs, news, task.atol, task.rtol, "output"))
+            caught = [v[0] for v in verdicts if v is not None]
+            results.append(CorruptionResult(name, corruption, not caught, None, caught[0][:400] if caught else ""))
     if len(trials) > 1:
-        verdicts = [compare(trial, refs, task.atol, task.rtol, "output") for trial in trials[1:]]
+        verdicts = [compare(outs, trials[0], task.atol, task.rtol, "output") for outs in trials[1:]]
         differ = [v[0] for v in verdicts if v is not None]
         results.append(CorruptionResult("*", "constant_answer", not differ, None,
                                         differ[0][:400] if differ else
                                         f"the reference's outputs of all {len(trials)} trials agree within tolerance"))
     note = KB_STRICT_NOTE + (f"; not corrupted (not tensors): {', '.join(skipped)}" if skipped else "")
     return checker, note, tuple(results)
+
+
+def _corrupt_tensor(tensor, name: str):
+    """`corrupt` on a tensor's values (bfloat16 through float32); None where it does not apply."""
+    import torch
+
+    values = tensor.detach().cpu()
+    flat = (values.float() if values.dtype == torch.bfloat16 else values).numpy().reshape(-1)
+    bad = corrupt(flat, name)
+    return None if bad is None else torch.from_numpy(bad.reshape(tuple(values.shape))).to(values.dtype)

@@ -18,7 +18,8 @@ Two phases, each resumed on its own:
 A task is known by its content (`task_key`): a re-run skips the tasks already checked
 and checks again a task whose record changed. The settings a verdict depends on
 (backend, compile judge, cases, robust) are kept in <out>/check_state.json; a re-run
-with other settings is refused rather than mixing verdicts. At the end
+with other settings is refused rather than mixing verdicts, and the checker records of an
+older corruption battery (`BATTERY_VERSION`) are tried again. At the end
 <out>/task_check.json (every task, `TaskCheck.to_json`) and <out>/task_check.md are
 written from all records.
 """
@@ -39,7 +40,7 @@ from cuset.errors import CusetError
 from cuset.evaluate.config import EvalConfig
 from cuset.evaluate.records import load_results, save_results
 from cuset.evaluate.runner import EvalContext, compile_judge_of, evaluate_file
-from cuset.evaluate.taskcheck.checkers import allclose_strength, compare_py_strength
+from cuset.evaluate.taskcheck.checkers import BATTERY_VERSION, allclose_strength, compare_py_strength
 from cuset.evaluate.taskcheck.record import CHECK_NAME, TaskCheck
 from cuset.evaluate.taskcheck.report import render_markdown
 from cuset.execute.result import Status
@@ -133,7 +134,8 @@ def _settings(cfg: EvalConfig, backend) -> dict:
 
 def _reconcile(out: Path, results_path: Path, settings: dict, keys: dict) -> None:
     """Refuse an output dir made with other settings; forget the verdicts of edited tasks
-    (and the infrastructure failures, so they are tried again)."""
+    (and the infrastructure failures, so they are tried again), and every checker record
+    of an older corruption battery."""
     state_path = out / STATE_NAME
     state = json.loads(state_path.read_text(encoding="utf-8")) if state_path.exists() else {}
     if state and state.get("settings") != settings:
@@ -146,10 +148,12 @@ def _reconcile(out: Path, results_path: Path, settings: dict, keys: dict) -> Non
     if len(kept) != len(results):
         save_results(results_path, kept)
     checkers = read_jsonl(out / CHECKERS_NAME)
-    fresh = [d for d in checkers if d.get("task_id") not in stale]
+    same_battery = state.get("battery") == BATTERY_VERSION
+    fresh = [d for d in checkers if d.get("task_id") not in stale and same_battery]
     if len(fresh) != len(checkers):
         atomic_write_jsonl(out / CHECKERS_NAME, fresh)
-    atomic_write_json(state_path, {"settings": settings, "task_keys": {str(k): v for k, v in keys.items()}}, indent=1)
+    atomic_write_json(state_path, {"settings": settings, "battery": BATTERY_VERSION,
+                                   "task_keys": {str(k): v for k, v in keys.items()}}, indent=1)
 
 
 def _id(text: str) -> int | str:
