@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from cuset.analysis import plots
+from cuset.analysis.defects import defects_markdown
 from cuset.analysis.difficulty import DifficultyResult, difficulty_markdown, difficulty_table, plot_difficulty
 from cuset.analysis.published import PUBLISHED_LABEL, published
 from cuset.analysis.paired import RUN_VARIANCE, compare_task_scores, format_p, holm_adjust
@@ -34,10 +35,17 @@ DEFINITION_TEXT = {
 
 def build_report(runs: Sequence[RunResults], out_dir: str | Path, *, published_mode: str = "matched",
                  definition: str = "unbiased", title: str = "CuSeT evaluation report",
-                 compare: Sequence[str] = ()) -> dict:
+                 compare: Sequence[str] = (), task_check: dict | None = None) -> dict:
     """Write report.md, report.json and the figures; return the JSON document.
 
+<<<<<<< HEAD
     `compare`: "A:B" label selectors (e.g. "method=SFT:method=CuSeT"), each a paired comparison of
+=======
+    `task_check`: the benchmark-defects section (cuset.analysis.defects.defects_section) of
+    the runs, reported as it is (the runs were loaded with its exclusions already).
+
+    `compare`: "A:B" label selectors (e.g. "method=SFT:method=CuSeT"), each a paired bootstrap of
+>>>>>>> taskcheck
     B - A over the tasks both score (runs matching a selector are its seeds); with none and
     exactly two runs, run 2 is compared with run 1."""
     if not runs:
@@ -59,6 +67,7 @@ def build_report(runs: Sequence[RunResults], out_dir: str | Path, *, published_m
         "figure4": {p: s for p, s in curves.items() if s},
         "figures": {},
         "paired": paired_comparisons(runs, compare),
+        "task_check": task_check,
     }
     doc["figures"].update(_figures(out, t2, curves))
     doc["difficulty"] = difficulty_sections(runs, out)
@@ -190,7 +199,10 @@ def report_markdown(doc: dict) -> str:
         labels = ", ".join(f"{k}={v}" for k, v in r["labels"].items())
         c = r["counts"]
         lines.append(f"| {i} | `{r['source']}` | {labels} | {c.get('n_tasks')} | {c.get('n_samples')} | {c.get('n_skipped_tasks', 0)} |")
-    lines += ["", "## Main results (shaped like Table 2)", "", table2_markdown(doc["table2"]), ""]
+    lines.append("")
+    if doc.get("task_check"):
+        lines += defects_markdown(doc["task_check"])
+    lines += ["## Main results (shaped like Table 2)", "", table2_markdown(doc["table2"]), ""]
     for cmp in doc.get("paired", []):
         lines += [f"## Paired comparison: {cmp['b']} (runs {cmp['runs_b']}) vs {cmp['a']} (runs {cmp['runs_a']})", "",
                   PAIRED_METHOD_TEXT + (f" Holm-adjusted p (column p_Holm) over the {cmp['n_comparisons']} comparisons "

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Sequence
 
 import yaml
 
@@ -185,8 +185,9 @@ def _locate(path: Path) -> tuple[Path | None, Path | None]:
     raise ResultsError(f"{path}: expected a directory, a .jsonl results file or a summary .json")
 
 
-def _overall_from_records(results_path: Path, meta: dict) -> tuple[dict, list]:
-    """(the summary recomputed from the per-sample records, the records)."""
+def _overall_from_records(results_path: Path, meta: dict, exclude: Collection[str] = ()) -> tuple[dict, list, list]:
+    """(the summary recomputed from the per-sample records, the records, the ids of the
+    tasks in `exclude` (ids as strings) that the run had: their records are left out)."""
     from cuset.evaluate.metrics import summarize
     from cuset.evaluate.records import load_results
 
@@ -198,7 +199,11 @@ def _overall_from_records(results_path: Path, meta: dict) -> tuple[dict, list]:
         raise ResultsError(f"{results_path}: a record is incomplete ({e}); is it a `cuset eval` results file?") from None
     if not records:
         raise ResultsError(f"{results_path}: no results in the file (has the evaluation run yet?)")
-    return summarize(records, meta=meta).to_json(), records
+    excluded = sorted({str(r.task_id) for r in records} & set(exclude))
+    records = [r for r in records if str(r.task_id) not in exclude]
+    if not records:
+        raise ResultsError(f"{results_path}: every task of the run is excluded as defective; nothing is left to report")
+    return summarize(records, meta=meta).to_json(), records, excluded
 
 
 def _pick_metrics(overall: dict, definition: str, where: str) -> dict[str, float | None]:
@@ -215,15 +220,21 @@ def _pick_metrics(overall: dict, definition: str, where: str) -> dict[str, float
     return out
 
 
-def load_run(arg: str | Path, *, labels: dict | None = None, definition: str = "unbiased") -> RunResults:
-    """One RESULTS argument -> RunResults (metrics as fractions)."""
+def load_run(arg: str | Path, *, labels: dict | None = None, definition: str = "unbiased",
+             exclude_tasks: Collection[str] = ()) -> RunResults:
+    """One RESULTS argument -> RunResults (metrics as fractions). `exclude_tasks`: task ids
+    (as strings) whose samples are left out of every number (needs the results JSONL)."""
     path = Path(arg)
     results_path, summary_path = _locate(path)
     summary = _read_json(summary_path) if summary_path else {}
     meta = summary.get("meta") if isinstance(summary.get("meta"), dict) else {}
     attempts: tuple = ()
+    excluded: list[str] = []
+    if exclude_tasks and results_path is None:
+        raise ResultsError(f"{summary_path}: tasks cannot be excluded from a bare summary.json; pass the run "
+                           "directory or its results JSONL")
     if results_path is not None:
-        summary, records = _overall_from_records(results_path, meta)
+        summary, records, excluded = _overall_from_records(results_path, meta, frozenset(exclude_tasks))
         if any(r.reasoning_tokens is not None for r in records):
             from cuset.analysis.difficulty import attempts_from_samples
 
@@ -248,7 +259,8 @@ def load_run(arg: str | Path, *, labels: dict | None = None, definition: str = "
     run_labels.setdefault("model", base.name)
     overall = summary["overall"]
     counts = {"n_tasks": overall.get("n_tasks"), "n_samples": overall.get("n_samples"),
-              "statuses": overall.get("statuses", {}), "n_skipped_tasks": len(summary.get("skipped_tasks", []))}
+              "statuses": overall.get("statuses", {}), "n_skipped_tasks": len(summary.get("skipped_tasks", [])),
+              "excluded_tasks": excluded}
     per_task = {}
     for tid, t in (summary.get("tasks") or {}).items():
         src = t if definition == "unbiased" else t.get(definition, {})
@@ -256,10 +268,12 @@ def load_run(arg: str | Path, *, labels: dict | None = None, definition: str = "
     return RunResults(str(path), run_labels, _pick_metrics(overall, definition, where), counts, per_task, attempts)
 
 
-def load_runs(args: Sequence[str | Path], label_args: Sequence[str] = (), *, definition: str = "unbiased") -> list[RunResults]:
+def load_runs(args: Sequence[str | Path], label_args: Sequence[str] = (), *, definition: str = "unbiased",
+              exclude_tasks: Collection[str] = ()) -> list[RunResults]:
     """All RESULTS arguments; `label_args[i]` labels `args[i]` (none, or one per RESULTS)."""
     if label_args and len(label_args) != len(args):
         raise ResultsError(f"got {len(label_args)} --label option(s) for {len(args)} RESULTS: give one --label per "
                            "RESULTS argument, in the same order, or none")
-    return [load_run(a, labels=parse_label_arg(label_args[i]) if label_args else None, definition=definition)
+    return [load_run(a, labels=parse_label_arg(label_args[i]) if label_args else None, definition=definition,
+                     exclude_tasks=exclude_tasks)
             for i, a in enumerate(args)]

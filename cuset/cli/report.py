@@ -43,6 +43,12 @@ def register(root: typer.Typer) -> None:
                                                     "method=SFT:method=CuSeT: paired comparison of B - A over the "
                                                     "common tasks (runs matching a selector are its seeds: tasks and runs both random effects); "
                                                     "repeatable. Two RESULTS and no --compare: run 2 vs run 1."),
+        task_check: Optional[Path] = typer.Option(None, "--task-check", help="A `cuset tasks check` result "
+                                                  "(task_check.json or its directory): its defective tasks are "
+                                                  "excluded or flagged (--defective), and the report says which "
+                                                  "and why."),
+        defective: str = typer.Option("exclude", "--defective", help="With --task-check: exclude (left out of "
+                                      "every number) or flag (counted, listed with their share of function@1)."),
     ):
         from cuset.analysis.report import build_report
         from cuset.analysis.results import DEFINITIONS, load_runs
@@ -52,9 +58,26 @@ def register(root: typer.Typer) -> None:
             fail(f"--published must be one of {', '.join(PUBLISHED_MODES)}, got {published!r}")
         if definition not in DEFINITIONS:
             fail(f"--definition must be one of {', '.join(DEFINITIONS)}, got {definition!r}")
-        runs = load_runs(results, label or (), definition=definition)  # ResultsError (a CusetError): one line
+        section, exclude = None, ()
+        if task_check is not None:
+            from cuset.analysis.defects import MODES
+            from cuset.evaluate.taskcheck import load_check
+
+            if defective not in MODES:
+                fail(f"--defective must be one of {', '.join(MODES)}, got {defective!r}")
+            check = load_check(task_check)   # TaskCheckFileError (a CusetError): one line
+            exclude = tuple(check.defective()) if defective == "exclude" else ()
+        runs = load_runs(results, label or (), definition=definition,  # ResultsError (a CusetError): one line
+                         exclude_tasks=exclude)
+        if task_check is not None:
+            from cuset.analysis.defects import defects_section
+
+            section = defects_section(check, defective, runs)
         doc = build_report(runs, out_dir, published_mode=published, definition=definition, title=title,
-                           compare=compare or ())
+                           compare=compare or (), task_check=section)
+        if section is not None:
+            console.print(f"{len(section['tasks'])} defective task(s) in {section['file']}: {defective}d "
+                          f"(see the report's 'Benchmark defects')")
         _print_table2(doc)
         for cmp in doc["paired"]:
             for row in cmp["rows"]:

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from cuset.cli.common import console, fail, out
+from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
 
 app = typer.Typer(help="Validate, show and summarise task files: JSONL of CUDABench or KernelBench records, "
                   "or a directory of KernelBench .py references.", no_args_is_help=True)
@@ -105,3 +109,56 @@ def list_tasks(file: str = typer.Argument(..., help=SOURCE_HELP)):
         out.print(table)
     if report.total_skipped:
         console.print(f"[yellow]{report.total_skipped} invalid record(s) not shown; run `cuset tasks validate`[/]")
+
+
+def _eval_keys():
+    from cuset.evaluate.config import EvalConfig
+
+    return "EvalConfig keys (set in YAML or as key=value; robust defaults to true here)", [(EvalConfig, "")]
+
+
+@app.command("check", context_settings=OVERRIDES)
+def check(
+    ctx: typer.Context,
+    file: str = typer.Argument(..., help=SOURCE_HELP),
+    config: Optional[str] = config_argument("EvalConfig (see configs/eval/), as for `cuset eval`"),
+    out_dir: Path = typer.Option(..., "--out", help="Directory for task_check.json, task_check.md and the "
+                                                    "references' evaluation; a re-run resumes it."),
+    backend: Optional[str] = typer.Option(None, "--backend", help="gpu, cpu or auto (default: config, else auto)."),
+    help_config: bool = help_config_option(_eval_keys),
+):
+    """Run every task's own reference through the evaluation and its checker on corrupted outputs;
+    list the tasks whose reference fails and those whose checker cannot fail. Exits 1 if any.
+
+    The evaluation is `cuset eval`'s (same config keys; robust=true unless compat=true or
+    robust=false); resumable: a re-run skips the tasks already checked."""
+    from cuset.evaluate import EvalConfig
+    from cuset.evaluate.taskcheck import check_tasks
+
+    extra = list(ctx.args) + ([f"backend={backend}"] if backend is not None else [])
+    probe = stage_config(ctx, EvalConfig, config, extra)
+    cfg = probe if probe.compat else stage_config(ctx, EvalConfig, config, extra, base={"robust": True})
+    try:
+        backend_ = cfg.make_backend()
+    except (ImportError, FileNotFoundError) as e:
+        fail(f"the {cfg.backend_name()} backend is not available: {e}")
+    try:  # a bad task file, an output dir of other settings: CusetErrors, one line (file:line) each
+        result = check_tasks(file, out_dir, cfg, backend=backend_)
+    except FileNotFoundError as e:
+        fail(str(e))
+    table = Table("id", "task", "kind", "reference", "robust", "corruptions rejected", "verdict",
+                  title=f"{len(result.checks)} tasks of {file}")
+    for c in result.checks:
+        tried = len(c.corruptions)
+        style = "red" if c.defects else ""
+        table.add_row(str(c.task_id), escape(c.task_name), c.kind, c.reference_status, c.robust_status or "-",
+                      f"{tried - len(c.accepted)}/{tried}" if tried else "-", c.verdict, style=style)
+    out.print(table)
+    for c in result.checks:
+        if c.defects:
+            out.print(f"[red]{escape(str(c.task_id))} {escape(c.task_name)}[/]: {escape(c.why())}", soft_wrap=True,
+                      highlight=False)
+    console.print(f"checkers tried now: {result.checked_now}, from earlier runs: {result.resumed}; "
+                  f"{result.seconds:.0f} s; json: {result.json_path}  summary: {result.markdown_path}")
+    if any(c.defects for c in result.checks):
+        raise typer.Exit(1)

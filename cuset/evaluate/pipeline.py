@@ -324,6 +324,30 @@ def _run_case(task: Task, case: int, prepared: PreparedData, executable: Path, b
             ws.discard(run_dir)
 
 
+def run_once(task: Task, case: int, prepared: PreparedData, executable: Path, backend: Backend, ws: Workspace,
+             opts: EvalOptions) -> tuple[Path | None, str]:
+    """Run a compiled program once on one case (the backend's first thread order), as
+    `_run_case` runs it, and keep its run dir: (run dir holding its outputs, "") or
+    (None, why it failed). The caller discards the dir (`ws.discard`). For looking at a
+    program's outputs (e.g. `cuset tasks check` corrupting a reference's); not a verdict."""
+    policy = _policy_for(task, backend, ws, opts)
+    input_digests = {s.name: file_digest(prepared.input_path(s.name)) for s in task.inputs}
+    quota = _disk_quota(task, executable, opts)
+    order = backend.run_orders[0]
+    run_dir = ws.new_run_dir(prepared, task, quota)
+    inv = backend.invocation(_place_executable(executable, run_dir), order)
+    started = time.time_ns()
+    step = _run_program(f"run[case={case},order={order}]", inv, run_dir, policy, opts,
+                        {"CUSET_CASE": str(case), **opts.extra_env, **inv.env})
+    failure = _limit_failure(step, run_dir, quota, opts) or _run_failure(step, backend, opts.timeouts.run)
+    problem = (f"{failure[0].value}: {failure[1]}" if failure is not None else
+               output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data"))
+    if problem is not None:
+        ws.discard(run_dir)
+        return None, f"case {case}, order {order}: {problem}"
+    return run_dir, ""
+
+
 def _place_executable(executable: Path, run_dir: Path) -> Path:
     """A private copy in the run dir: the sandbox sees nothing of the cache, and a
     program that rewrites its own binary changes only this run."""
@@ -415,16 +439,30 @@ def _judge(task: Task, case: int, prepared: PreparedData, run_dir: Path, digest:
 
 def _compare(task: Task, case: int, prepared: PreparedData, run_dir: Path, ws: Workspace, opts: EvalOptions,
              steps: list[StepResult], timings: dict, prefix: str = "") -> tuple[bool, str]:
-    outputs = {s.name: run_dir / "data" / f"{s.name}.bin" for s in task.outputs}
-    cmp_dir = ws.new_compare_dir(prepared, outputs, task.compare_py)
     tc = time.perf_counter()
     try:
-        step = ws.run_script(f"{prefix}compare[case={case}]", cmp_dir, "compare.py", opts.timeouts.compare,
-                             {"CUSET_CASE": str(case)})
+        ok, why, step = compare_outputs(task, case, prepared, run_dir, ws, opts, f"{prefix}compare[case={case}]")
     finally:
         timings["compare"] = timings.get("compare", 0.0) + time.perf_counter() - tc
-        ws.discard(cmp_dir)
     steps.append(step)
+    return ok, why
+
+
+def compare_outputs(task: Task, case: int, prepared: PreparedData, run_dir: Path, ws: Workspace, opts: EvalOptions,
+                    name: str = "compare") -> tuple[bool, str, StepResult]:
+    """The task's compare.py on the outputs in run_dir/data, run as every evaluation runs it:
+    in a fresh compare dir holding copies of the outputs next to gen.py's files.
+    (accepted, why not, the compare step)."""
+    outputs = {s.name: run_dir / "data" / f"{s.name}.bin" for s in task.outputs}
+    cmp_dir = ws.new_compare_dir(prepared, outputs, task.compare_py)
+    try:
+        step = ws.run_script(name, cmp_dir, "compare.py", opts.timeouts.compare, {"CUSET_CASE": str(case)})
+    finally:
+        ws.discard(cmp_dir)
+    return (*_compare_reading(step, opts), step)
+
+
+def _compare_reading(step: StepResult, opts: EvalOptions) -> tuple[bool, str]:
     if step.timed_out:
         return False, f"compare.py did not finish in {opts.timeouts.compare:g} s"
     if step.returncode != 0:

@@ -63,10 +63,10 @@ def strict_check(task: Task, run_dir: Path, reference_dir: Path) -> StrictVerdic
             unchecked.append(f"{spec.name} (no reference file identified)")
             continue
         try:
-            out = _read_output(run_dir, spec)
+            out = read_output(run_dir, spec)
         except (UnsafeOutput, OSError, ValueError) as e:
             return StrictVerdict(False, f"output {spec.name}: cannot be read ({e})", tuple(unchecked))
-        ref = _decode(ref_path.read_bytes(), spec.dtype)
+        ref = decode(ref_path.read_bytes(), spec.dtype)
         why = compare_arrays(spec, out, ref, ref_path.name)
         if why is not None:
             return StrictVerdict(False, why, tuple(unchecked))
@@ -140,7 +140,7 @@ def _mentioned_files(compare_py: str) -> set[str]:
     return {os.path.basename(n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
-def _read_output(run_dir: Path, spec: TensorSpec) -> np.ndarray:
+def read_output(run_dir: Path, spec: TensorSpec) -> np.ndarray:
     fd, _ = open_output(run_dir, f"data/{spec.name}.bin", spec.nbytes)
     try:
         chunks, left = [], spec.nbytes
@@ -152,11 +152,19 @@ def _read_output(run_dir: Path, spec: TensorSpec) -> np.ndarray:
             left -= len(chunk)
     finally:
         os.close(fd)
-    return _decode(b"".join(chunks), spec.dtype)
+    return decode(b"".join(chunks), spec.dtype)
 
 
-def _decode(raw: bytes, dtype: str) -> np.ndarray:
+def decode(raw: bytes, dtype: str) -> np.ndarray:
     """Raw little-endian values; bfloat16 (unknown to numpy) widened to float32 exactly."""
     if dtype == "bfloat16":
         return (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
     return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<"))
+
+
+def encode(values: np.ndarray, dtype: str) -> bytes:
+    """The raw file bytes of `values` as `dtype` (the inverse of `decode`; bfloat16 keeps
+    the upper half of each float32, i.e. truncates)."""
+    if dtype == "bfloat16":
+        return (np.asarray(values, dtype=np.float32).view(np.uint32) >> 16).astype("<u2").tobytes()
+    return np.asarray(values).astype(np.dtype(dtype).newbyteorder("<")).tobytes()

@@ -63,3 +63,44 @@ def test_report_errors_are_clear(tmp_path, make_run):
     assert res.exit_code == 2 and "no such file or directory" in res.output
     res = runner.invoke(app, ["report", run, "--published", "some", "--out", str(tmp_path / "x")])
     assert res.exit_code == 2 and "--published must be one of matched, all, none" in res.output
+
+
+def _check_file(path, defective_ids):
+    """A task check file (as `cuset tasks check` writes it) where the given tasks' checkers
+    accept a one-element corruption and the others are sound."""
+    from cuset.evaluate.taskcheck import CorruptionResult, TaskCheck
+
+    checks = [TaskCheck(t, f"task{t}", "cudabench", f"k{t}", "passed", robust_status="passed", checker="compare.py",
+                        corruptions=(CorruptionResult("y", "one_element", t in defective_ids, True),))
+              for t in range(4)]
+    path.write_text(json.dumps({"tasks_file": "tasks.jsonl", "tasks": [c.to_json() for c in checks]}))
+    return path
+
+
+def test_report_excludes_or_flags_the_tasks_a_check_lists_as_defective(tmp_path, make_run):
+    run = str(make_run("r", pattern(2)))            # tasks 0 and 1 pass: function@1 50.0 over 4 tasks
+    check = _check_file(tmp_path / "task_check.json", {1})
+    res = runner.invoke(app, ["report", run, "--label", "model=m,method=sft", "--out", str(tmp_path / "ex"),
+                              "--task-check", str(check)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "ex" / "report.json").read_text())
+    assert doc["table2"][0]["function@1"] == 33.3333   # task 1 left out: 1 of 3
+    assert doc["runs"][0]["counts"]["n_tasks"] == 3 and doc["task_check"]["runs"] == [{"run": 1, "excluded": ["1"]}]
+    md = (tmp_path / "ex" / "report.md").read_text()
+    assert "## Benchmark defects (1 task(s) of `tasks.jsonl`, excluded)" in md
+    assert "| 1 | task1 | checker_cannot_fail | compare.py accepts y:one_element (cuset's strict check" in md
+    assert "- run 1: excluded 1 task(s) (1)" in md and "1 defective task(s)" in res.output
+
+    res = runner.invoke(app, ["report", run, "--label", "model=m,method=sft", "--out", str(tmp_path / "fl"),
+                              "--task-check", str(tmp_path), "--defective", "flag"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((tmp_path / "fl" / "report.json").read_text())
+    assert doc["table2"][0]["function@1"] == 50.0   # counted as they are
+    md = (tmp_path / "fl" / "report.md").read_text()
+    assert "- run 1: scores 1 flagged task(s) (1); they carry 25.0 points of its function@1" in md
+
+    res = runner.invoke(app, ["report", run, "--out", str(tmp_path / "x"), "--task-check", str(check),
+                              "--defective", "drop"])
+    assert res.exit_code == 2 and "--defective must be one of exclude, flag" in res.output
+    res = runner.invoke(app, ["report", run, "--out", str(tmp_path / "x"), "--task-check", str(tmp_path / "none")])
+    assert res.exit_code == 2 and "no such task check file" in " ".join(res.output.split())

@@ -174,30 +174,11 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     try:
         # 1. The reference alone: inputs (shared) and expected outputs (read into this process, then deleted).
         inputs = run_root / "inputs"
-        key = _reference_key(reference_src, backend, checks)
-        cached = _REFERENCES.get(key)
-        if cached is None:
-            ref_dir = _run_dir(run_root, "reference.py", reference_src)
-            record, step = _run_harness("reference", ref_dir, {}, *common)
-            if record.get("status") != "ran":
-                steps.append(step)
-                timings["total"] = time.perf_counter() - t0
-                return _verdict(record, tuple(steps), timings)
-            try:
-                expected = _read_expected(ref_dir / "expected", checks)
-                _copy_inputs(ref_dir, inputs)
-            except (BadOutput, UnsafeOutput, OSError) as e:  # the task's own reference: its defect, not the sample's
-                timings["total"] = time.perf_counter() - t0
-                return _verdict({"status": "skipped", "detail": f"the task's reference run left unusable files: {e}"},
-                                (step,), timings)
-            _discard(ref_dir)   # the reference's source and outputs are gone before the candidate starts
-            _REFERENCES.put(key, inputs, expected)
-        else:
-            files, expected = cached
-            inputs.mkdir()
-            for name, data in files.items():
-                (inputs / name).write_bytes(data)
-            timings["reference_cached"] = 1.0
+        expected, failure = _reference(reference_src, backend, checks, run_root, common, timings)
+        if failure is not None:
+            steps.append(failure[1])
+            timings["total"] = time.perf_counter() - t0
+            return _verdict(failure[0], tuple(steps), timings)
         manifest: dict[str, dict] = {}
         budget = BuildBudget(build_budget_seconds if build_budget_seconds is not None else compile_timeout)
         if backend == "cpu":   # the calls found in the source, up to what the budget allows before any run
@@ -238,6 +219,56 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
         _discard(run_root, run_root=True)
     timings["total"] = time.perf_counter() - t0
     return _verdict(record, tuple(steps), timings)
+
+
+def _reference(reference_src: str, backend: str, checks: list[Check], run_root: Path, common: tuple,
+               timings: dict) -> tuple[dict | None, tuple[dict, StepResult] | None]:
+    """The reference's expected values (from this process's cache or a sandboxed run), its
+    inputs placed in run_root/inputs: (expected, None), or (None, (failure record, step))."""
+    inputs = run_root / "inputs"
+    key = _reference_key(reference_src, backend, checks)
+    cached = _REFERENCES.get(key)
+    if cached is None:
+        ref_dir = _run_dir(run_root, "reference.py", reference_src)
+        record, step = _run_harness("reference", ref_dir, {}, *common)
+        if record.get("status") != "ran":
+            return None, (record, step)
+        try:
+            expected = _read_expected(ref_dir / "expected", checks)
+            _copy_inputs(ref_dir, inputs)
+        except (BadOutput, UnsafeOutput, OSError) as e:  # the task's own reference: its defect, not the sample's
+            return None, ({"status": "skipped", "detail": f"the task's reference run left unusable files: {e}"}, step)
+        _discard(ref_dir)   # the reference's source and outputs are gone before the candidate starts
+        _REFERENCES.put(key, inputs, expected)
+        return expected, None
+    files, expected = cached
+    inputs.mkdir()
+    for name, data in files.items():
+        (inputs / name).write_bytes(data)
+    timings["reference_cached"] = 1.0
+    return expected, None
+
+
+def reference_outputs(reference_src: str, checks: list[Check], *, backend: str = "cpu",
+                      workdir: str | Path | None = None, compile_timeout: float = 120.0, step_timeout: float = 60.0,
+                      sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
+                      extra_env: dict[str, str] | None = None) -> tuple[dict | None, KbVerdict | None]:
+    """What `verify` compares candidates with: the reference's values per trial, as
+    {"c<check>_t<trial>": (meta, tensors)} (decode a meta's "outputs" with
+    `compare.decode`), from this process's cache or a sandboxed run of the reference.
+    (expected, None), or (None, the verdict of a reference that did not run)."""
+    timings: dict[str, float] = {}
+    run_root = Path(tempfile.mkdtemp(prefix="kb-", dir=workdir))
+    os.chmod(run_root, 0o711)
+    common = (backend, checks, run_root, 0.0, 0.0, compile_timeout, step_timeout, None, sandbox,
+              program_memory_bytes, extra_env or {}, timings)
+    try:
+        expected, failure = _reference(reference_src, backend, checks, run_root, common, timings)
+    finally:
+        _discard(run_root, run_root=True)
+    if failure is not None:
+        return None, _verdict(failure[0], (failure[1],), timings)
+    return expected, None
 
 
 def _static_problem(candidate_src: str) -> tuple[Status, str] | None:
