@@ -180,7 +180,7 @@ def test_a_checker_reading_int32_as_float32_accepts_every_corruption(checked, ti
 def test_the_check_file_and_summary_list_the_defects(checked):
     tmp, first, _ = checked
     doc = json.loads(first.json_path.read_text())
-    assert doc["counts"] == {"tasks": 7, "ok": 2, "not_checked": 0, "reference_fails": 2,
+    assert doc["counts"] == {"tasks": 7, "ok": 2, "not_checked": 0, "checker_not_measured": 0, "reference_fails": 2,
                              "reference_fails_robust": 0, "checker_cannot_fail": 3}
     assert [t["verdict"] for t in doc["tasks"]] == ["ok", "checker cannot fail", "reference fails",
                                                     "reference fails", "checker cannot fail", "ok",
@@ -223,6 +223,22 @@ def test_an_edited_task_is_checked_again_and_only_it(tmp_path, monkeypatch):
     with pytest.raises(TaskCheckError, match="holds a check made with"):
         check_tasks(tasks, tmp_path / "out", EvalConfig(backend="cpu", compile_judge="backend", robust=False,
                                                          progress=False))
+
+
+@needs_cuda_cpu
+def test_a_checker_that_could_not_be_tried_is_not_ok_and_is_tried_again(tmp_path, monkeypatch):
+    import cuset.evaluate.taskcheck.run as run_module
+
+    real = run_module.compare_py_strength
+    monkeypatch.setattr(run_module, "compare_py_strength", lambda task, ctx: (
+        "compare.py", "not measured: the reference's run failed this time: timeout: still running after 60 s", ()))
+    tasks = write_tasks(tmp_path / "tasks.jsonl", TASKS[:1])
+    first = check_tasks(tasks, tmp_path / "out", config(tmp_path))
+    assert first.checks[0].verdict == "checker not measured" and first.checks[0].defects == ()
+    assert json.loads(first.json_path.read_text())["counts"]["checker_not_measured"] == 1
+    monkeypatch.setattr(run_module, "compare_py_strength", real)
+    again = check_tasks(tasks, tmp_path / "out", config(tmp_path))
+    assert again.checked_now == 1 and again.checks[0].verdict == "ok" and len(again.checks[0].corruptions) == 6
 
 
 runner = CliRunner()

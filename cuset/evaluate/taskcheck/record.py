@@ -88,10 +88,19 @@ class TaskCheck:
         return all(caught)
 
     @property
+    def checker_measured(self) -> bool:
+        """Were corrupted outputs judged? (No where the reference failed, or its outputs could
+        not be had again: `checker_note` says why.)"""
+        return bool(self.corruptions)
+
+    @property
     def verdict(self) -> str:
         if self.reference_status in NOT_JUDGED:
             return f"not checked ({self.reference_status})"
-        return ", ".join(d.replace("_", " ") for d in self.defects) or "ok"
+        found = ", ".join(d.replace("_", " ") for d in self.defects)
+        if found:
+            return found
+        return "ok" if self.checker_measured else "checker not measured"
 
     def why(self) -> str:
         """One line: what is wrong with the task (empty when nothing is)."""

@@ -34,8 +34,9 @@ def render_markdown(doc: dict, checks: tuple[TaskCheck, ...]) -> str:
              "copies of the reference's outputs.", "",
              f"{c['tasks']} tasks: {c['ok']} without a defect, {c['reference_fails']} whose reference fails, "
              f"{c['reference_fails_robust']} whose reference fails only robust verification, "
-             f"{c['checker_cannot_fail']} whose checker accepts corrupted outputs, {c['not_checked']} not checked "
-             "(skipped by the evaluation or lost to its infrastructure).", ""]
+             f"{c['checker_cannot_fail']} whose checker accepts corrupted outputs, {c['checker_not_measured']} whose "
+             f"reference passed but whose checker could not be tried (see the notes; a re-run tries them again), "
+             f"{c['not_checked']} not checked (skipped by the evaluation or lost to its infrastructure).", ""]
     failing = [x for x in checks if "reference_fails" in x.defects]
     if failing:
         lines += [f"## References that fail ({len(failing)})", "", "| id | task | status | why |", "|---|---|---|---|"]

@@ -102,8 +102,9 @@ def check_tasks(tasks_path: str | os.PathLike, out_dir: str | os.PathLike, confi
     verdicts = {r.task_id: r for r in load_results(refs_dir / "results.jsonl")}
 
     # 2. checker strength of each task whose reference passed (checkers.jsonl resumes it)
-    done = {d["task_id"]: TaskCheck.from_json(d, f"{out / CHECKERS_NAME}")
-            for d in read_jsonl(out / CHECKERS_NAME) if d.get("key") == keys.get(d.get("task_id"))}
+    # a checker not measured (e.g. the reference's run timed out this time) is tried again
+    recorded = (TaskCheck.from_json(d, f"{out / CHECKERS_NAME}") for d in read_jsonl(out / CHECKERS_NAME))
+    done = {c.task_id: c for c in recorded if c.key == keys.get(c.task_id) and c.checker_measured}
     todo = [t for t in tasks if verdicts[t.id].status is Status.PASSED and t.id not in done]
     earlier = sum(t.id in done for t in tasks)
     if todo:
@@ -120,7 +121,8 @@ def check_tasks(tasks_path: str | os.PathLike, out_dir: str | os.PathLike, confi
 
 def counts(checks) -> dict[str, int]:
     found = {"tasks": len(checks), "ok": sum(c.verdict == "ok" for c in checks),
-             "not_checked": sum(c.verdict.startswith("not checked") for c in checks)}
+             "not_checked": sum(c.verdict.startswith("not checked") for c in checks),
+             "checker_not_measured": sum(c.verdict == "checker not measured" for c in checks)}
     for defect in ("reference_fails", "reference_fails_robust", "checker_cannot_fail"):
         found[defect] = sum(defect in c.defects for c in checks)
     return found
