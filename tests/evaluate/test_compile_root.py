@@ -19,13 +19,14 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402  (a required dependency: a broken install must fail, not skip)
 
 from typer.testing import CliRunner  # noqa: E402
 
 from cuset.cli.main import app  # noqa: E402
 from cuset.evaluate.records import load_results  # noqa: E402
-from cuset.execute.sandbox import MINIMAL_ROOT, _probe, compile_policy, run_compiler  # noqa: E402
+from cuset.execute.sandbox import MINIMAL_ROOT, compile_policy, run_compiler  # noqa: E402
+from sandbox_tools import needs_bwrap  # noqa: E402  (by the tool installed, never cuset's own probe)
 from cuset.generate.records import GenerationRecord, save_generations  # noqa: E402
 from cuset.tasks import KernelBenchTask, save_tasks  # noqa: E402
 
@@ -34,7 +35,6 @@ ADVERSARIAL = ROOT / "fixtures" / "adversarial"
 KB = ROOT / "fixtures" / "kernelbench"
 PLANTED = "CUSET-PLANTED-WORLD-READABLE-41c8"
 
-needs_bwrap = pytest.mark.skipif(_probe("bwrap") is not None, reason="bubblewrap unusable here")
 
 # the planted file, embedded by the assembler; `\056` is the '.' the string check looks for
 EMBED = ('__asm__("\\056pushsection \\056rodata\\n\\056globl cuset_leak\\ncuset_leak:\\n\\056incbin '

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402  (a required dependency: a broken install must fail, not skip)
 
 from typer.testing import CliRunner  # noqa: E402
 
 from cuset.cli.main import app  # noqa: E402
 from cuset.evaluate.records import load_results  # noqa: E402
-from cuset.execute.sandbox import _probe  # noqa: E402
+from sandbox_tools import needs_bwrap  # noqa: E402  (by the tool installed, never cuset's own probe)
 from cuset.generate.records import GenerationRecord, save_generations  # noqa: E402
 from cuset.tasks import KernelBenchTask, save_tasks  # noqa: E402
 
@@ -37,7 +37,6 @@ MODEL_NEW = "class ModelNew" + MODEL_NEW
 SECRET = "CUSET-KB-SECRET-5d1e"
 TOKEN = "CUSET-KB-TOKEN-93b7"
 
-needs_bwrap = pytest.mark.skipif(_probe("bwrap") is not None, reason="bubblewrap unusable here")
 
 
 def at_import(code: str) -> str:

@@ -326,7 +326,7 @@ def kb_record(i, src, **fields):
 def test_the_kernelbench_checker_is_measured_against_the_reference_outputs(monkeypatch):
     """The battery through cuset's comparison, the reference's outputs given at the seam
     (`reference_outputs`): tolerances above the outputs' size accept what they should not."""
-    torch = pytest.importorskip("torch")
+    import torch
     from cuset.evaluate.pipeline import EvalOptions
     from cuset.evaluate.taskcheck.checkers import allclose_strength
     from cuset.tasks import KernelBenchTask
@@ -362,7 +362,6 @@ def test_the_kernelbench_checker_is_measured_against_the_reference_outputs(monke
 def test_kernelbench_references_and_their_checkers_end_to_end(tmp_path):
     """Two KernelBench tasks on the CPU backend: the reference runs as its own candidate
     (ModelNew = Model) through the evaluation, then the battery runs on its outputs."""
-    pytest.importorskip("torch")
     path = tmp_path / "kb.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in (kb_record("kb_relu", RELU),
                                                             kb_record("kb_constant", CONSTANT))))
