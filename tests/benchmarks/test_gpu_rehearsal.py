@@ -162,13 +162,14 @@ def test_dry_run_every_stage_with_a_cpu_substitute_is_ok(rehearsal, dry_run):
 @pytest.mark.slow
 def test_dry_run_numbers(rehearsal, dry_run):
     out, summary = dry_run
+    profile = rehearsal.DRY_RUN
     n = {s["name"]: s["numbers"] for s in summary["stages"]}
-    assert n["data"] == {"tasks": 6}
-    assert n["setup"]["device"] == "cpu" and n["setup"]["pretrain_steps"] == 150
+    assert n["data"] == {"tasks": profile.train_tasks}
+    assert n["setup"]["device"] == "cpu" and n["setup"]["pretrain_steps"] == profile.pretrain_steps
     assert n["setup"]["pretrain_loss_last"] < n["setup"]["pretrain_loss_first"]
     for name in ("train-lora-cuset", "train-lora-sft", "train-full-cuset", "train-full-sft", "train-zero3", "train-qlora"):
         t = n[name]
-        assert t["steps"] == 3 and math.isfinite(t["loss"]) and math.isfinite(t["loss_first"]), name
+        assert t["steps"] == profile.train_steps and math.isfinite(t["loss"]) and math.isfinite(t["loss_first"]), name
         assert t["steps_per_s"] > 0 and t["peak_memory_mib"]["process_rss"] > 0, name
         assert t["peak_memory_mib"]["cuda_allocated"] is None, name
     assert n["train-zero3"]["strategy"] == {"kind": "deepspeed", "zero_stage": 3, "fsdp_sharding": None}
@@ -176,18 +177,19 @@ def test_dry_run_numbers(rehearsal, dry_run):
     assert n["train-lora-cuset"]["trainable_parameters"] < n["train-full-cuset"]["trainable_parameters"]
     assert "merged" in n["train-lora-cuset"]["outputs"]
     g = n["generate-hf"]
-    assert g["samples"] == 4 and g["tokens"] > 0 and g["model"].endswith("train/lora-cuset/merged")
+    n_samples = len(profile.cudabench_ids) * profile.gen_samples
+    assert g["samples"] == n_samples and g["tokens"] > 0 and g["model"].endswith("train/lora-cuset/merged")
     # the pretrained opening: the samples carry a reasoning trace, and every trace's tokens are counted
     assert g["with_trace"] >= 1 and g["reasoning_tokens_counted"] == g["with_trace"]
     assert 0 < g["reasoning_tokens"] < g["tokens"]
     # known answers score as known: a correct and a wrong answer per KernelBench task, references pass
-    kb_tasks = len(rehearsal.DRY_RUN.kernelbench_ids)
+    kb_tasks = len(profile.kernelbench_ids)
     assert n["eval-kernelbench"]["function@1"] == 0.5 and n["eval-kernelbench"]["n_samples"] == 2 * kb_tasks
     assert n["eval-kernelbench-robust"]["robust_function@1"] == 0.5
     assert n["eval-cudabench"]["function@1"] == 1.0 and n["eval-cudabench"]["compile@1"] == 1.0
     assert n["eval-cudabench-robust"]["robust_function@1"] == 1.0
     gen = n["eval-generated"]
-    assert gen["n_samples"] == 4 and 0.0 <= gen["function@1"] <= 1.0 and 0.0 <= gen["compile@1"] <= 1.0
+    assert gen["n_samples"] == n_samples and 0.0 <= gen["function@1"] <= 1.0 and 0.0 <= gen["compile@1"] <= 1.0
     cases = n["train-step"]["cases"]
     assert set(cases) >= {"trainer:lora:-", "cuset:lora:cuset"}
     assert all(c["steps_per_s"] > 0 and c["peak_rss_mib"] > 0 and c["peak_cuda_mib"] is None for c in cases.values())
