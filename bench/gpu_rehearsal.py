@@ -159,7 +159,7 @@ GPU = Profile(
 
 DRY_RUN = Profile(
     name="dry-run", device="cpu", hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, bpe_vocab=2048,
-    pretrain_steps=80, pretrain_seq=448, pretrain_batch=4, pretrain_lr=3e-3,  # 448: prompt, trace, some code
+    pretrain_steps=120, pretrain_seq=448, pretrain_batch=4, pretrain_lr=1e-2,  # 448: prompt, trace, some code
     train_tasks=6, train_steps=3,
     train_overrides=("precision=fp32", "model.dtype=float32", "data.max_length=1024"),
     gen_samples=2, gen_overrides=("sampling.max_new_tokens=64", "hf.device=cpu", "hf.dtype=float32"),
@@ -901,48 +901,12 @@ def _write_slices(plan: Plan) -> tuple[list, list]:
     return cb_tasks, kb_tasks
 
 
-def pretrain_documents(model, tokenizer, texts: list[str], *, steps: int, seq_len: int, batch_size: int,
-                       lr: float, seed: int = 0) -> list[float]:
-    """Next-token training on whole documents, each its own row from its first token (the first
-    `seq_len` tokens, padding ignored). Unlike cuset.demo.pretrain's packed rows, every answer then
-    opens at the place in its context where it opens at generation, which a tiny model needs to
-    learn it in a few steps. bf16 autocast on a GPU."""
-    import torch
-
-    ids = [tokenizer(t, add_special_tokens=False)["input_ids"][:seq_len] for t in texts]
-    width = max(map(len, ids))
-    rows = torch.full((len(ids), width), tokenizer.pad_token_id)
-    labels = torch.full((len(ids), width), -100)
-    mask = torch.zeros((len(ids), width), dtype=torch.long)
-    for i, r in enumerate(ids):
-        rows[i, :len(r)], labels[i, :len(r)], mask[i, :len(r)] = torch.tensor(r), torch.tensor(r), 1
-    device = next(model.parameters()).device
-    gen = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    warmup = max(1, steps // 10)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: min(1.0, (step + 1) / warmup))
-    model.train()
-    losses = []
-    for _ in range(steps):
-        pick = torch.randint(len(ids), (batch_size,), generator=gen)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            loss = model(input_ids=rows[pick].to(device), attention_mask=mask[pick].to(device),
-                         labels=labels[pick].to(device)).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    model.eval()
-    return losses
-
-
 def setup(plan: Plan) -> dict:
     import torch
     from tokenizers import AddedToken
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from cuset.demo.pretrain import pretrain
     from cuset.tasks import load_tasks
     from cuset.train.tiny import build_tiny_model, build_tokenizer
 
@@ -971,8 +935,10 @@ def setup(plan: Plan) -> dict:
     model.resize_token_embeddings(len(tokenizer))
     model.to(device)
     texts = [_chat_document(tokenizer, t) for t in cb_tasks + train_tasks]
-    losses = pretrain_documents(model, tokenizer, texts, steps=p.pretrain_steps, seq_len=p.pretrain_seq,
-                                batch_size=p.pretrain_batch, lr=p.pretrain_lr)
+    # each document its own row: the answer opens where it opens at generation, which a tiny model
+    # needs in order to learn it in a few steps
+    losses = pretrain(model, tokenizer, texts, steps=p.pretrain_steps, seq_len=p.pretrain_seq,
+                      batch_size=p.pretrain_batch, lr=p.pretrain_lr, rows="documents")
     model.to("cpu").save_pretrained(plan.model)
     facts = {"parameters": sum(x.numel() for x in model.parameters()), "tokenizer_tokens": len(tokenizer),
              "hidden": p.hidden, "layers": p.layers, "device": device, "pretrain_steps": len(losses),
