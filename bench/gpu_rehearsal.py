@@ -44,7 +44,8 @@ Writes into --out (default runs/rehearsal, or runs/rehearsal-dry-run):
   summary.json   {"format": "cuset-gpu-rehearsal/1", "profile": "gpu" | "dry-run",
                   "started", "finished" (UTC ISO 8601), "seconds", "budget_s",
                   "machine": {date, python, platform, cpus, memory_gib, load_start, load_end,
-                              git: {commit, branch, dirty}, gpu: {name, driver, memory_mib} | null,
+                              git: {commit, branch, dirty, source: git | CUSET_COMMIT | unknown},
+                              gpu: {name, driver, memory_mib} | null,
                               torch: {version, cuda, cuda_available, device, capability, bf16},
                               nvcc, packages: {name: version | null}, unmet_requirements: [...]},
                   "counts": {"ok": n, "failed": n, "skipped": n},
@@ -729,6 +730,18 @@ def unmet_requirements() -> list[str]:
     return unmet
 
 
+def git_facts() -> dict:
+    """The checkout's commit; a copy without .git (a machine the tree was copied to) says so, and
+    takes the commit from $CUSET_COMMIT when the copier set it."""
+    commit = _run_text(["git", "rev-parse", "HEAD"])
+    if commit is None:
+        return {"commit": os.environ.get("CUSET_COMMIT"), "branch": None, "dirty": None,
+                "source": "CUSET_COMMIT" if os.environ.get("CUSET_COMMIT") else "unknown: no git checkout"}
+    status = _run_text(["git", "status", "--porcelain", "--untracked-files=no"])
+    return {"commit": commit, "branch": _run_text(["git", "rev-parse", "--abbrev-ref", "HEAD"]),
+            "dirty": None if status is None else bool(status), "source": "git"}
+
+
 TORCH_FACTS = """
 import json, torch
 cuda = torch.cuda.is_available()
@@ -754,9 +767,7 @@ def machine_facts(profile: Profile) -> dict:
         "python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
         "memory_gib": round(int(meminfo[1]) / 2**20, 1) if meminfo[:1] == ["MemTotal:"] else None,
         "load_start": list(os.getloadavg()),
-        "git": {"commit": _run_text(["git", "rev-parse", "HEAD"]),
-                "branch": _run_text(["git", "rev-parse", "--abbrev-ref", "HEAD"]),
-                "dirty": bool(_run_text(["git", "status", "--porcelain", "--untracked-files=no"]))},
+        "git": git_facts(),
         "gpu": smi,
         "torch": json.loads(torch_facts) if torch_facts else None,
         "nvcc": next((ln for ln in nvcc.splitlines() if "release" in ln), nvcc.splitlines()[-1]) if nvcc else None,
@@ -811,7 +822,8 @@ def markdown(summary: dict) -> str:
              f"{m['load_end'][0]:.1f} at the end",
              f"- torch {torch_facts.get('version')} (CUDA {torch_facts.get('cuda')}, device: "
              f"{torch_facts.get('device') or 'none'}), nvcc: {m['nvcc'] or 'none'}, Python {m['python']}",
-             f"- commit {m['git']['commit']} ({m['git']['branch']}{', uncommitted changes' if m['git']['dirty'] else ''})",
+             f"- commit {m['git']['commit']} ({m['git']['branch'] or m['git']['source']}"
+             f"{', uncommitted changes' if m['git']['dirty'] else ''})",
              "- packages: " + ", ".join(f"{k} {v or '-'}" for k, v in m["packages"].items()),
              f"- unmet requirements: {', '.join(m['unmet_requirements']) or 'none'}",
              f"- {summary['counts']['ok']} ok, {summary['counts']['failed']} failed, {summary['counts']['skipped']} "

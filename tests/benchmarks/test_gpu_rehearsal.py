@@ -83,7 +83,7 @@ def test_a_failing_stage_is_recorded_and_the_others_still_run(rehearsal, tmp_pat
         ("skipped", "vllm not importable", None)
 
     machine = {"date": "2026-12-01T00:00:00+00:00", "python": "3.12", "cpus": 2, "memory_gib": 8.0, "load_start": [1.0],
-               "git": {"commit": "abc", "branch": "b", "dirty": False}, "gpu": None, "torch": None, "nvcc": None,
+               "git": {"commit": "abc", "branch": "b", "dirty": False, "source": "git"}, "gpu": None, "torch": None, "nvcc": None,
                "packages": {"torch": "2.13"}, "unmet_requirements": []}
     import datetime as dt
 
@@ -153,7 +153,7 @@ def test_dry_run_every_stage_with_a_cpu_substitute_is_ok(rehearsal, dry_run):
             assert s["command"].startswith(("cuset ", "accelerate launch ", "python bench/")), s["command"]
     machine = summary["machine"]
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    assert machine["git"]["commit"] == head
+    assert machine["git"]["commit"] == head and machine["git"]["source"] == "git"
     import torch
 
     assert machine["torch"]["version"] == torch.__version__ and machine["torch"]["cuda_available"] is False
@@ -203,3 +203,12 @@ def test_dry_run_markdown(dry_run):
     for s in summary["stages"]:
         assert f"| {s['name']} | {s['status']} |" in md and s["command"] in md
     assert "function@1 0.5" in md and "Output tail:" not in md
+
+
+def test_a_copy_without_git_names_its_commit_source(rehearsal, tmp_path, monkeypatch):
+    monkeypatch.setattr(rehearsal, "ROOT", tmp_path)  # not a git checkout, as on a machine the tree was copied to
+    monkeypatch.delenv("CUSET_COMMIT", raising=False)
+    assert rehearsal.git_facts() == {"commit": None, "branch": None, "dirty": None,
+                                     "source": "unknown: no git checkout"}
+    monkeypatch.setenv("CUSET_COMMIT", "6251a77")
+    assert rehearsal.git_facts()["commit"] == "6251a77" and rehearsal.git_facts()["source"] == "CUSET_COMMIT"
