@@ -27,6 +27,26 @@ def pack_stream(tokenizer, texts: Iterable[str], seq_len: int):
     return torch.tensor(ids[: n * seq_len]).view(n, seq_len)
 
 
+def document_rows(tokenizer, texts: Iterable[str], seq_len: int):
+    """One row per text from its first token (at most `seq_len` tokens), right-padded to the longest:
+    (input_ids, attention_mask, labels), padding out of the attention and of the labels (-100)."""
+    import torch
+
+    ids = [tokenizer(text, add_special_tokens=False)["input_ids"][:seq_len] for text in texts]
+    ids = [row for row in ids if row]
+    if not ids:
+        raise ValueError("no text has a token")
+    width = max(map(len, ids))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    input_ids = torch.full((len(ids), width), pad)
+    labels = torch.full((len(ids), width), -100)
+    mask = torch.zeros((len(ids), width), dtype=torch.long)
+    for i, row in enumerate(ids):
+        input_ids[i, :len(row)] = labels[i, :len(row)] = torch.tensor(row)
+        mask[i, :len(row)] = 1
+    return input_ids, mask, labels
+
+
 def instruction_document(tokenizer, task, level: int = 1) -> str:
     """One chat-formatted prompt/program pair, rendered as the fine-tuning data renders it."""
     from cuset.tasks import render_prompt
@@ -38,11 +58,22 @@ def instruction_document(tokenizer, task, level: int = 1) -> str:
 
 
 def pretrain(model, tokenizer, texts: list[str], *, steps: int, seq_len: int = 512, batch_size: int = 8,
-             lr: float = 3e-3, seed: int = 0, progress: Callable[[int, float], None] | None = None) -> list[float]:
-    """AdamW with warm-up and cosine decay on random packed rows; returns the loss per step."""
+             lr: float = 3e-3, seed: int = 0, progress: Callable[[int, float], None] | None = None,
+             rows: str = "packed") -> list[float]:
+    """AdamW with warm-up and cosine decay on random rows, on the model's device (bf16 autocast on a
+    GPU); returns the loss per step. rows="packed": the texts concatenated and cut into rows of
+    `seq_len` (pack_stream); "documents": each text its own row from its first token
+    (document_rows), so that a text's every part is learnt in the context it has in the text."""
     import torch
 
-    rows = pack_stream(tokenizer, texts, seq_len)
+    if rows == "packed":
+        ids = pack_stream(tokenizer, texts, seq_len)
+        mask, labels = None, ids
+    elif rows == "documents":
+        ids, mask, labels = document_rows(tokenizer, texts, seq_len)
+    else:
+        raise ValueError(f"rows must be packed or documents, not {rows!r}")
+    device = next(model.parameters()).device
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.95))
     warmup = max(1, steps // 20)
@@ -56,8 +87,12 @@ def pretrain(model, tokenizer, texts: list[str], *, steps: int, seq_len: int = 5
     model.train()
     losses: list[float] = []
     for step in range(steps):
-        batch = rows[torch.randint(len(rows), (min(batch_size, len(rows)),), generator=gen)]
-        loss = model(input_ids=batch, labels=batch).loss
+        pick = torch.randint(len(ids), (min(batch_size, len(ids)),), generator=gen)
+        batch = {"input_ids": ids[pick].to(device), "labels": labels[pick].to(device)}
+        if mask is not None:
+            batch["attention_mask"] = mask[pick].to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            loss = model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

@@ -202,6 +202,19 @@ def _prepare_run_dir(cfg: TrainConfig, run_dir: Path, ckpt: Path | None) -> None
         truncate_log(run_dir / LOG_NAME, int(ckpt.name.split("-")[-1]))
 
 
+def peak_memory_mib() -> dict:
+    """This process's peak memory so far: resident set (the kernel's high-water mark) and, with a
+    GPU, what torch's allocator held at most on this process's device (allocated and reserved)."""
+    import resource
+
+    out = {"process_rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,  # KiB on Linux
+           "cuda_allocated": None, "cuda_reserved": None}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda_allocated"] = torch.cuda.max_memory_allocated() / 2**20
+        out["cuda_reserved"] = torch.cuda.max_memory_reserved() / 2**20
+    return out
+
+
 def _summary(cfg: TrainConfig, trainer, result, report, outputs: dict, ckpt: Path | None, started: float) -> dict:
     run_dir = Path(cfg.output_dir)
     world = trainer.accelerator.num_processes
@@ -221,6 +234,7 @@ def _summary(cfg: TrainConfig, trainer, result, report, outputs: dict, ckpt: Pat
         "wall_time_s": time.time() - started,
         "final_metrics": history[-1] if history else {},
         "trainable_parameters": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
+        "peak_memory_mib": peak_memory_mib(),  # of the main process (each rank has its own)
         "data": {k: v for k, v in report.to_json().items() if k != "problems"},
         "outputs": {**outputs, "log": str(run_dir / LOG_NAME), "tensorboard": str(run_dir / "tensorboard"),
                     "config": str(run_dir / CONFIG_NAME)},

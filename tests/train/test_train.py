@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -112,6 +113,13 @@ def test_merge_writes_a_plain_model_equal_to_base_plus_adapter(warm_model_dir, t
         torch.testing.assert_close(merged(ids).logits, ref(ids).logits, rtol=1e-5, atol=1e-5)
 
 
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("/proc/self/status has no VmRSS")
+
+
 def test_summary_and_refusing_to_overwrite_a_run(warm_model_dir, train_data, tmp_path):
     from cuset.train.run import train
 
@@ -119,8 +127,12 @@ def test_summary_and_refusing_to_overwrite_a_run(warm_model_dir, train_data, tmp
 
     cfg = tiny_config(warm_model_dir, train_data, tmp_path / "run", tmp_path / "c", "optim.max_steps=3", "save_steps=1",
                       "save_total_limit=2")
+    rss_before_mib = _rss_mib()
     train(cfg)
     summary = json.loads((tmp_path / "run" / "run_summary.json").read_text())
+    # the kernel's high-water mark of this process: at least what it held before training; no GPU here
+    assert summary["peak_memory_mib"]["process_rss"] >= rss_before_mib > 0
+    assert summary["peak_memory_mib"]["cuda_allocated"] is None and summary["peak_memory_mib"]["cuda_reserved"] is None
     assert summary["steps"] == 3 and summary["world_size"] == 1 and summary["global_batch_size"] == 2
     assert summary["data"]["examples"] == 6 and summary["data"]["cuda_tokens"] > 0
     assert summary["final_metrics"]["step"] == 3 and summary["loss_reduction"] == "token"

@@ -1,0 +1,214 @@
+"""bench/gpu_rehearsal.py: the CPU dry run of every stage through the CLI, the stage runner's
+handling of failures, time-outs, checks, dependencies and the budget, and the README's GPU recipe
+being the rehearsal's own command lines."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "bench" / "gpu_rehearsal.py"
+
+
+@pytest.fixture(scope="module")
+def rehearsal():
+    spec = importlib.util.spec_from_file_location("gpu_rehearsal", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop(spec.name, None)
+
+
+# --- the README ------------------------------------------------------------------------------------
+
+def test_readme_gpu_recipe_is_the_rehearsals_command_lines(rehearsal, capsys):
+    assert rehearsal.main(["--print-commands", "--out", str(ROOT / "runs" / "rehearsal")]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == len(rehearsal.STAGES)
+    readme = (ROOT / "README.md").read_text()
+    marker = readme.index("python bench/gpu_rehearsal.py --print-commands --out runs/rehearsal")
+    block = re.search(r"```bash\n(.*?)```", readme[marker:], re.S)
+    assert block, "README: no ```bash block after the --print-commands line"
+    recipe = [ln for ln in block.group(1).splitlines() if ln.strip() and not ln.startswith("#")]
+    assert recipe == printed
+
+
+# --- the runner ------------------------------------------------------------------------------------
+
+def python_stage(rehearsal, name, code, *, read=None, needs=(), timeout_s=120.0, skip=None):
+    return rehearsal.Stage(name, f"test stage {name}", lambda plan: [sys.executable, "-c", code],
+                           read or (lambda plan: {}), lambda plan: plan.path(f"{name}.done"), needs=needs,
+                           skip=skip or (lambda plan: None), timeout_s=timeout_s)
+
+
+def test_a_failing_stage_is_recorded_and_the_others_still_run(rehearsal, tmp_path):
+    def check_fails(plan):
+        raise rehearsal.CheckFailed("function@1 = 0.5, expected 1.0")
+
+    def numbers(plan):
+        return {"tokens": int((plan.out / "tokens.txt").read_text())}
+
+    stages = (
+        python_stage(rehearsal, "crash", "print('building'); print('boom: no GPU'); raise SystemExit(3)"),
+        python_stage(rehearsal, "after-crash", "print('fine')", needs=("crash",)),
+        python_stage(rehearsal, "hang", "import time; print('waiting', flush=True); time.sleep(600)", timeout_s=2),
+        python_stage(rehearsal, "wrong-numbers", "print('done')", read=check_fails),
+        python_stage(rehearsal, "numbers", f"open({str(tmp_path / 'tokens.txt')!r}, 'w').write('42')", read=numbers),
+        python_stage(rehearsal, "no-vllm", "raise SystemExit(9)", skip=lambda plan: "vllm not importable"),
+    )
+    plan = rehearsal.Plan(replace(rehearsal.DRY_RUN, timeout_scale=1.0), tmp_path)
+    results = {r.name: r for r in rehearsal.run_stages(stages, plan)}
+
+    crash = results["crash"]
+    assert (crash.status, crash.exit_code, crash.reason) == ("failed", 3, "exit 3: boom: no GPU")
+    assert "building\nboom: no GPU" in crash.output_tail and Path(crash.log).read_text() == crash.output_tail
+    assert (results["after-crash"].status, results["after-crash"].reason) == ("skipped", "needs crash (failed)")
+    hang = results["hang"]
+    assert hang.status == "failed" and hang.exit_code is None and hang.reason.startswith("timed out after 2 s")
+    assert "waiting" in hang.output_tail and hang.seconds < 60
+    assert (results["wrong-numbers"].status, results["wrong-numbers"].reason) == \
+        ("failed", "check: function@1 = 0.5, expected 1.0")
+    assert (results["numbers"].status, results["numbers"].numbers) == ("ok", {"tokens": 42})
+    assert (results["no-vllm"].status, results["no-vllm"].reason, results["no-vllm"].seconds) == \
+        ("skipped", "vllm not importable", None)
+
+    machine = {"date": "2026-12-01T00:00:00+00:00", "python": "3.12", "cpus": 2, "memory_gib": 8.0, "load_start": [1.0],
+               "git": {"commit": "abc", "branch": "b", "dirty": False, "source": "git"}, "gpu": None, "torch": None, "nvcc": None,
+               "packages": {"torch": "2.13"}, "unmet_requirements": []}
+    import datetime as dt
+
+    summary = rehearsal.write_summary(plan, list(results.values()), machine, dt.datetime.now(dt.timezone.utc), 3.0)
+    assert summary["counts"] == {"ok": 1, "failed": 3, "skipped": 2}
+    assert json.loads((tmp_path / "summary.json").read_text())["stages"][0]["reason"] == "exit 3: boom: no GPU"
+    md = (tmp_path / "summary.md").read_text()
+    assert "| crash | failed |" in md and "| no-vllm | skipped |" in md and "| vllm not importable |" in md
+    assert "Output tail:" in md and "boom: no GPU" in md
+
+
+def test_only_and_the_budget_skip_stages_and_earlier_outputs_satisfy_needs(rehearsal, tmp_path):
+    (tmp_path / "first.done").write_text("")  # left by an earlier run into the same --out
+    stages = (python_stage(rehearsal, "first", "raise SystemExit(1)"),
+              python_stage(rehearsal, "second", "print('ran')", needs=("first",)),
+              python_stage(rehearsal, "missing-input", "print('ran')", needs=("third",)),
+              python_stage(rehearsal, "third", "print('ran')"))
+    plan = rehearsal.Plan(replace(rehearsal.DRY_RUN, timeout_scale=1.0), tmp_path)
+    results = rehearsal.run_stages(stages, plan, only={"second", "missing-input"})
+    assert [(r.name, r.status, r.reason) for r in results] == [
+        ("first", "skipped", "not selected (--only)"),
+        ("second", "ok", None),
+        ("missing-input", "skipped", "needs third (unknown)"),
+        ("third", "skipped", "not selected (--only)")]
+    spent = rehearsal.run_stages(stages[3:], plan, budget_s=10)  # less than a stage's minimum start
+    assert [(r.status, r.reason) for r in spent] == [("skipped", "rehearsal budget of 10 s spent")]
+
+
+def test_commands_are_shown_as_a_user_types_them(rehearsal):
+    plan = rehearsal.Plan(rehearsal.GPU, ROOT / "runs" / "rehearsal")
+    by_name = {s.name: rehearsal.shown(s.argv(plan)) for s in rehearsal.STAGES}
+    assert by_name["train-zero3"].startswith(
+        "accelerate launch --config_file configs/accelerate/deepspeed-zero3.yaml --num_processes 1 "
+        "--main_process_port 0 -m cuset.cli.main train configs/train/qwen2.5-coder-7b-instruct/cuset.yaml "
+        "model.name_or_path=runs/rehearsal/model 'data.paths=[runs/rehearsal/data/train.jsonl]'")
+    assert by_name["eval-kernelbench-robust"] == (
+        "cuset eval runs/rehearsal/data/kernelbench-slice runs/rehearsal/data/kernelbench-answers.jsonl "
+        "configs/eval/gpu.yaml --out runs/rehearsal/eval/kernelbench-robust --backend gpu workers=8 progress=false "
+        "robust=true")
+    assert rehearsal.shown(["/elsewhere/tool", "x=/tmp/y"]) == "/elsewhere/tool x=/tmp/y"
+
+
+# --- the dry run -----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rehearsal")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=3600)
+    md = (out / "summary.md").read_text() if (out / "summary.md").is_file() else "(no summary.md)"
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:] + md
+    return out, json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_dry_run_every_stage_with_a_cpu_substitute_is_ok(rehearsal, dry_run):
+    out, summary = dry_run
+    assert summary["format"] == "cuset-gpu-rehearsal/1" and summary["profile"] == "dry-run"
+    stages = {s["name"]: s for s in summary["stages"]}
+    assert list(stages) == list(rehearsal.STAGE_NAMES)
+    assert {n: (s["status"], s["reason"]) for n, s in stages.items() if s["status"] != "ok"} == {
+        "train-fsdp": ("skipped", rehearsal.FSDP_ON_CPU), "generate-vllm": ("skipped", rehearsal.VLLM_ON_CPU)}
+    assert summary["counts"] == {"ok": len(stages) - 2, "failed": 0, "skipped": 2}
+    for s in stages.values():
+        if s["status"] == "ok":
+            assert s["seconds"] > 0 and s["cpu_s"] > 0 and s["exit_code"] == 0 and Path(s["log"]).is_file(), s["name"]
+            assert s["command"].startswith(("cuset ", "accelerate launch ", "python bench/")), s["command"]
+    machine = summary["machine"]
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    assert machine["git"]["commit"] == head and machine["git"]["source"] == "git"
+    import torch
+
+    assert machine["torch"]["version"] == torch.__version__ and machine["torch"]["cuda_available"] is False
+
+
+@pytest.mark.slow
+def test_dry_run_numbers(rehearsal, dry_run):
+    out, summary = dry_run
+    profile = rehearsal.DRY_RUN
+    n = {s["name"]: s["numbers"] for s in summary["stages"]}
+    assert n["data"] == {"tasks": profile.train_tasks}
+    assert n["setup"]["device"] == "cpu" and n["setup"]["pretrain_steps"] == profile.pretrain_steps
+    assert n["setup"]["pretrain_loss_last"] < n["setup"]["pretrain_loss_first"]
+    for name in ("train-lora-cuset", "train-lora-sft", "train-full-cuset", "train-full-sft", "train-zero3", "train-qlora"):
+        t = n[name]
+        assert t["steps"] == profile.train_steps and math.isfinite(t["loss"]) and math.isfinite(t["loss_first"]), name
+        assert t["steps_per_s"] > 0 and t["peak_memory_mib"]["process_rss"] > 0, name
+        assert t["peak_memory_mib"]["cuda_allocated"] is None, name
+    assert n["train-zero3"]["strategy"] == {"kind": "deepspeed", "zero_stage": 3, "fsdp_sharding": None}
+    assert n["train-lora-cuset"]["strategy"]["kind"] == "single"
+    assert n["train-lora-cuset"]["trainable_parameters"] < n["train-full-cuset"]["trainable_parameters"]
+    assert "merged" in n["train-lora-cuset"]["outputs"]
+    g = n["generate-hf"]
+    n_samples = len(profile.cudabench_ids) * profile.gen_samples
+    assert g["samples"] == n_samples and g["tokens"] > 0 and g["model"].endswith("train/lora-cuset/merged")
+    # the pretrained opening: the samples carry a reasoning trace, and every trace's tokens are counted
+    assert g["with_trace"] >= 1 and g["reasoning_tokens_counted"] == g["with_trace"]
+    assert 0 < g["reasoning_tokens"] < g["tokens"]
+    # known answers score as known: a correct and a wrong answer per KernelBench task, references pass
+    kb_tasks = len(profile.kernelbench_ids)
+    assert n["eval-kernelbench"]["function@1"] == 0.5 and n["eval-kernelbench"]["n_samples"] == 2 * kb_tasks
+    assert n["eval-kernelbench-robust"]["robust_function@1"] == 0.5
+    assert n["eval-cudabench"]["function@1"] == 1.0 and n["eval-cudabench"]["compile@1"] == 1.0
+    assert n["eval-cudabench-robust"]["robust_function@1"] == 1.0
+    gen = n["eval-generated"]
+    assert gen["n_samples"] == n_samples and 0.0 <= gen["function@1"] <= 1.0 and 0.0 <= gen["compile@1"] <= 1.0
+    cases = n["train-step"]["cases"]
+    assert set(cases) >= {"trainer:lora:-", "cuset:lora:cuset"}
+    assert all(c["steps_per_s"] > 0 and c["peak_rss_mib"] > 0 and c["peak_cuda_mib"] is None for c in cases.values())
+
+
+@pytest.mark.slow
+def test_dry_run_markdown(dry_run):
+    out, summary = dry_run
+    md = (out / "summary.md").read_text()
+    assert md.startswith("# cuset GPU rehearsal (dry-run)")
+    for s in summary["stages"]:
+        assert f"| {s['name']} | {s['status']} |" in md and s["command"] in md
+    assert "function@1 0.5" in md and "Output tail:" not in md
+
+
+def test_a_copy_without_git_names_its_commit_source(rehearsal, tmp_path, monkeypatch):
+    monkeypatch.setattr(rehearsal, "ROOT", tmp_path)  # not a git checkout, as on a machine the tree was copied to
+    monkeypatch.delenv("CUSET_COMMIT", raising=False)
+    assert rehearsal.git_facts() == {"commit": None, "branch": None, "dirty": None,
+                                     "source": "unknown: no git checkout"}
+    monkeypatch.setenv("CUSET_COMMIT", "6251a77")
+    assert rehearsal.git_facts()["commit"] == "6251a77" and rehearsal.git_facts()["source"] == "CUSET_COMMIT"
