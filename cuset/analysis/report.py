@@ -38,14 +38,10 @@ def build_report(runs: Sequence[RunResults], out_dir: str | Path, *, published_m
                  compare: Sequence[str] = (), task_check: dict | None = None) -> dict:
     """Write report.md, report.json and the figures; return the JSON document.
 
-<<<<<<< HEAD
-    `compare`: "A:B" label selectors (e.g. "method=SFT:method=CuSeT"), each a paired comparison of
-=======
     `task_check`: the benchmark-defects section (cuset.analysis.defects.defects_section) of
     the runs, reported as it is (the runs were loaded with its exclusions already).
 
-    `compare`: "A:B" label selectors (e.g. "method=SFT:method=CuSeT"), each a paired bootstrap of
->>>>>>> taskcheck
+    `compare`: "A:B" label selectors (e.g. "method=SFT:method=CuSeT"), each a paired comparison of
     B - A over the tasks both score (runs matching a selector are its seeds); with none and
     exactly two runs, run 2 is compared with run 1."""
     if not runs:
