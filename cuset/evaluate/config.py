@@ -48,6 +48,7 @@ class EvalConfig:
                                       "output against the reference; reports show plain and robust Pass@k. Not "
                                       "with compat=true (the official harness has neither)")
     robust_cases: int = option(3, help="robust=true: input cases checked, 0..robust_cases-1 (case 0 = the original data)")
+    strict_kernels: bool = option(False, help="fail a KernelBench pass that ran none of its own kernels or that a reward-hack rule flagged")
     workers: int = option(0, help="samples evaluated in parallel; 0 = one per core (executor=ray: per node of "
                                   "the embedded cluster; on an existing cluster Ray's resources decide)")
     executor: str = option("local", help="where samples run: local (threads of this process) or ray (tasks on a "
@@ -117,7 +118,7 @@ class EvalConfig:
         disk = int(sb.run_disk_mb * (1 << 20)) if sb.run_disk_mb is not None else None
         return EvalOptions(tuple(self.cases), self.timeouts(), self.compat, budget, policy,
                            int(sb.cpu_memory_gb * (1 << 30)), program_memory_bytes=memory, run_disk_bytes=disk,
-                           robust=self.robust, robust_cases=self.robust_cases)
+                           robust=self.robust, robust_cases=self.robust_cases, strict_kernels=self.strict_kernels)
 
     def backend_name(self) -> str:
         """gpu or cpu (auto asks the NVIDIA driver)."""
