@@ -29,7 +29,7 @@ from math import comb
 from statistics import fmean
 from typing import Iterable, Sequence
 
-from cuset.evaluate.perf.summary import perf_summary, task_perf
+from cuset.evaluate.perf.summary import SUSPECT_SPEEDUP, perf_summary, task_perf
 from cuset.evaluate.records import SampleResult
 from cuset.execute.result import Status
 from cuset.tasks.schema import task_id_order
@@ -217,7 +217,7 @@ def summarize(results: Iterable[SampleResult], *, expected_task_ids: Iterable[in
         scored += [{"task_id": tid, "task_name": "", "family": "", "missing": True, **task_metrics([], ks, pad=True, robust=robust)}
                    for tid in missing]
     overall = aggregate(scored, [r for rows in by_task.values() for r in rows], ks)
-    perf = perf_summary(by_task)   # perf=true: the performance section (cuset.evaluate.perf.summary)
+    perf = perf_summary(by_task, (meta or {}).get("perf_suspect_speedup") or SUSPECT_SPEEDUP)   # perf=true: the performance section (cuset.evaluate.perf.summary)
     if perf is not None:
         overall["perf"] = perf
         for tid, rows in by_task.items():
