@@ -89,3 +89,17 @@ def test_cudabench_means_over_measured_and_official_mean_with_failures_as_zero()
     assert c["mean_score_all"] == pytest.approx((0.5 + 0 + 0.9) / 3)
     assert s.tasks[1]["perf"] == {"roofline_score": 0.25} and s.tasks[2]["perf"] == {"roofline_score": 0.9}
     assert math.isclose(s.overall["perf"]["cudabench"]["mean_score"], 0.7)
+
+
+def test_report_md_has_the_performance_section():
+    from cuset.evaluate.report import render_markdown
+
+    results = [kb("a", 0, candidate=0.25, compiled=0.5), kb("b", 0, Status.WRONG)]
+    md = render_markdown(summarize(results))
+    assert "## Performance" in md and "Timed on: H100" in md
+    # a: 4x eager, 2x compile; b fails: fast_0 = fast_1 = fast_1.5 = fast_2 = 50% (vs eager)
+    assert "| PyTorch eager | 1 | 4.00x | 4.00x | 50.0 | 50.0 | 50.0 | 50.0 |" in md
+    assert "| torch.compile | 1 | 2.00x | 2.00x | 50.0 | 50.0 | 50.0 | 0.0 |" in md
+    assert "- a sample 0: 4.00x" in md
+    cpu = render_markdown(summarize([kb("a", 0, perf=not_measured("kernelbench", NOT_ON_CPU))]))
+    assert "Kernel speed: not measured on the CPU backend." in cpu and "x |" not in cpu
