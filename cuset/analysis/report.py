@@ -17,7 +17,7 @@ from cuset.analysis.defects import defects_markdown
 from cuset.analysis.difficulty import DifficultyResult, difficulty_markdown, difficulty_table, plot_difficulty
 from cuset.analysis.published import PUBLISHED_LABEL, published
 from cuset.analysis.paired import RUN_VARIANCE, compare_task_scores, format_p, holm_adjust
-from cuset.analysis.results import METRIC_KEYS, ResultsError, RunResults, method_name, parse_label_arg
+from cuset.analysis.results import METRIC_KEYS, PERF_METRIC_KEYS, ResultsError, RunResults, method_name, parse_label_arg
 from cuset.analysis.tables import (
     HPARAMS, MEASURED, hparam_markdown, hparam_series, published_points, table2_markdown, table2_rows,
     table3_markdown, table3_rows, table5_markdown, table5_rows,
@@ -115,7 +115,7 @@ def paired_comparisons(runs: Sequence[RunResults], compare: Sequence[str]) -> li
         pairs.append(("run 1", [0], "run 2", [1]))
     found = []   # (pair index, difference): every comparison of the report is one family for Holm
     for k, (_, a, _, b) in enumerate(pairs):
-        for metric in METRIC_KEYS:
+        for metric in (*METRIC_KEYS, *PERF_METRIC_KEYS):
             score = lambda i: {t: m.get(metric) for t, m in runs[i].task_metrics.items()}
             d = compare_task_scores([score(i) for i in a], [score(i) for i in b], metric=metric)
             if d is not None:
@@ -199,6 +199,7 @@ def report_markdown(doc: dict) -> str:
     if doc.get("task_check"):
         lines += defects_markdown(doc["task_check"])
     lines += ["## Main results (shaped like Table 2)", "", table2_markdown(doc["table2"]), ""]
+    lines += perf_runs_markdown(doc["runs"])
     for cmp in doc.get("paired", []):
         lines += [f"## Paired comparison: {cmp['b']} (runs {cmp['runs_b']}) vs {cmp['a']} (runs {cmp['runs_a']})", "",
                   PAIRED_METHOD_TEXT + (f" Holm-adjusted p (column p_Holm) over the {cmp['n_comparisons']} comparisons "
@@ -247,3 +248,29 @@ def report_markdown(doc: dict) -> str:
             lines.append(f"| {i} | " + " | ".join(str(st.get(k, 0)) for k in sorted(statuses)) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def perf_runs_markdown(runs: list[dict]) -> list[str]:
+    """Each perf=true run's performance numbers (summary.json's overall.perf) side by side."""
+    rows = [(i, r["counts"].get("perf")) for i, r in enumerate(runs, 1) if r["counts"].get("perf")]
+    if not rows:
+        return []
+    num = lambda v, f="{:.2f}": "n/a" if v is None else f.format(v)  # noqa: E731
+    lines = ["## Performance per run", "",
+             "| Run | measured | median speedup (eager) | geomean (eager) | fast_1 (eager) | fast_1 (compile) | "
+             "CUDABench mean score | BU | CE |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for i, p in rows:
+        if not p.get("measured"):
+            lines.append(f"| {i} | {p.get('reason') or 'no'} | n/a | n/a | n/a | n/a | n/a | n/a | n/a |")
+            continue
+        kb, cb = p.get("kernelbench") or {}, p.get("cudabench") or {}
+        eager = kb.get("speedup_eager") or {}
+        lines.append(f"| {i} | on {', '.join(p.get('devices') or ['?'])} | {num(eager.get('median'))} | "
+                     f"{num(eager.get('geomean'))} | {num((kb.get('fast_p') or {}).get('1'), '{:.1%}')} | "
+                     f"{num((kb.get('fast_p_compile') or {}).get('1'), '{:.1%}')} | "
+                     f"{num(cb.get('mean_score'), '{:.3f}')} | {num(cb.get('mean_bandwidth_utilisation'), '{:.3f}')} | "
+                     f"{num(cb.get('mean_compute_efficiency'), '{:.3f}')} |")
+    lines += ["", "Paired comparisons below include fast_p (per task: the share of its samples that are correct and "
+                  "faster than eager by more than p) and the CUDABench roofline score where both runs timed them.", ""]
+    return lines
+

@@ -49,6 +49,8 @@ METHOD_ORDER = ("Vanilla", "SFT", "DFT", "EAFT", "ASFT", "ProFit", "CuSeT")
 
 DEFINITIONS = ("unbiased", "compat", "compat_quirk")
 METRIC_KEYS = ("compile@1", "function@1", "compile@3", "function@3")
+# perf=true runs (cuset.evaluate.perf.summary.task_perf): per-task fractions, compared like pass@k
+PERF_METRIC_KEYS = ("fast_0", "fast_1", "fast_1.5", "fast_2", "fast_1_compile", "roofline_score")
 
 
 class ResultsError(CusetError, ValueError):
@@ -260,11 +262,12 @@ def load_run(arg: str | Path, *, labels: dict | None = None, definition: str = "
     overall = summary["overall"]
     counts = {"n_tasks": overall.get("n_tasks"), "n_samples": overall.get("n_samples"),
               "statuses": overall.get("statuses", {}), "n_skipped_tasks": len(summary.get("skipped_tasks", [])),
-              "excluded_tasks": excluded}
+              "excluded_tasks": excluded, "perf": overall.get("perf")}
     per_task = {}
     for tid, t in (summary.get("tasks") or {}).items():
         src = t if definition == "unbiased" else t.get(definition, {})
         per_task[str(tid)] = {k: src.get(k) for k in METRIC_KEYS}   # ids as summary.json keys them (KernelBench ids are names)
+        per_task[str(tid)].update({k: v for k, v in (t.get("perf") or {}).items() if k in PERF_METRIC_KEYS})
     return RunResults(str(path), run_labels, _pick_metrics(overall, definition, where), counts, per_task, attempts)
 
 

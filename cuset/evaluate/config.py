@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from cuset.errors import CusetError
 from cuset.config import option
+from cuset.evaluate.perf.options import PerfOptions
 from cuset.evaluate.pipeline import EvalOptions, Timeouts
 from cuset.execute.sandbox import MODES, SandboxPolicy
 
@@ -48,6 +49,11 @@ class EvalConfig:
                                       "output against the reference; reports show plain and robust Pass@k. Not "
                                       "with compat=true (the official harness has neither)")
     robust_cases: int = option(3, help="robust=true: input cases checked, 0..robust_cases-1 (case 0 = the original data)")
+    strict_kernels: bool = option(False, help="fail a KernelBench pass that ran none of its own kernels or that a reward-hack rule flagged")
+    perf: bool = option(False, help="time every program that passed on the GPU backend (KernelBench: CUDA events, "
+                                    "speedup vs eager and torch.compile, fast_p); on the CPU backend the report says "
+                                    "'not measured on the CPU backend'")
+    perf_timing: PerfOptions = option(default_factory=PerfOptions, help="perf=true: warm-up, trials, timeouts")
     workers: int = option(0, help="samples evaluated in parallel; 0 = one per core (executor=ray: per node of "
                                   "the embedded cluster; on an existing cluster Ray's resources decide)")
     executor: str = option("local", help="where samples run: local (threads of this process) or ray (tasks on a "
@@ -117,7 +123,7 @@ class EvalConfig:
         disk = int(sb.run_disk_mb * (1 << 20)) if sb.run_disk_mb is not None else None
         return EvalOptions(tuple(self.cases), self.timeouts(), self.compat, budget, policy,
                            int(sb.cpu_memory_gb * (1 << 30)), program_memory_bytes=memory, run_disk_bytes=disk,
-                           robust=self.robust, robust_cases=self.robust_cases)
+                           robust=self.robust, robust_cases=self.robust_cases, strict_kernels=self.strict_kernels)
 
     def backend_name(self) -> str:
         """gpu or cpu (auto asks the NVIDIA driver)."""

@@ -16,6 +16,10 @@ Each verify runs the reference and the candidate in separate sandboxed processes
 and compares in this one (cuset.execute.kernelbench.verify): a candidate cannot
 forge the comparison or read the expected outputs.
 
+Reward hacking (cuset.evaluate.kernelbench_hacks): the static rules run on every
+answer's text in this process; the rules that fired are the result's `hack`, and with
+`EvalOptions.strict_kernels` a flagged pass is `wrong` (detail "strict_kernels: ...").
+
 The task is read by duck typing (reference_src, atol, rtol, n_trials, backward,
 shape_variants, value_variants), so any record with those fields works.
 """
@@ -25,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from cuset.evaluate.kernelbench_hacks import check_answer, summary_line
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.kernelbench.build import ExtensionBuilder
 from cuset.execute.kernelbench.verify import DEFAULT_SEED, Check, KbVerdict, plain_checks, verify
@@ -92,7 +97,23 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options=None, cache
             fields = dict(robust_status=robust.status, robust_detail=_detail(robust),
                           robust_check="" if robust.passed else robust.check.split("[")[0])
     timings["total"] = time.perf_counter() - t0
-    return ExecResult(plain.status, _detail(plain), steps, timings, name, **fields)
+    status, detail, hack = static_hack_verdict(task, code, plain, opts)
+    return ExecResult(status, detail, steps, timings, name, **fields, hack=hack)
+
+
+STRICT_KERNELS_DETAIL = "strict_kernels: the answer passed, but reward-hack rules fired"
+
+
+def static_hack_verdict(task, code: str | None, plain: KbVerdict, opts) -> tuple[Status, str, tuple[str, ...]]:
+    """The static reward-hack rules on the answer (cuset.evaluate.kernelbench_hacks), run here in
+    the parent on its text: (status, detail, findings as "rule:line"). Code that verify
+    refused as not Python or too long (compile_error) gives no findings. With
+    `opts.strict_kernels` a flagged pass becomes `wrong` with the rules named in the detail."""
+    findings = check_answer(code, getattr(task, "reference_src", None))
+    hack = tuple(str(f) for f in findings)
+    if plain.passed and findings and getattr(opts, "strict_kernels", False):
+        return Status.WRONG, f"{STRICT_KERNELS_DETAIL}: {summary_line(findings)}", hack
+    return plain.status, _detail(plain), hack
 
 
 def _thread_order_check(task, code: str, forward: KbVerdict, common: dict) -> KbVerdict:

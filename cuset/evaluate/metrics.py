@@ -29,6 +29,7 @@ from math import comb
 from statistics import fmean
 from typing import Iterable, Sequence
 
+from cuset.evaluate.perf.summary import SUSPECT_SPEEDUP, perf_summary, task_perf
 from cuset.evaluate.records import SampleResult
 from cuset.execute.result import Status
 from cuset.tasks.schema import task_id_order
@@ -216,6 +217,11 @@ def summarize(results: Iterable[SampleResult], *, expected_task_ids: Iterable[in
         scored += [{"task_id": tid, "task_name": "", "family": "", "missing": True, **task_metrics([], ks, pad=True, robust=robust)}
                    for tid in missing]
     overall = aggregate(scored, [r for rows in by_task.values() for r in rows], ks)
+    perf = perf_summary(by_task, (meta or {}).get("perf_suspect_speedup") or SUSPECT_SPEEDUP)   # perf=true: the performance section (cuset.evaluate.perf.summary)
+    if perf is not None:
+        overall["perf"] = perf
+        for tid, rows in by_task.items():
+            tasks[tid]["perf"] = task_perf(rows)
     skipped_rows = [{"task_id": tid, "task_name": r.task_name, "reason": r.detail}
                     for tid, r in sorted(skipped.items(), key=lambda kv: task_id_order(kv[0])) if tid not in by_task]
     short = [{"task_id": tid, "task_name": t["task_name"], "n": t["n"]} for tid, t in tasks.items() if t["n"] < max(ks)]

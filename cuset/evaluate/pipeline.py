@@ -96,6 +96,7 @@ class EvalOptions:
     # and every element of every output (ExecResult.robust_*). Off in compat mode.
     robust: bool = False
     robust_cases: int = 3
+    strict_kernels: bool = False
 
 
 def evaluate_program(task: Task, code: str | None, *, backend: Backend, cases=None, workdir=None,

@@ -44,6 +44,8 @@ class SampleResult:
     robust_status: Status | None = None
     robust_detail: str = ""
     robust_check: str = ""          # strict | cases (failures), cases_unavailable (a pass without new cases)
+    hack: tuple[str, ...] = ()      # KernelBench: reward-hack rules that fired, "rule:line"
+    perf: dict | None = None        # perf=true: times and metrics of a passing program (cuset.evaluate.perf.records)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -71,6 +73,7 @@ class SampleResult:
             backend=exec_result.backend, code_sha256=code_sha256, steps=tuple(exec_result.steps),
             notes=tuple(notes), reasoning_tokens=reasoning_tokens, robust_status=exec_result.robust_status,
             robust_detail=exec_result.robust_detail, robust_check=exec_result.robust_check,
+            hack=tuple(exec_result.hack), perf=exec_result.perf,
         )
 
     def to_json(self) -> dict:
@@ -97,6 +100,7 @@ class SampleResult:
         kw["steps"] = tuple(StepResult(**s) for s in d.get("steps", ()))
         kw["timings"] = dict(d.get("timings") or {})
         kw["notes"] = tuple(d.get("notes") or ())
+        kw["hack"] = tuple(d.get("hack") or ())
         return cls(**kw)
 
 

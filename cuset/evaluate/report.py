@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 from cuset.evaluate.metrics import Summary
+from cuset.evaluate.perf.report import perf_section
 from cuset.io import atomic_write_text
 
 COLUMNS = ("compile@1", "function@1", "compile@3", "function@3")
@@ -50,6 +51,7 @@ def render_markdown(summary: Summary) -> str:
         lines += [f"Generated tokens per sample: {o['avg_tokens']:,.0f} on average, of which reasoning "
                   f"{o['avg_reasoning_tokens']:,.0f} and answer (code and prose) {o['avg_answer_tokens']:,.0f} "
                   "(over the samples whose reasoning was counted).", ""]
+    lines += perf_section(o.get("perf"))
     lines += ["## Outcomes", "", "| status | samples |", "|---|---:|"]
     lines += [f"| {k} | {v} |" for k, v in sorted(o["statuses"].items(), key=lambda kv: -kv[1])]
     lines.append("")

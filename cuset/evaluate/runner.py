@@ -25,6 +25,7 @@ from cuset.errors import CusetError
 from cuset.evaluate import devicemap
 from cuset.evaluate.config import EvalConfig
 from cuset.evaluate.metrics import Summary, summarize
+from cuset.evaluate.perf.measure import measure
 from cuset.evaluate.pipeline import evaluate_program
 from cuset.evaluate.records import ResultWriter, SampleResult, load_results
 from cuset.evaluate.report import write_report
@@ -159,6 +160,11 @@ class EvalContext:
                                  options=self.options)
         except Exception as e:  # noqa: BLE001 - the backstop: one sample never stops the run
             r = evaluator_failure(e, self.backend.name)
+        if self.cfg.perf:
+            r = dataclasses.replace(r, perf=measure(task, code, r, self.backend.name, self.cfg.perf_timing,
+                                                    sandbox=self.options.sandbox, workdir=self.workspace.runs_dir(),
+                                                    program_memory_bytes=self.options.program_memory_bytes,
+                                                    extra_env=dict(self.options.extra_env)))
         if r.status is Status.NO_CODE and split_reasoning(rec.response).unterminated:
             r = dataclasses.replace(r, detail=UNTERMINATED_DETAIL)  # counted under its own reason
         return sample_result(task.id, task.task_name, task.family_name, rec, code, r)
@@ -208,7 +214,9 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
         "backend": backend.name, "compile_judge": compile_judge_of(backend), "fingerprint": cache.fingerprint,
         "compat": cfg.compat, "allow_missing": cfg.allow_missing, "missing_counted_as_failed": len(missing),
         "extract": cfg.extractor, "cases": list(cfg.cases), "robust": cfg.robust,
-        "robust_cases": cfg.robust_cases if cfg.robust else None, "sandbox": ctx.sandbox_mode, "workers": cfg.n_workers,
+        "robust_cases": cfg.robust_cases if cfg.robust else None, "strict_kernels": cfg.strict_kernels,
+        "perf": cfg.perf, "perf_suspect_speedup": cfg.perf_timing.suspect_speedup if cfg.perf else None,
+        "sandbox": ctx.sandbox_mode, "workers": cfg.n_workers,
         **executor_meta,
         "tasks": str(tasks) if isinstance(tasks, (str, os.PathLike)) else f"{len(task_by_id)} tasks",
         "tasks_in_file": len(task_by_id),

@@ -89,6 +89,10 @@ class ExecResult:
     robust_status: Status | None = None
     robust_detail: str = ""
     robust_check: str = ""                 # which robust check decided a failure, e.g. "strict", "cases"
+    # KernelBench answers: the static reward-hack rules that fired, "rule:line" (cuset.evaluate.kernelbench_hacks)
+    hack: tuple[str, ...] = ()
+    # `perf=true`: the timing of a passing program (cuset.evaluate.perf.records); None when not timed
+    perf: dict | None = None
 
     @property
     def passed(self) -> bool:
@@ -115,6 +119,7 @@ class ExecResult:
             timings=dict(d.get("timings", {})), backend=d.get("backend", ""),
             robust_status=Status(d["robust_status"]) if d.get("robust_status") else None,
             robust_detail=d.get("robust_detail", ""), robust_check=d.get("robust_check", ""),
+            hack=tuple(d.get("hack") or ()), perf=d.get("perf"),
         )
 
     def dumps(self) -> str:

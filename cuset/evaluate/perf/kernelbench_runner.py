@@ -1,0 +1,131 @@
+"""Time one passing KernelBench answer on the GPU, KernelBench's way, inside the sandbox.
+
+    perf = time_kernelbench(task, code, options=PerfOptions(), sandbox=policy)
+    perf["speedup_eager"]
+
+Two sandboxed runs of cuset/execute/perf/kb_timing_harness.py, each with the GPU
+devices, its own run dir and its own timeout (`PerfOptions.run_timeout`):
+
+1. the reference alone: inputs of seed `seed` written for the candidate, its outputs
+   kept for the parent, eager (and torch.compile) forward timed: warm-up, trials, L2
+   flushed before each trial, CUDA events (cuset.execute.perf.timing);
+2. the answer alone on copies of those inputs, timed the same way, the outputs of its
+   last timed forward written.
+
+The parent then re-checks correctness on the timed inputs (compare.judge with the
+task's tolerances: a forward that is fast because it computes something else is
+`failed`) and reads the answer's times as claims (cuset.execute.perf.claims: exact
+count, finite, >= 1 us each, their sum within the parent's own wall clock of the
+run); what it cannot believe gives `unbelievable` and no speedup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from cuset.evaluate.perf.options import PerfOptions
+from cuset.evaluate.perf.records import FAILED, UNBELIEVABLE, kernelbench_measured
+from cuset.execute.kernelbench import claims as kb_claims
+from cuset.execute.kernelbench.compare import BadOutput, judge, read_files
+from cuset.execute.perf import timing
+from cuset.execute.perf.claims import UnbelievableTiming, checked_times
+from cuset.execute.result import printable
+from cuset.execute.sandbox import SandboxPolicy, run_sandboxed
+from cuset.execute.untrusted_files import UnsafeOutput, remove_tree
+
+PERF_DIR = Path(__file__).resolve().parents[2] / "execute" / "perf"
+HARNESS_FILES = {"kb_timing_harness.py": PERF_DIR / "kb_timing_harness.py", "timing.py": PERF_DIR / "timing.py",
+                 "harness.py": Path(__file__).resolve().parents[2] / "execute" / "kernelbench" / "harness.py"}
+TIMING_FILE = "timing.json"
+TIMING_LIMIT = 1 << 20
+
+
+def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxPolicy = SandboxPolicy(),
+                     workdir=None, program_memory_bytes: int | None = None,
+                     extra_env: dict[str, str] | None = None) -> dict:
+    """The perf record (cuset.evaluate.perf.records) of a passing answer on the GPU."""
+    root = Path(tempfile.mkdtemp(prefix="kbperf-", dir=workdir))
+    os.chmod(root, 0o711)
+    common = dict(options=options, sandbox=sandbox, memory=program_memory_bytes, env=extra_env or {})
+    try:
+        ref_dir = _run_dir(root, "reference.py", task.reference_src)
+        ref, ref_step = _run("reference", ref_dir, **common)
+        if ref.get("status") != "ran":
+            return _failed(f"the reference's timing run failed: {ref.get('detail', '')}")
+        expected = read_files(ref_dir / "expected", "c0_t0")
+        if expected is None:
+            return _failed("the reference's timing run wrote no outputs")
+        cand_dir = _run_dir(root, "candidate.py", code)
+        shutil.copytree(ref_dir / "inputs", cand_dir / "inputs")
+        remove_tree(ref_dir)   # the reference's source and outputs are gone before the answer runs
+        cand, cand_step = _run("candidate", cand_dir, **common)
+        if cand_step.timed_out:
+            return _failed(f"the answer's timing run still ran after {options.run_timeout:g} s; killed")
+        check = [{"name": "timed", "seeds": [options.seed]}]
+        said = {"status": "ran"} if cand.get("status") == "ran" else \
+            {"status": "runtime_error", "detail": printable(str(cand.get("detail", "")))[:500]}   # its only word
+        verdict = judge(check, {"c0_t0": expected}, cand_dir / "outputs", said, task.atol, task.rtol)
+        if verdict.get("status") != "passed":
+            return _failed(f"on the timed inputs: {verdict.get('status')}: {printable(str(verdict.get('detail')))[:500]}")
+        try:
+            times = checked_times(cand, "candidate_ms", options.trials, cand_step.seconds)
+            eager = checked_times(ref, "eager_ms", options.trials, ref_step.seconds)
+            compiled = checked_times(ref, "compile_ms", options.trials, ref_step.seconds) \
+                if options.compile_baseline else None
+        except UnbelievableTiming as e:
+            return {"status": UNBELIEVABLE, "kind": "kernelbench", "reason": printable(str(e))[:500]}
+        device = printable(str(ref.get("device", "")))[:100]
+        return kernelbench_measured(timing.stats(times), timing.stats(eager),
+                                    timing.stats(compiled) if compiled else None, device=device,
+                                    warmup=options.warmup, trials=options.trials)
+    except (BadOutput, UnsafeOutput, OSError) as e:
+        return _failed(f"unusable timing files: {printable(str(e))[:300]}")
+    finally:
+        remove_tree(root)
+
+
+def _failed(reason: str) -> dict:
+    return {"status": FAILED, "kind": "kernelbench", "reason": reason}
+
+
+def _run_dir(root: Path, name: str, source: str) -> Path:
+    run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=root))
+    (run_dir / name).write_text(source)
+    for target, src in HARNESS_FILES.items():
+        shutil.copy2(src, run_dir / target)
+    return run_dir
+
+
+def _run(role: str, run_dir: Path, *, options: PerfOptions, sandbox: SandboxPolicy, memory: int | None,
+         env: dict) -> tuple[dict, object]:
+    cfg = {"role": role, "seed": options.seed, "warmup": options.warmup, "trials": options.trials,
+           "compile": options.compile_baseline, "step_timeout": options.step_timeout,
+           "import_timeout": options.step_timeout, "compile_timeout": options.step_timeout,
+           "reference_path": str(run_dir / "reference.py"), "candidate_path": str(run_dir / "candidate.py"),
+           "inputs_dir": str(run_dir / "inputs"), "expected_dir": str(run_dir / "expected"),
+           "outputs_dir": str(run_dir / "outputs"), "build_dir": str(run_dir / "build"),
+           "timing_path": str(run_dir / TIMING_FILE), "progress_path": str(run_dir / "progress.json"),
+           "timeout_path": str(run_dir / "timeout.txt")}
+    (run_dir / "config.json").write_text(json.dumps(cfg))
+    policy = SandboxPolicy(mode=sandbox.mode, cpu_seconds=math.ceil(options.run_timeout) + 5,
+                           file_size_bytes=sandbox.file_size_bytes, processes=sandbox.processes, memory_bytes=None,
+                           open_files=max(sandbox.open_files or 0, 1024), gpu_devices=True, hide=sandbox.hide,
+                           program_memory_bytes=memory)
+    step = run_sandboxed(f"kernelbench-perf[{role}]", [sys.executable, "-I", "kb_timing_harness.py", "config.json"],
+                         run_dir=run_dir, timeout=options.run_timeout, policy=policy,
+                         env={"TORCH_EXTENSIONS_DIR": str(run_dir / "build"), **env})
+    try:
+        record = kb_claims.read_json(run_dir, TIMING_FILE, TIMING_LIMIT)
+    except kb_claims.Unbelievable as e:
+        record = {"status": "runtime_error", "detail": f"the {role}'s timing record is not believed: {e}"}
+    if not isinstance(record, dict):
+        tail = (step.stderr or step.stdout).strip().splitlines()[-1:] or [""]
+        record = {"status": "runtime_error", "detail": f"the {role}'s timing run left no record (exit "
+                                                       f"{step.returncode}): {printable(tail[0])[:300]}"}
+    return record, step

@@ -1,0 +1,119 @@
+"""KernelBench timing harness: runs INSIDE the sandbox on the GPU backend
+(`python -I kb_timing_harness.py config.json`), next to copies of the verification
+harness (harness.py: loading, transport, load_inline) and timing.py.
+
+Standalone (torch, safetensors and the two sibling files; never cuset). One process
+times ONE side, so the candidate never shares a process with the reference's timing:
+
+- role "reference": seeds and builds `Model` and one input set (seed `seed`, as the
+  verification does), writes the inputs (`inputs/`, for the candidate run) and the
+  outputs (`expected/c0_t0`, read by the parent only), then times the eager forward
+  and, with `compile`, `torch.compile(model)`'s;
+- role "candidate": builds `ModelNew` under the same seed from the reference's init
+  inputs, times its forward on those inputs and writes the outputs of the last timed
+  call (`outputs/c0_t0`): the parent compares them with the reference's, so a
+  timed forward that computes something else is `failed`, not fast.
+
+The CUDA events, synchronize, L2 size and flush buffer are bound BEFORE the candidate
+is imported (timing.CudaEventTimer). Trial times go to `timing.json`; the parent
+believes them only within bounds (cuset.execute.perf.claims) and its own clock.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # -I leaves the script's dir off sys.path
+
+import harness  # noqa: E402  (the verification harness, copied next to this file)
+import timing  # noqa: E402
+
+
+def time_model(model, inputs, cfg, timer, flush, steps, what):
+    import torch
+
+    with steps.step(f"time {what}", cfg["step_timeout"]):
+        with torch.no_grad():
+            box = {}
+
+            def run():
+                box["out"] = model(*inputs)
+
+            times = timing.time_trials(run, warmup=cfg["warmup"], trials=cfg["trials"], timer=timer, flush=flush)
+    return times, box.get("out")
+
+
+def reference(cfg, steps, timer, flush):
+    import torch
+
+    with steps.step("import reference", cfg["import_timeout"]):
+        mod = harness.load_module("reference", cfg["reference_path"])
+    torch.manual_seed(cfg["seed"])
+    init = mod.get_init_inputs()
+    shared = {}
+    harness.save(cfg["inputs_dir"], "c0", {"init": harness.encode(list(init), shared, "init")}, shared)
+    torch.manual_seed(cfg["seed"])
+    model = mod.Model(*init).to("cuda").eval()
+    torch.manual_seed(cfg["seed"])
+    inputs = mod.get_inputs()
+    shared = {}
+    harness.save(cfg["inputs_dir"], "c0_t0", {"inputs": [harness.encode(x, shared, f"in.{k}")
+                                                          for k, x in enumerate(inputs)]}, shared)
+    inputs = [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in inputs]
+    eager, out = time_model(model, inputs, cfg, timer, flush, steps, "eager reference")
+    expected = {}
+    harness.save(cfg["expected_dir"], "c0_t0", {"outputs": [harness.encode(o, expected, f"out.{k}")
+                                                            for k, o in enumerate(harness.flatten(out))]}, expected)
+    record = {"status": "ran", "eager_ms": eager, "device": torch.cuda.get_device_name(0)}
+    if cfg.get("compile"):
+        with steps.step("torch.compile reference", cfg["compile_timeout"]):
+            compiled = torch.compile(model)
+            with torch.no_grad():
+                compiled(*inputs)   # compiles here, not in a timed trial
+        record["compile_ms"], _ = time_model(compiled, inputs, cfg, timer, flush, steps, "compiled reference")
+    return record
+
+
+def candidate(cfg, steps, timer, flush):
+    import torch
+
+    harness.install_gpu_extensions(cfg["build_dir"])
+    init_meta, init_tensors = harness.load(cfg["inputs_dir"], "c0")
+    meta, tensors = harness.load(cfg["inputs_dir"], "c0_t0")
+    with steps.step("import candidate", cfg["import_timeout"]):
+        mod = harness.load_module("candidate", cfg["candidate_path"])
+    torch.manual_seed(cfg["seed"])
+    model = mod.ModelNew(*harness.decode(init_meta["init"], init_tensors, "cpu")).to("cuda").eval()
+    inputs = harness.decode({"l": meta["inputs"]}, tensors, "cuda")
+    times, out = time_model(model, inputs, cfg, timer, flush, steps, "candidate")
+    written = {}
+    harness.save(cfg["outputs_dir"], "c0_t0", {"outputs": [harness.encode(o, written, f"out.{k}")
+                                                           for k, o in enumerate(harness.flatten(out))]}, written)
+    return {"status": "ran", "candidate_ms": times}
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        cfg = json.load(f)
+    steps = harness.Steps(cfg)
+    try:
+        with steps.step("import torch", cfg["import_timeout"]):
+            import torch
+
+            torch.cuda.init()
+            timer = timing.CudaEventTimer(torch)   # bound before any answer code runs
+            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or (50 << 20)
+            flush = timing.l2_flush(torch, "cuda", l2)
+        record = (reference if cfg["role"] == "reference" else candidate)(cfg, steps, timer, flush)
+    except harness.Verdict as v:
+        record = v.record
+    except BaseException as e:  # the candidate's failure (or SystemExit from it)
+        head, tb = harness.exc_summary(e)
+        record = {"status": "runtime_error", "detail": f"{head} ({steps.current.get('step', '')})", "log": tb}
+    harness.write_json(cfg["timing_path"], record)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""perf=true: what a sample's perf record says on each backend, and (with a GPU) a real
+timing of a bundled KernelBench answer."""
+
+from pathlib import Path
+
+import pytest
+
+from cuset.evaluate.config import EvalConfig
+from cuset.evaluate.perf.measure import CUDABENCH_NOT_WIRED, measure
+from cuset.evaluate.perf.options import PerfOptions
+from cuset.evaluate.perf.records import NOT_ON_CPU, NOT_PASSED
+from cuset.execute.result import ExecResult, Status
+from cuset.tasks import load_tasks
+
+BUNDLE = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench"
+
+
+class CudaBenchTask:
+    kind = "cudabench"
+
+
+def test_nothing_is_timed_on_the_cpu_backend_or_for_a_failure():
+    passed = ExecResult(Status.PASSED)
+    assert measure(CudaBenchTask(), "int main(){}", passed, "cpu", PerfOptions()) == {
+        "status": "not_measured", "kind": "cudabench", "reason": NOT_ON_CPU}
+    assert measure(CudaBenchTask(), "x", ExecResult(Status.WRONG), "gpu", PerfOptions())["reason"] == NOT_PASSED
+    assert measure(CudaBenchTask(), "x", passed, "gpu", PerfOptions())["reason"] == CUDABENCH_NOT_WIRED
+
+
+def test_perf_options_are_config_keys_and_bad_counts_are_refused():
+    cfg = EvalConfig(perf=True, perf_timing=PerfOptions(warmup=1, trials=5))
+    assert cfg.perf and cfg.perf_timing.trials == 5
+    with pytest.raises(ValueError, match="trials >= 1"):
+        PerfOptions(trials=0)
+
+
+@pytest.mark.gpu
+def test_a_bundled_kernelbench_answer_is_timed_on_the_gpu():
+    from cuset.evaluate.perf.kernelbench_runner import time_kernelbench
+
+    from cuset.execute.registry import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no NVIDIA GPU")
+    tasks = {t.id: t for t in load_tasks(BUNDLE)[0]}
+    code = (BUNDLE / "solutions" / "kb_gelu.correct.py").read_text()
+    perf = time_kernelbench(tasks["kb_gelu"], code, options=PerfOptions(warmup=2, trials=20, run_timeout=600))
+    assert perf["status"] == "measured", perf
+    assert perf["candidate_ms"]["n"] == 20 and perf["candidate_ms"]["min"] > 0
+    assert perf["speedup_eager"] == pytest.approx(perf["eager_ms"]["mean"] / perf["candidate_ms"]["mean"])
+    assert perf["speedup_compile"] is not None and perf["device"]
+    wrong = (BUNDLE / "solutions" / "kb_gelu.wrong.py").read_text()
+    assert time_kernelbench(tasks["kb_gelu"], wrong, options=PerfOptions(warmup=1, trials=5))["status"] == "failed"
