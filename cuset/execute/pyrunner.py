@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from cuset.execute.process import clean_env, run_step
+from cuset.execute.process import Limits, clean_env, run_step
 from cuset.execute.result import StepResult, truncate_log
 
 SERVER_CODE = r'''
@@ -44,6 +44,9 @@ children = {}
 def child(req):
     os.setsid()
     try:
+        if req.get("memory_bytes"):
+            import resource
+            resource.setrlimit(resource.RLIMIT_AS, (req["memory_bytes"], req["memory_bytes"]))
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
@@ -144,7 +147,7 @@ class PyForkServer:
                 ev.set()
 
     def run(self, name: str, script: str, *, cwd: Path, timeout: float, env: dict[str, str],
-            output_limit: int = 1 << 20) -> StepResult:
+            output_limit: int = 1 << 20, memory_bytes: int | None = None) -> StepResult:
         with self._lock:
             rid = self._next
             self._next += 1
@@ -152,7 +155,8 @@ class PyForkServer:
             self._pending[rid] = state
             done = self._events[rid] = threading.Event()
         out_path, err_path = self._tmp / f"{rid}.out", self._tmp / f"{rid}.err"
-        req = {"id": rid, "script": script, "cwd": str(cwd), "env": env, "stdout": str(out_path), "stderr": str(err_path)}
+        req = {"id": rid, "script": script, "cwd": str(cwd), "env": env, "stdout": str(out_path), "stderr": str(err_path),
+               "memory_bytes": memory_bytes}
         start = time.perf_counter()
         try:
             with self._lock:
@@ -203,10 +207,12 @@ def _read_head(path: Path, limit: int) -> bytes:
 
 
 def run_script(name: str, script: str, *, cwd: Path, timeout: float, extra_env: dict[str, str],
-               server: PyForkServer | None = None) -> StepResult:
+               server: PyForkServer | None = None, memory_bytes: int | None = None) -> StepResult:
     """Run `script` (a file in `cwd`) with the project's Python: in a fork of `server`
-    when it is alive, else as a fresh `python script` subprocess."""
+    when it is alive, else as a fresh `python script` subprocess. `memory_bytes` caps the
+    script's address space (RLIMIT_AS): an allocation past it raises MemoryError there."""
     env = clean_env({"MPLBACKEND": "Agg", **extra_env})
     if server is not None and server.alive:
-        return server.run(name, script, cwd=cwd, timeout=timeout, env=env)
-    return run_step(name, [sys.executable, script], cwd=cwd, timeout=timeout, env=env)
+        return server.run(name, script, cwd=cwd, timeout=timeout, env=env, memory_bytes=memory_bytes)
+    return run_step(name, [sys.executable, script], cwd=cwd, timeout=timeout, env=env,
+                    limits=Limits(address_space_bytes=memory_bytes))

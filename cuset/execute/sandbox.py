@@ -63,6 +63,7 @@ import contextlib
 import dataclasses
 import functools
 import itertools
+import json
 import logging
 import os
 import platform
@@ -399,6 +400,7 @@ def run_sandboxed(
 
 
 BWRAP_SETUP_ATTEMPTS = 5
+WRAPPER_PROCESSES = 4
 _BWRAP_SETUP_ERROR = re.compile(r"bwrap: (Can't|Failed to|Unable to) [^\n]*mount")
 
 
@@ -440,26 +442,93 @@ def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: Sandb
             open_files=policy.open_files,
         )
         group = None
-        if policy.program_memory_bytes is not None:
+        if policy.program_memory_bytes is not None or policy.processes is not None:
             from cuset.execute.cgroup import ProgramCgroup
 
-            group = ProgramCgroup.create(policy.program_memory_bytes, policy.processes)
+            # The group also holds what the program leaves behind: closing it kills and
+            # waits for every process of the run, whatever sessions or namespaces they
+            # made (bwrap's namespace is drained by _SandboxInit as well). The wrappers
+            # (bwrap, unshare, sh) are members too: a few pids more than the program's.
+            pids = None if policy.processes is None else policy.processes + WRAPPER_PROCESSES
+            group = ProgramCgroup.create(policy.program_memory_bytes, pids)
             if group is not None:
                 stack.callback(group.close)
-            else:
+            elif policy.program_memory_bytes is not None:
                 from cuset.execute.cgroup import unavailable
 
                 warn_once(f"no per-program memory limit ({unavailable()}): only RLIMIT_AS per process applies")
         command = prefix + list(argv)
+        init = None
         if mode == "bwrap":
+            init = stack.enter_context(_SandboxInit())
+            command.insert(command.index("--"), "--info-fd")
+            command.insert(command.index("--"), str(init.write_fd))
             command, args_fd = _args_from_fd(stack, command)
-            fds += (args_fd,)
+            fds += (args_fd, init.write_fd)
         step = run_step(name, command, cwd=run_dir, timeout=timeout, env=full_env,
                         limits=limits, output_limit=output_limit, pass_fds=fds,
                         join=group.procs_files if group is not None else ())
+        if init is not None:
+            init.wait_until_gone()
         if group is not None and group.oom_kills() > 0:
             step = dataclasses.replace(step, limit="memory_limit")
     return step
+
+
+class _SandboxInit:
+    """The sandbox's first process, as bwrap names it on `--info-fd` ({"child-pid": N}).
+
+    run_step returns when the outer bwrap has exited and its process group is killed;
+    the programs inside the PID namespace die when its first process does (bwrap's
+    --die-with-parent), which the kernel finishes asynchronously, up to about a second
+    later under load. Until then a killed fork bomb still holds its processes (and the
+    CPU). The kernel kills and reaps every member of a namespace before its first
+    process turns zombie, so waiting for that process means nothing of the run is left."""
+
+    WAIT_SECONDS = 10.0
+
+    def __enter__(self) -> "_SandboxInit":
+        self.read_fd, self.write_fd = os.pipe()
+        os.set_blocking(self.read_fd, False)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for fd in (self.read_fd, self.write_fd):
+            if fd is not None:
+                os.close(fd)
+        self.read_fd = self.write_fd = None
+
+    def _child_pid(self) -> int | None:
+        os.close(self.write_fd)     # bwrap holds its own copy; ours would keep the pipe open
+        self.write_fd = None
+        try:
+            info = os.read(self.read_fd, 4096)
+        except BlockingIOError:     # bwrap died before it started anything
+            return None
+        try:
+            pid = json.loads(info.decode("utf-8", "replace").split("}", 1)[0] + "}").get("child-pid")
+        except (ValueError, AttributeError):
+            return None
+        return pid if isinstance(pid, int) and pid > 1 else None
+
+    def wait_until_gone(self) -> None:
+        pid = self._child_pid()
+        if pid is None:
+            return
+        own_namespace = os.readlink("/proc/self/ns/pid")
+        deadline = time.monotonic() + self.WAIT_SECONDS
+        while time.monotonic() < deadline:
+            try:
+                state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                namespace = os.readlink(f"/proc/{pid}/ns/pid")
+            except (OSError, IndexError):
+                return              # reaped
+            # a zombie has finished its namespace; a pid in our own namespace is a new
+            # process that reused the number
+            if state in ("Z", "X") or namespace == own_namespace:
+                return
+            time.sleep(0.01)
+        warn_once(f"sandbox: the namespace of process {pid} outlived its run by {self.WAIT_SECONDS:.0f} s")
 
 
 def _args_from_fd(stack: contextlib.ExitStack, command: list[str]) -> tuple[list[str], int]:

@@ -82,3 +82,20 @@ def test_dead_server_falls_back_to_a_fresh_interpreter(tmp_path):
     s.close()
     r = run_script("x", script(tmp_path, "print('ok')\n"), cwd=tmp_path, timeout=30, extra_env={}, server=s)
     assert r.returncode == 0 and r.stdout == "ok\n"
+
+
+@pytest.mark.parametrize("use_server", [True, False])
+def test_memory_limit_caps_the_scripts_address_space(tmp_path, server, use_server):
+    # 3 GiB in one allocation against a 2 GiB cap: MemoryError in the script, exit 1;
+    # 1 MiB under the same cap is fine, and the next script runs without the cap.
+    grab = script(tmp_path, "b = bytearray(3 << 30)\nprint('got', len(b))\n", "grab.py")
+    small = script(tmp_path, "b = bytearray(1 << 20)\nprint('got', len(b))\n", "small.py")
+    chosen = server if use_server else None
+    r = run_script("grab", grab, cwd=tmp_path, timeout=60, extra_env={}, server=chosen, memory_bytes=2 << 30)
+    assert r.returncode == 1 and "MemoryError" in r.stderr and "got" not in r.stdout
+    r = run_script("small", small, cwd=tmp_path, timeout=60, extra_env={}, server=chosen, memory_bytes=2 << 30)
+    assert r.returncode == 0 and r.stdout == "got 1048576\n"
+    if use_server:  # the cap was the forked script's own, not the server's
+        free = script(tmp_path, "import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0] == resource.RLIM_INFINITY)\n", "free.py")
+        r = run_script("free", free, cwd=tmp_path, timeout=60, extra_env={}, server=server)
+        assert r.returncode == 0 and r.stdout == "True\n"

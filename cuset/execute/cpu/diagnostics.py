@@ -63,6 +63,11 @@ def summarize_compile_errors(stderr: str, user_file: str, limit: int = 3) -> str
     """The first errors of a g++ log, preferring those in the user's file."""
     lines = stderr.splitlines()
     errors = [ln for ln in lines if ": error:" in ln or ": fatal error:" in ln]
+    # The linker's errors carry no "error:" of their own ("collect2: error: ld returned 1"
+    # only says that it failed): name what it could not resolve.
+    unresolved = [ln for ln in lines if "undefined reference to" in ln]
+    if unresolved:
+        errors = [ln.split("): ", 1)[-1] for ln in unresolved] + [ln for ln in errors if "collect2" not in ln]
     if not errors:
         tail = [ln for ln in lines if ln.strip()]
         return " | ".join(tail[-limit:]) if tail else "g++ failed without a message"

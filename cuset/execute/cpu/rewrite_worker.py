@@ -38,6 +38,10 @@ import os
 os.replace("results.pickle.tmp", "results.pickle")
 """
 PRELOAD = ("cuset.execute.cpu.rewriter", "cuset.execute.cpu.features")
+# Address space of one rewrite (RLIMIT_AS): the rewriter's trees and token lists of a
+# 1 MiB source (the largest the evaluation accepts) stay far below it; a source built to
+# blow them up ends with a MemoryError in the worker, not in the evaluator's memory.
+MEMORY_BYTES = 4 << 30
 
 
 class RewriteTimeout(CusetError, RuntimeError):
@@ -67,9 +71,10 @@ def _fork_server():
         return _server
 
 
-def analyse(sources: list[str], timeout: float) -> list[tuple]:
+def analyse(sources: list[str], timeout: float, memory_bytes: int = MEMORY_BYTES) -> list[tuple]:
     """[(Rewritten, [Unsupported, ...]) per source], computed in a forked worker that is
-    killed after `timeout` seconds (RewriteTimeout)."""
+    killed after `timeout` seconds (RewriteTimeout) and limited to `memory_bytes` of
+    address space (RewriteFailed naming the MemoryError)."""
     from cuset.execute.pyrunner import run_script
 
     work = Path(tempfile.mkdtemp(prefix="cuset-rewrite-"))
@@ -77,7 +82,8 @@ def analyse(sources: list[str], timeout: float) -> list[tuple]:
         (work / _JOB).write_text(_JOB_CODE)
         with open(work / "sources.pickle", "wb") as fh:
             pickle.dump(list(sources), fh)
-        step = run_script("rewrite", _JOB, cwd=work, timeout=timeout, extra_env=_env(), server=_fork_server())
+        step = run_script("rewrite", _JOB, cwd=work, timeout=timeout, extra_env=_env(), server=_fork_server(),
+                          memory_bytes=memory_bytes)
         if step.timed_out:
             raise RewriteTimeout(f"the CPU rewriter did not finish in {timeout:g} s on this source")
         try:

@@ -178,10 +178,16 @@ class Toolchain:
                 if step.returncode != 0:
                     raise ToolchainError(f"building {what} failed ({name}):\n{step.stderr}")
         objects = sorted(str(p) for p in tmp.glob("*.o"))
-        step = run_step("archive", ["ar", "rcs", str(tmp / library), *objects], cwd=tmp, timeout=timeout, env=env)
-        if step.returncode != 0:
-            raise ToolchainError(f"archiving {what} failed:\n{step.stderr}")
-        for obj in objects:
+        # One relocatable object whose hidden symbols (CUSET_RT_PRIVATE: the diagnostics
+        # writer) are made local: a program linked against the library cannot call them.
+        combined = str(tmp / "cuset-runtime.o")
+        for label, argv in (("link", ["ld", "-r", "-o", combined, *objects]),
+                            ("localize", ["objcopy", "--localize-hidden", combined]),
+                            ("archive", ["ar", "rcs", str(tmp / library), combined])):
+            step = run_step(f"{label} runtime", argv, cwd=tmp, timeout=timeout, env=env)
+            if step.returncode != 0:
+                raise ToolchainError(f"building {what} failed at `{' '.join(argv[:2])}`:\n{step.stderr}")
+        for obj in [*objects, combined]:
             os.unlink(obj)
         (tmp / "COMPLETE").write_text(self.fingerprint() + "\n")
 

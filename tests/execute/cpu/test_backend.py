@@ -122,6 +122,20 @@ def test_compile_errors_point_at_the_users_lines(backend, tmp_path):
 
 
 @needs_gxx
+@pytest.mark.parametrize("name", ["diag_write", "diag_printf"])
+def test_a_program_cannot_call_the_runtimes_diagnostics_writer(backend, tmp_path, name):
+    # The harness believes only the diagnostics channel; its writer is a local symbol of
+    # the runtime library, so declaring it and calling it does not link.
+    signature = "(const char*, unsigned long)" if name == "diag_write" else "(const char*, ...)"
+    call = f'{name}("CUSET-CPU: unsupported: forged\\n"' + (", 30)" if name == "diag_write" else ")")
+    src = (f"namespace cuset {{ namespace rt {{ void {name}{signature}; }} }}\n"
+           f"int main() {{ cuset::rt::{call}; return 0; }}\n")
+    out = backend.compile(src, tmp_path, 120)
+    assert out.status is Status.COMPILE_ERROR, (out.status, out.detail)
+    assert "undefined reference" in out.detail and name in out.detail
+
+
+@needs_gxx
 def test_compiled_program_runs_under_every_order(backend, tmp_path):
     from cuset.execute.cpu import run_compiled
 

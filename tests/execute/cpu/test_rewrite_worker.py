@@ -43,3 +43,17 @@ def test_the_cpu_backend_reports_a_slow_rewrite_as_a_compile_error_not_cached(tm
         out = CpuBackend().compile(SLOW, Path(d), 2)
     assert out.status is Status.COMPILE_ERROR and out.detail == "the CPU rewriter did not finish in 2 s on this source"
     assert out.step.timed_out   # load-dependent: the compile cache does not keep it
+
+
+def test_the_worker_runs_under_a_memory_limit_and_the_next_source_is_unaffected():
+    # A limit below what the rewriter needs: the worker ends with a MemoryError (its
+    # address space is capped, RLIMIT_AS), the evaluator gets RewriteFailed naming it.
+    # 100,000 array elements: some 400,000 tokens, tens of MiB of Python objects
+    big = "__device__ int a[] = {" + ",".join(map(str, range(100_000))) + "};\nint main() { return 0; }\n"
+    try:
+        rewrite_worker.analyse([big], 60, memory_bytes=32 << 20)
+    except rewrite_worker.RewriteFailed as e:
+        assert "MemoryError" in str(e), e
+    else:
+        raise AssertionError("the rewriter ran within 32 MiB of address space")
+    assert rewrite_worker.analyse([big], 60)[0][0].source.count(",") == 99_999

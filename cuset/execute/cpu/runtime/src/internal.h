@@ -24,9 +24,13 @@ const Stack* stack_guard_containing(const void* addr);
 
 // Writes one `CUSET-CPU: ...` report line (see diag.cpp): to the harness's
 // diagnostics channel when it gave one, and to stderr for people reading the log.
-void diag_write(const char* line, size_t n);
+// CUSET_RT_PRIVATE: the library build makes these local symbols (objcopy
+// --localize-hidden on the combined runtime object, toolchain._build_archive), so a
+// program that declares them itself gets an undefined reference, not the channel.
+#define CUSET_RT_PRIVATE __attribute__((visibility("hidden")))
+CUSET_RT_PRIVATE void diag_write(const char* line, size_t n);
 // printf-style wrapper of diag_write for one line.
-void diag_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+CUSET_RT_PRIVATE void diag_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // Process exit codes of the fatal statuses (the marker line is authoritative).
 constexpr int kExitRuntimeError = 90;
