@@ -238,6 +238,36 @@ def _reference_fit_lines(fits: dict, tau: float) -> list[str]:
     return lines
 
 
+SUMMARY_METRICS = ("compile@1", "function@1", "function@3")
+
+
+def summary_table(doc: dict) -> list[str]:
+    """The report's headline table: each method's Compilation Pass@1 and Function Pass@1/@3 with
+    intervals and its runs' function Pass@1, then each paired difference with its Holm-adjusted
+    p. The README quotes it as written (tests/demo/test_study_docs.py checks that it does)."""
+    from cuset.analysis.paired import format_p
+
+    lines = ["| | Compilation Pass@1 | Function Pass@1 | Function Pass@3 | Runs (function Pass@1) |",
+             "|---|---|---|---|---|"]
+    for method, m in doc["methods"].items():
+        runs = ", ".join(_pct(doc["metrics"][r].get("function@1"))
+                         for r, info in doc["runs"].items() if info["method"] == method)
+        lines.append(f"| {row_label(method)} | " + " | ".join(_interval(m[k]) for k in SUMMARY_METRICS) + f" | {runs} |")
+    for a, b in dict.fromkeys((p["a"], p["b"]) for p in doc["paired"]):
+        cells = []
+        for metric in SUMMARY_METRICS:
+            d = next((p for p in doc["paired"] if (p["a"], p["b"], p["metric"]) == (a, b, metric)), None)
+            if d is None:
+                cells.append("n/a")
+            elif d["low"] is None:
+                cells.append(f"{100 * d['delta']:+.1f} (no variation: no test)")
+            else:
+                cells.append(f"{100 * d['delta']:+.1f} [{100 * d['low']:+.1f}, {100 * d['high']:+.1f}], "
+                             f"Holm {format_p(d['p_holm'])}")
+        lines.append(f"| {row_label(b)} - {row_label(a)} | " + " | ".join(cells) + " | |")
+    return lines
+
+
 def _markdown(doc: dict) -> str:
     cfg = doc["config"]
     base = doc["base_model"]
@@ -268,6 +298,11 @@ def _markdown(doc: dict) -> str:
         "with several seeds, also over seeds); brackets: 95% interval with tasks and training runs as random "
         "effects (Student's t, Satterthwaite df; cuset.analysis.paired); * one run per method: run-to-run variance "
         "not estimated, the interval covers task sampling only.",
+        "",
+        "Summary (the differences: each method minus the first fine-tuned one on the same tasks, Holm-adjusted "
+        "p over the report's comparisons; details below):",
+        "",
+        *summary_table(doc),
         "",
         "| Model | Compilation Pass@1 | Compilation Pass@3 | Function Pass@1 | Function Pass@3 | Avg. tokens | Samples | Per-sample results |",
         "|---|---|---|---|---|---|---|---|",
