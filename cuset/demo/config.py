@@ -57,7 +57,8 @@ class DemoConfig:
                           "`name:paper` / `name:broad` sets what that run's CUDA mask covers (the span-breadth ablation, "
                           "e.g. cuset:paper; see cuda_spans); `cuset:noconf`, `cuset:nocuda`, `cuset:noregion` turn off "
                           "CuSeT's confidence mask, CUDA mask or sample weight (the paper's Table 5; combinable, e.g. "
-                          "cuset:paper:noconf).")
+                          "cuset:paper:noconf); `cuset:wnorm` divides the sample weight by its mean over each "
+                          "optimizer step (loss.weight_norm).")
     cuda_spans: str = option("broad", help="What the CUDA mask covers for methods named without `:spans`: broad "
                              "(kernel and __device__ bodies, device variables, launch configurations with their "
                              "backward slice, CUDA calls) or paper (__global__ bodies, <<<...>>> and the declarations "
@@ -159,10 +160,13 @@ class DemoConfig:
                 raise ValueError(f"instruct_families must be disjoint from families; both name {', '.join(shared)}")
 
 
-# CuSeT's ablation switches (the paper's Table 5), as method-spec parts: each turns one
-# LossConfig switch off. All three off is SFT; only the confidence mask left is ProFit.
-ABLATIONS = {"noconf": "conf_mask", "nocuda": "cuda_mask", "noregion": "region_weight"}
-ABLATION_LABELS = {"noconf": "no confidence mask", "nocuda": "no CUDA mask", "noregion": "no sample weight"}
+# CuSeT's switches, as method-spec parts: the paper's Table 5 ablations each turn one LossConfig
+# switch off (all three off is SFT; only the confidence mask left is ProFit); `wnorm` is the
+# control that keeps the sample weight's re-weighting and removes its falling overall scale.
+LOSS_SWITCHES = {"noconf": ("conf_mask", False), "nocuda": ("cuda_mask", False), "noregion": ("region_weight", False),
+                 "wnorm": ("weight_norm", True)}
+SWITCH_LABELS = {"noconf": "no confidence mask", "nocuda": "no CUDA mask", "noregion": "no sample weight",
+                 "wnorm": "sample weight at mean 1 per step"}
 
 
 @dataclass(frozen=True)
@@ -170,15 +174,15 @@ class MethodSpec:
     """One fine-tuning arm: `cuset:paper:noconf` -> loss cuset, paper spans, conf_mask off."""
     loss: str
     spans: str = ""                  # "": the config's cuda_spans
-    ablations: tuple[str, ...] = ()  # keys of ABLATIONS
+    switches: tuple[str, ...] = ()   # keys of LOSS_SWITCHES
 
     def loss_switches(self) -> dict[str, bool]:
-        """The LossConfig switches this arm turns off."""
-        return {ABLATIONS[a]: False for a in self.ablations}
+        """The LossConfig switches this arm sets."""
+        return dict(LOSS_SWITCHES[a] for a in self.switches)
 
     def qualifiers(self) -> list[str]:
         """What sets this arm apart from its plain loss, for a table row."""
-        return ([f"{self.spans} spans"] if self.spans else []) + [ABLATION_LABELS[a] for a in self.ablations]
+        return ([f"{self.spans} spans"] if self.spans else []) + [SWITCH_LABELS[a] for a in self.switches]
 
 
 def parse_method_spec(spec: str) -> MethodSpec:
@@ -191,19 +195,23 @@ def parse_method_spec(spec: str) -> MethodSpec:
     if loss not in LOSS_NAMES:
         raise ValueError(f"methods: {unknown_loss_message(loss)}")
     spans = [p for p in parts if p in SPAN_MODES]
-    ablations = tuple(p for p in parts if p in ABLATIONS)
-    unknown = [p for p in parts if p not in SPAN_MODES and p not in ABLATIONS]
-    allowed = (f"the CUDA span mode ({' or '.join(SPAN_MODES)}, e.g. {loss}:paper) or a CuSeT ablation "
-               f"({', '.join(ABLATIONS)}, e.g. cuset:noconf)")
+    switches = tuple(p for p in parts if p in LOSS_SWITCHES)
+    unknown = [p for p in parts if p not in SPAN_MODES and p not in LOSS_SWITCHES]
+    allowed = (f"the CUDA span mode ({' or '.join(SPAN_MODES)}, e.g. {loss}:paper) or a CuSeT switch "
+               f"({', '.join(LOSS_SWITCHES)}, e.g. cuset:noconf)")
     if unknown:
         raise ValueError(f"methods: {spec!r}: {unknown[0]!r} is not a part a method spec may hold; "
                          f"the parts after ':' are {allowed}")
-    if len(spans) > 1 or len(set(ablations)) != len(ablations):
+    if len(spans) > 1 or len(set(switches)) != len(switches):
         raise ValueError(f"methods: {spec!r} names a part twice; the parts after ':' are {allowed}")
-    if ablations and loss != "cuset":
-        raise ValueError(f"methods: {spec!r}: {', '.join(ablations)} switch off parts of CuSeT's objective; "
-                         f"{loss} has none (use cuset:{':'.join(ablations)})")
-    return MethodSpec(loss, spans[0] if spans else "", ablations)
+    if switches and loss != "cuset":
+        are = "is a switch" if len(switches) == 1 else "are switches"
+        raise ValueError(f"methods: {spec!r}: {', '.join(switches)} {are} of CuSeT's objective; "
+                         f"{loss} has none (use cuset:{':'.join(switches)})")
+    if "wnorm" in switches and "noregion" in switches:
+        raise ValueError(f"methods: {spec!r}: wnorm renormalises the sample weight that noregion turns off; "
+                         "name one of them")
+    return MethodSpec(loss, spans[0] if spans else "", switches)
 
 
 def _names(spec: str) -> list[str] | None:
