@@ -138,6 +138,17 @@ def test_method_specs_switch_off_parts_of_cuset(tmp_path):
         DemoConfig(methods="cusett:noconf")
 
 
+def test_cuset_runs_at_the_papers_settings(tmp_path):
+    """Section 5.1: l = 256, tau = 0.1, lambda = 1.0, in every preset (the study's responses average
+    about 690 tokens, so the paper's window applies)."""
+    from cuset.demo.config import FAST, STUDY
+    from cuset.demo.run import DemoRun
+
+    for preset in ({}, FAST, STUDY):
+        loss = DemoRun(DemoConfig(**preset), tmp_path).cell("cuset").train.loss
+        assert (loss.window, loss.tau, loss.lam) == (256, 0.1, 1.0)
+
+
 def test_wnorm_sets_weight_norm_and_combines_with_other_switches(tmp_path):
     from cuset.demo.run import DemoRun
 
