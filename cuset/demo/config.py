@@ -48,6 +48,16 @@ class DemoConfig:
     pretrain_steps: int = option(700, help="Causal-LM steps (4096 tokens each) on the other families' programs and "
                                 "the instruction pairs that make the vanilla base model.")
     pretrain_lr: float = option(3e-3, help="Peak learning rate of pretraining.")
+    pretrained: str = option("", help="A pretrained base model directory to start from instead of pretraining one "
+                             "(models/vanilla of a demo run without warm-up, or models/pretrained of one with it); "
+                             "its tokenizer comes with it. Lets several base strengths share one pretraining.")
+    warmup_steps: int = option(0, help="Base strength: optimizer steps of supervised training (SFT, full) of the "
+                               "pretrained base on prompt/program pairs of the fine-tuning families at (family, "
+                               "variant, size) points that neither the fine-tuning nor the evaluation set holds "
+                               "(checked before training). 0: the base never sees those families (the weak base).")
+    n_warmup: int = option(600, help="Tasks in the warm-up set (warmup_steps > 0), drawn from every size of the "
+                           "fine-tuning families minus the fine-tuning and evaluation points.")
+    warmup_lr: float = option(1e-3, help="Peak learning rate of the warm-up.")
     seq_len: int = option(1024, help="Tokens per pretraining row (4096 tokens per step: 4096 // seq_len rows).")
     finetune: str = option("full", help="full or lora (the paper's setting). Full by default: on a ~1M-parameter model "
                            "r=8 adapters trained slower on 2 CPU cores and learned less in the same budget (measured).",
@@ -122,6 +132,11 @@ class DemoConfig:
                      "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0 (0: no warm-up), got {self.warmup_steps}")
+        if self.warmup_steps and self.n_warmup < 1:
+            raise ValueError(f"n_warmup must be >= 1 when warmup_steps > 0 (got {self.n_warmup}); "
+                             "or set warmup_steps=0")
         if self.micro_batch < 0 or self.batch_size % self.forward_batch:
             raise ValueError(f"micro_batch ({self.micro_batch}) must divide batch_size ({self.batch_size}), "
                              "or be 0 for the whole batch")
