@@ -312,7 +312,8 @@ class DemoRun:
         nll = np.concatenate([-np.log(np.clip(s.confidences, 1e-12, 1.0)) for s in samples])
         atomic_write_text(self.out / "base_nll.json", json.dumps(
             {"nll": float(nll.mean()), "n_examples": len(samples), "n_tokens": int(nll.size),
-             "data": str(self.train_tasks.relative_to(self.out))}))
+             "data": str(self.train_tasks.relative_to(self.out)),
+             "mechanism": base_mechanism(samples, tau=self.cfg.tau)}))
 
     def reference_fit(self, model: str) -> None:
         """How closely `model` fits the held-out reference programs, teacher-forced. Tokens it
@@ -340,6 +341,25 @@ class DemoRun:
         analyze_confidence(samples, out, window=self.cfg.confidence_window, sensitive_kinds=CUSET_KINDS,
                            categories=ALL_KINDS, model_label="vanilla demo base model",
                            data_label=str(self.eval_tasks), skipped=dict(skipped), skipped_messages=messages)
+
+
+def base_mechanism(samples, *, tau: float) -> dict:
+    """The paper's premise measured on a base, teacher-forced on fine-tuning references: the share
+    of target tokens at p <= tau (what the confidence mask drops), overall and among CUDA-sensitive
+    and neutral tokens; the mean confidence of each group and the two-sample KS test between them
+    (Fig. 1: sensitive tokens less confident than neutral ones, on a base that finds most likely)."""
+    from cuset.analysis.confidence import ks_test, reference_fit, split_by_sensitivity
+    from cuset.spans import CUSET_KINDS
+
+    fit = reference_fit(samples, threshold=tau, sensitive_kinds=CUSET_KINDS)
+    sens, neut = split_by_sensitivity(samples, CUSET_KINDS)
+    out = {"fit": fit, "mean_conf_sensitive": float(sens.mean()) if sens.size else None,
+           "mean_conf_neutral": float(neut.mean()) if neut.size else None, "ks": None}
+    if sens.size and neut.size:
+        ks = ks_test(sens, neut)
+        out["ks"] = {"statistic": ks.statistic, "pvalue": ks.pvalue, "n_sensitive": ks.n_sensitive,
+                     "n_neutral": ks.n_neutral}
+    return out
 
 
 SET_NAMES = {"train": "fine-tuning", "eval": "evaluation", "warmup": "warm-up"}

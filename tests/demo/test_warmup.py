@@ -68,3 +68,36 @@ def test_make_data_writes_the_warmup_set_and_its_points(tmp_path):
         DemoConfig(warmup_steps=-1)
     with pytest.raises(ValueError, match=r"n_warmup must be >= 1 when warmup_steps > 0"):
         DemoConfig(warmup_steps=5, n_warmup=0)
+
+
+def test_base_mechanism_by_hand():
+    """Two samples, 6 tokens: CUDA-sensitive p = 0.05, 0.5, 0.9; neutral p = 0.1, 0.8, 1.0."""
+    import math
+
+    import numpy as np
+    from scipy.stats import ks_2samp
+
+    from cuset.analysis.confidence import ScoredSample
+    from cuset.demo.run import base_mechanism
+
+    k, n = frozenset({"kernel_body"}), frozenset()
+    samples = [ScoredSample("a", np.array([0.05, 0.1, 0.5]), (k, n, k)),
+               ScoredSample("b", np.array([0.8, 0.9, 1.0]), (n, k, n))]
+    m = base_mechanism(samples, tau=0.1)
+    fit = m["fit"]
+    # p <= 0.1: 0.05 (sensitive) and 0.1 (neutral, inclusive)
+    assert (fit["share_low"], fit["share_low_sensitive"], fit["share_low_neutral"]) == pytest.approx((2 / 6, 1 / 3, 1 / 3))
+    nll = -(math.log(0.05) + math.log(0.1) + math.log(0.5) + math.log(0.8) + math.log(0.9) + 0.0) / 6
+    assert fit["nll"] == pytest.approx(nll)
+    assert m["mean_conf_sensitive"] == pytest.approx((0.05 + 0.5 + 0.9) / 3)
+    assert m["mean_conf_neutral"] == pytest.approx((0.1 + 0.8 + 1.0) / 3)
+    # empirical CDFs differ by at most 1/3 (e.g. at 0.05: 1/3 vs 0)
+    assert m["ks"]["statistic"] == pytest.approx(1 / 3)
+    assert m["ks"]["pvalue"] == pytest.approx(ks_2samp([0.05, 0.5, 0.9], [0.1, 0.8, 1.0]).pvalue)
+    assert (m["ks"]["n_sensitive"], m["ks"]["n_neutral"]) == (3, 3)
+    from cuset.demo.report import _mechanism_text
+
+    text = _mechanism_text(m, 0.1)
+    assert "33.3% of its target tokens there are at p <= tau = 0.1 (CUDA-sensitive 33.3%, neutral 33.3%)" in text
+    assert "mean confidence CUDA-sensitive 0.483 vs neutral 0.633 (KS D = 0.333" in text
+    assert "sensitive tokens less confident than neutral ones" in text
