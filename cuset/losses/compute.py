@@ -370,7 +370,7 @@ def _empty_loss(hidden: torch.Tensor, head: torch.nn.Module) -> torch.Tensor:
 
 
 def _empty_metrics() -> dict[str, float]:
-    keys = ("loss", "nll", "conf_kept_frac", "cuda_frac", "w_mean", "w_min", "w_max", "n_tokens", "n_samples")
+    keys = ("loss", "nll", "conf_kept_frac", "dropped_frac", "cuda_frac", "w_mean", "w_min", "w_max", "n_tokens", "n_samples")
     return {k: 0.0 for k in keys}
 
 

@@ -98,8 +98,10 @@ class Objective:
     def metrics(self, plain: TokenStats, runs: Runs, cfg: LossConfig) -> dict[str, torch.Tensor]:
         p = plain.logp.exp()
         w = self.weights(plain, runs, cfg)
+        a, _ = self.coefs(plain, cfg)
         out = {
             "conf_kept_frac": _mean(self.kept(plain, cfg)),
+            "dropped_frac": _mean(a == 0),  # tokens the objective leaves out of the loss (coefficient 0)
             "cuda_frac": _mean(plain.cuda > 0),
             "w_mean": _mean(w), "w_min": _reduce(w, torch.amin), "w_max": _reduce(w, torch.amax),
             "p_mean": _mean(p),

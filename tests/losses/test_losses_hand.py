@@ -84,6 +84,8 @@ def test_profit_drops_tokens_below_threshold():
     check(run("profit"), loss, a=[1, 0, 1, 0])
     _, _, _, metrics = run("profit")
     assert metrics["conf_kept_frac"].item() == pytest.approx(0.5)
+    assert metrics["dropped_frac"].item() == pytest.approx(0.5)
+    assert run("sft")[3]["dropped_frac"].item() == 0.0
 
 
 def test_profit_threshold_is_inclusive():
@@ -140,6 +142,7 @@ def test_cuset_hybrid_mask_and_region_weight():
     metrics = result[3]
     assert metrics["w_mean"].item() == pytest.approx(w)
     assert metrics["conf_kept_frac"].item() == pytest.approx(0.5)
+    assert metrics["dropped_frac"].item() == pytest.approx(0.25)  # M = 0 on the 4th token only
     assert metrics["cuda_frac"].item() == pytest.approx(0.5)
 
 
