@@ -91,6 +91,9 @@ class DemoConfig:
     samples: int = option(3, help="Samples per evaluation task (Pass@1 and Pass@3).")
     temperature: float = option(0.5, help="Sampling temperature.")
     max_new_tokens: int = option(1100, help="Generated tokens per sample at most.")
+    regime_levels: str = option("0,200,800", help="`--regime`: base strengths, as comma-separated warmup_steps "
+                                "values (0: the weak base); each level is a demo run under <out>/base-k<steps>, "
+                                "all sharing the first level's pretraining.")
     confidence_window: int = option(64, help="Window of the confidence analysis (the paper's Figure 2 uses 64; "
                                     "CuSeT's own window is `window`).")
     progress: bool = option(True, help="Progress bars.")
@@ -108,6 +111,10 @@ class DemoConfig:
 
         target = set(self.family_list() or [f.name for f in all_families()])
         return [f.name for f in all_families() if f.name not in target]
+
+    def regime_level_list(self) -> list[int]:
+        """The warmup_steps of each `--regime` base, as written."""
+        return [int(x) for x in _names(self.regime_levels) or []]
 
     def method_list(self) -> list[str]:
         """The method specs as written (`cuset`, `cuset:paper`, ...)."""
@@ -132,6 +139,14 @@ class DemoConfig:
                      "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        try:
+            levels = self.regime_level_list()
+        except ValueError:
+            raise ValueError(f"regime_levels must be comma-separated integers (warmup_steps per base), got "
+                             f"{self.regime_levels!r}") from None
+        if not levels or min(levels) < 0 or len(set(levels)) != len(levels):
+            raise ValueError(f"regime_levels must name distinct warmup_steps values >= 0, e.g. 0,200,800; got "
+                             f"{self.regime_levels!r}")
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0 (0: no warm-up), got {self.warmup_steps}")
         if self.warmup_steps and self.n_warmup < 1:
@@ -256,3 +271,16 @@ STUDY_INSTRUCT_FAMILIES = (INSTRUCT_FAMILIES + ",dot_product,row_reduce,softmax,
 STUDY = {"n_train": 1000, "n_eval": 64, "seeds": 2, "methods": "sft,cuset,dft", "finetune_steps": 500,
          "finetune_lr": 3e-3, "micro_batch": 1, "max_new_tokens": 960, "pretrain_steps": 1400, "n_instruct": 2000,
          "instruct_families": STUDY_INSTRUCT_FAMILIES, "layout": "kernels_first"}
+# `--regime`: the base-strength map of issue 39. The study's settings, one seed of the four arms that
+# separate CuSeT's parts (sft; cuset; the CUDA mask alone; cuset with w_n at mean 1 per step) at
+# every base strength in regime_levels (warmup_steps of SFT on the fine-tuning families at points
+# the fine-tuning and evaluation sets do not hold). `seeds=4 regime_levels=<k>` is the powered run
+# at one level.
+REGIME_METHODS = "sft,cuset,cuset:noconf:noregion,cuset:wnorm"
+REGIME = {**STUDY, "methods": REGIME_METHODS, "seeds": 1, "n_warmup": 600}
+# `--regime --fast`: the same machinery at a size CI runs in a minute or two: two bases, four arms,
+# a few steps each. Its numbers say nothing about the methods.
+REGIME_FAST = {**FAST, "methods": REGIME_METHODS, "regime_levels": "0,4", "n_warmup": 12, "n_train": 16, "n_eval": 2,
+               "n_pretrain": 24, "n_instruct": 12, "pretrain_steps": 8, "finetune_steps": 4, "hidden": 32,
+               "layers": 1, "vocab_size": 512, "samples": 1, "max_new_tokens": 48, "seq_len": 256,
+               "batch_size": 2}
