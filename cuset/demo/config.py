@@ -41,6 +41,11 @@ class DemoConfig:
                          "stand: helpers_first (as synthesised: ~40 shared lines before the task's code) or kernels_first "
                          "(moved before main(): the task-specific constants and kernels come first; programs whose "
                          "helpers are used before main() keep their layout).", choices=("helpers_first", "kernels_first"))
+    replaceable: bool = option(False, help="Replaceable tokens in the fine-tuning targets: each training program "
+                               "gets function names, comment lines and an indentation unit drawn per sample "
+                               "(cuset.data.variation; deterministic per seed, behaviour unchanged), tokens its "
+                               "prompt does not determine, as the confidence mask's premise assumes. Evaluation "
+                               "references stay as synthesised.")
     vocab_size: int = option(2048, help="Byte-level BPE vocabulary (at most: BPE stops when it runs out of merges), "
                             "trained on the programs and prompts of the pretraining corpus.")
     hidden: int = option(128, help="Hidden size of the base model (a Qwen2 architecture).")

@@ -158,6 +158,10 @@ class DemoRun:
         if c.layout == "kernels_first":
             tasks = {name: _kernels_first(ts) for name, ts in tasks.items()}
             instruct, pretrain = _kernels_first(instruct), _kernels_first(pretrain)
+        if c.replaceable:
+            from cuset.data.variation import vary_task
+
+            tasks["train"] = [vary_task(t, c.seed) for t in tasks["train"]]
         save_tasks(tasks["train"], self.train_tasks)
         save_tasks(tasks["eval"], self.eval_tasks)
         if c.warmup_steps:
