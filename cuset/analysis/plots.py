@@ -239,3 +239,31 @@ def method_bars(path, groups: Sequence[str], methods: Sequence[str], panels: Seq
                title="Method", title_fontsize=8)
     fig.suptitle(title, fontsize=11)
     return _save(fig, path)
+
+
+def differences_against(path, series: dict[str, Sequence[tuple[float, float, float | None, float | None]]], *,
+                        xlabel: str, ylabel: str, title: str, scale: float = 100.0) -> Path:
+    """Paired differences (delta, low, high; None: no interval) at positive x values, one line with
+    error bars per series, on a reversed log x axis (lower x to the right), with a line at 0. Series
+    are spread a little along x so their bars do not hide each other."""
+    fig = _figure(6.5, 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    n = len(series)
+    for i, (label, points) in enumerate(series.items()):
+        pts = sorted(points)
+        if any(x <= 0 for x, *_ in pts):
+            raise ValueError(f"{label}: x values must be > 0 for a log axis")
+        xs = [x * (1 + 0.02 * (i - (n - 1) / 2)) for x, *_ in pts]
+        ys = [scale * d for _, d, _, _ in pts]
+        below = [scale * (d - lo) if lo is not None else 0.0 for _, d, lo, _ in pts]
+        above = [scale * (hi - d) if hi is not None else 0.0 for _, d, _, hi in pts]
+        ax.errorbar(xs, ys, yerr=[below, above], marker="o", capsize=3, label=label)
+    ax.axhline(0.0, color="grey", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.invert_xaxis()
+    ax.set_xlabel(xlabel, fontsize=8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if n:
+        ax.legend(fontsize=8)
+    return _save(fig, path)

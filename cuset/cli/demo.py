@@ -11,9 +11,10 @@ from cuset.cli.common import OVERRIDES, config_argument, console, help_config_op
 
 
 def _keys():
-    from cuset.demo.config import FAST, STUDY, DemoConfig
+    from cuset.demo.config import FAST, REGIME, STUDY, DemoConfig
 
-    return ("DemoConfig keys (key=value; --fast changes " + ", ".join(FAST) + "; --study changes " + ", ".join(STUDY) + ")",
+    return ("DemoConfig keys (key=value; --fast changes " + ", ".join(FAST) + "; --study changes " + ", ".join(STUDY)
+            + "; --regime changes " + ", ".join(REGIME) + ")",
             [(DemoConfig, "")])
 
 
@@ -26,6 +27,10 @@ def register(root: typer.Typer) -> None:
         study: bool = typer.Option(False, "--study", help="The powered variant: a base pretrained longer on more "
                                    "instruction pairs, 64 evaluation tasks, 2 seeds of SFT, CuSeT and DFT (500 steps "
                                    "each), paired comparisons with intervals (about 55 minutes on 2 cores)."),
+        regime: bool = typer.Option(False, "--regime", help="The base-strength map: the study's settings on bases "
+                                    "warmed up for each of regime_levels steps (sft, cuset, cuset:noconf:noregion, "
+                                    "cuset:wnorm; one seed), a table and figure of function Pass@1 minus SFT against "
+                                    "base NLL (<out>/regime.md). With --fast: the same machinery in about a minute."),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/demo-<timestamp>); "
                                                "an existing one is resumed."),
         report_from: Optional[Path] = typer.Option(None, "--report-from", help="Run nothing: recompute the "
@@ -37,7 +42,7 @@ def register(root: typer.Typer) -> None:
         SFT and CuSeT, generate, evaluate (nvcc + CPU backend) and write runs/demo-*/report.md."""
         from dataclasses import replace
 
-        from cuset.demo.config import FAST, STUDY, DemoConfig
+        from cuset.demo.config import FAST, REGIME, REGIME_FAST, STUDY, DemoConfig
         from cuset.demo.run import run_demo
 
         if report_from is not None:
@@ -47,11 +52,18 @@ def register(root: typer.Typer) -> None:
             out.print(report.read_text(), markup=False, highlight=False)
             console.print(f"[bold green]report:[/] {report}")
             return
-        if fast and study:
-            raise typer.BadParameter("--fast and --study are two presets: choose one (key=value overrides still apply)")
-        cfg = stage_config(ctx, DemoConfig, config, base=FAST if fast else STUDY if study else None)
+        if study and (fast or regime):
+            raise typer.BadParameter("--study is a preset of its own: drop --fast/--regime (key=value overrides "
+                                     "still apply)")
+        base = (REGIME_FAST if fast else REGIME) if regime else FAST if fast else STUDY if study else None
+        cfg = stage_config(ctx, DemoConfig, config, base=base)
         if out_dir is not None:
             cfg = replace(cfg, out=str(out_dir))
-        report = run_demo(cfg)
+        if regime:
+            from cuset.demo.regime import run_regime
+
+            report = run_regime(cfg)
+        else:
+            report = run_demo(cfg)
         out.print(report.read_text(), markup=False, highlight=False)
         console.print(f"[bold green]report:[/] {report}")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from typing import Iterable, Literal, Sequence
+from typing import Collection, Iterable, Literal, Sequence
 
 from cuset.errors import CusetError
 from cuset.data.families import DOMAINS, Family, all_families, get_family, param_key
@@ -103,33 +103,59 @@ def capacity(*, families=None, exclude_families=None, size_scale: SizeScale = "s
     return sum(len(v) for v in candidates(fams, size_scale, **split_options).values())
 
 
-def synthesize(
+# A task's identity: (family, variant, size), the parameter texts as `param_key` writes them.
+Point = tuple[str, str, str]
+
+
+def point_of(candidate: Candidate) -> Point:
+    fam, variant, size = candidate
+    return fam.name, param_key(variant), param_key(size)
+
+
+def synthesize(n: int, seed: int, *, start_id: int = 0, **options) -> list[Task]:
+    """`n` distinct tasks, a pure function of the arguments (those of `synthesize_points`).
+
+    split="train"/"eval" draws from one side of a held-out partition (by parameter
+    point, or by whole families with holdout="families"); the two sides never share a
+    task for the same seed, holdout and eval_fraction.
+    """
+    return make_tasks(synthesize_points(n, seed, **options), start_id=start_id)
+
+
+def make_tasks(points: Sequence[Candidate], *, start_id: int = 0) -> list[Task]:
+    """The tasks of `points`, with ids from `start_id`."""
+    return [fam.make(variant, size, start_id + i) for i, (fam, variant, size) in enumerate(points)]
+
+
+def synthesize_points(
     n: int,
     seed: int,
     *,
     families: Iterable[str] | None = None,
     exclude_families: Iterable[str] | None = None,
     size_scale: SizeScale = "small",
-    start_id: int = 0,
     split: Split | None = None,
     holdout: Holdout = "params",
     eval_fraction: float = 0.2,
-) -> list[Task]:
-    """`n` distinct tasks, a pure function of the arguments.
-
-    split="train"/"eval" draws from one side of a held-out partition (by parameter
-    point, or by whole families with holdout="families"); the two sides never share a
-    task for the same seed, holdout and eval_fraction.
-    """
+    exclude_points: Collection[Point] = (),
+) -> list[Candidate]:
+    """The (family, variant, size) points of `synthesize`'s tasks, in its order. `exclude_points`
+    (see `point_of`) are never drawn: the points of sets the new one must not share a task with."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative integer, got {n!r}")
     fams = select_families(families, exclude_families)
     pools = candidates(fams, size_scale, seed=seed, split=split, holdout=holdout, eval_fraction=eval_fraction)
+    if exclude_points:
+        excluded = set(exclude_points)
+        pools = {name: kept for name, points in pools.items()
+                 if (kept := [p for p in points if point_of(p) not in excluded])}
     available = sum(len(p) for p in pools.values())
     if n > available:
         raise SynthError(
             f"asked for {n} tasks but these options allow only {available} distinct ones "
-            f"({len(pools)} families, size_scale={size_scale!r}); lower n, allow more families, or use size_scale='all'"
+            f"({len(pools)} families, size_scale={size_scale!r}"
+            + (f", {len(exclude_points)} points excluded" if exclude_points else "")
+            + "); lower n, allow more families, or use size_scale='all'"
         )
     # Each family's points in a seeded order; families take turns in a seeded order.
     for name, points in pools.items():
@@ -144,7 +170,24 @@ def synthesize(
             if depth < len(queue) and len(picked) < n:
                 picked.append(queue[depth])
         depth += 1
-    return [fam.make(variant, size, start_id + i) for i, (fam, variant, size) in enumerate(picked)]
+    return picked
+
+
+def shared_points(new: Iterable[Point], others: dict[str, Iterable[Point]]) -> dict[str, list[Point]]:
+    """The points of `new` that each named set in `others` also holds (empty lists: disjoint)."""
+    mine = set(new)
+    return {name: sorted(mine & set(points)) for name, points in others.items()}
+
+
+def check_disjoint(name: str, new: Iterable[Point], others: dict[str, Iterable[Point]]) -> None:
+    """Raise SynthError naming the shared (family, variant, size) points when the set `name`
+    shares a task with any set in `others`."""
+    found = {other: shared for other, shared in shared_points(new, others).items() if shared}
+    if found:
+        detail = "; ".join(f"{len(s)} with the {other} set, e.g. {s[0][0]} {s[0][1]} {s[0][2]}"
+                           for other, s in found.items())
+        raise SynthError(f"the {name} set shares (family, variant, size) points: {detail}; draw it with "
+                         "exclude_points holding the other sets' points")
 
 
 def synthesize_split(

@@ -41,6 +41,11 @@ class DemoConfig:
                          "stand: helpers_first (as synthesised: ~40 shared lines before the task's code) or kernels_first "
                          "(moved before main(): the task-specific constants and kernels come first; programs whose "
                          "helpers are used before main() keep their layout).", choices=("helpers_first", "kernels_first"))
+    replaceable: bool = option(False, help="Replaceable tokens in the fine-tuning targets: each training program "
+                               "gets function names, comment lines and an indentation unit drawn per sample "
+                               "(cuset.data.variation; deterministic per seed, behaviour unchanged), tokens its "
+                               "prompt does not determine, as the confidence mask's premise assumes. Evaluation "
+                               "references stay as synthesised.")
     vocab_size: int = option(2048, help="Byte-level BPE vocabulary (at most: BPE stops when it runs out of merges), "
                             "trained on the programs and prompts of the pretraining corpus.")
     hidden: int = option(128, help="Hidden size of the base model (a Qwen2 architecture).")
@@ -48,6 +53,16 @@ class DemoConfig:
     pretrain_steps: int = option(700, help="Causal-LM steps (4096 tokens each) on the other families' programs and "
                                 "the instruction pairs that make the vanilla base model.")
     pretrain_lr: float = option(3e-3, help="Peak learning rate of pretraining.")
+    pretrained: str = option("", help="A pretrained base model directory to start from instead of pretraining one "
+                             "(models/vanilla of a demo run without warm-up, or models/pretrained of one with it); "
+                             "its tokenizer comes with it. Lets several base strengths share one pretraining.")
+    warmup_steps: int = option(0, help="Base strength: optimizer steps of supervised training (SFT, full) of the "
+                               "pretrained base on prompt/program pairs of the fine-tuning families at (family, "
+                               "variant, size) points that neither the fine-tuning nor the evaluation set holds "
+                               "(checked before training). 0: the base never sees those families (the weak base).")
+    n_warmup: int = option(600, help="Tasks in the warm-up set (warmup_steps > 0), drawn from every size of the "
+                           "fine-tuning families minus the fine-tuning and evaluation points.")
+    warmup_lr: float = option(1e-3, help="Peak learning rate of the warm-up.")
     seq_len: int = option(1024, help="Tokens per pretraining row (4096 tokens per step: 4096 // seq_len rows).")
     finetune: str = option("full", help="full or lora (the paper's setting). Full by default: on a ~1M-parameter model "
                            "r=8 adapters trained slower on 2 CPU cores and learned less in the same budget (measured).",
@@ -57,7 +72,8 @@ class DemoConfig:
                           "`name:paper` / `name:broad` sets what that run's CUDA mask covers (the span-breadth ablation, "
                           "e.g. cuset:paper; see cuda_spans); `cuset:noconf`, `cuset:nocuda`, `cuset:noregion` turn off "
                           "CuSeT's confidence mask, CUDA mask or sample weight (the paper's Table 5; combinable, e.g. "
-                          "cuset:paper:noconf).")
+                          "cuset:paper:noconf); `cuset:wnorm` divides the sample weight by its mean over each "
+                          "optimizer step (loss.weight_norm).")
     cuda_spans: str = option("broad", help="What the CUDA mask covers for methods named without `:spans`: broad "
                              "(kernel and __device__ bodies, device variables, launch configurations with their "
                              "backward slice, CUDA calls) or paper (__global__ bodies, <<<...>>> and the declarations "
@@ -73,13 +89,18 @@ class DemoConfig:
                               "either way). 1 pads nothing: on 2 CPU cores 500 SFT steps of 4 took 262 s as passes of 1 "
                               "against 323 s as padded batches of 4 (measured), because the padding mask takes "
                               "attention off its fast causal path.")
-    window: int = option(64, help="CuSeT sliding-window length (the paper's 256 is longer than most demo responses).")
+    window: int = option(256, help="CuSeT sliding-window length l (the paper's 256; study responses average about "
+                         "690 tokens, so most hold several windows).")
     tau: float = option(0.1, help="CuSeT confidence threshold.")
     lam: float = option(1.0, help="CuSeT CUDA-mask weight lambda.")
     samples: int = option(3, help="Samples per evaluation task (Pass@1 and Pass@3).")
     temperature: float = option(0.5, help="Sampling temperature.")
     max_new_tokens: int = option(1100, help="Generated tokens per sample at most.")
-    confidence_window: int = option(64, help="Window of the confidence analysis (Figure 2).")
+    regime_levels: str = option("0,200,800", help="`--regime`: base strengths, as comma-separated warmup_steps "
+                                "values (0: the weak base); each level is a demo run under <out>/base-k<steps>, "
+                                "all sharing the first level's pretraining.")
+    confidence_window: int = option(64, help="Window of the confidence analysis (the paper's Figure 2 uses 64; "
+                                    "CuSeT's own window is `window`).")
     progress: bool = option(True, help="Progress bars.")
 
     def family_list(self) -> list[str] | None:
@@ -95,6 +116,10 @@ class DemoConfig:
 
         target = set(self.family_list() or [f.name for f in all_families()])
         return [f.name for f in all_families() if f.name not in target]
+
+    def regime_level_list(self) -> list[int]:
+        """The warmup_steps of each `--regime` base, as written."""
+        return [int(x) for x in _names(self.regime_levels) or []]
 
     def method_list(self) -> list[str]:
         """The method specs as written (`cuset`, `cuset:paper`, ...)."""
@@ -119,6 +144,19 @@ class DemoConfig:
                      "batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        try:
+            levels = self.regime_level_list()
+        except ValueError:
+            raise ValueError(f"regime_levels must be comma-separated integers (warmup_steps per base), got "
+                             f"{self.regime_levels!r}") from None
+        if not levels or min(levels) < 0 or len(set(levels)) != len(levels):
+            raise ValueError(f"regime_levels must name distinct warmup_steps values >= 0, e.g. 0,200,800; got "
+                             f"{self.regime_levels!r}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0 (0: no warm-up), got {self.warmup_steps}")
+        if self.warmup_steps and self.n_warmup < 1:
+            raise ValueError(f"n_warmup must be >= 1 when warmup_steps > 0 (got {self.n_warmup}); "
+                             "or set warmup_steps=0")
         if self.micro_batch < 0 or self.batch_size % self.forward_batch:
             raise ValueError(f"micro_batch ({self.micro_batch}) must divide batch_size ({self.batch_size}), "
                              "or be 0 for the whole batch")
@@ -159,10 +197,13 @@ class DemoConfig:
                 raise ValueError(f"instruct_families must be disjoint from families; both name {', '.join(shared)}")
 
 
-# CuSeT's ablation switches (the paper's Table 5), as method-spec parts: each turns one
-# LossConfig switch off. All three off is SFT; only the confidence mask left is ProFit.
-ABLATIONS = {"noconf": "conf_mask", "nocuda": "cuda_mask", "noregion": "region_weight"}
-ABLATION_LABELS = {"noconf": "no confidence mask", "nocuda": "no CUDA mask", "noregion": "no sample weight"}
+# CuSeT's switches, as method-spec parts: the paper's Table 5 ablations each turn one LossConfig
+# switch off (all three off is SFT; only the confidence mask left is ProFit); `wnorm` is the
+# control that keeps the sample weight's re-weighting and removes its falling overall scale.
+LOSS_SWITCHES = {"noconf": ("conf_mask", False), "nocuda": ("cuda_mask", False), "noregion": ("region_weight", False),
+                 "wnorm": ("weight_norm", True)}
+SWITCH_LABELS = {"noconf": "no confidence mask", "nocuda": "no CUDA mask", "noregion": "no sample weight",
+                 "wnorm": "sample weight at mean 1 per step"}
 
 
 @dataclass(frozen=True)
@@ -170,15 +211,15 @@ class MethodSpec:
     """One fine-tuning arm: `cuset:paper:noconf` -> loss cuset, paper spans, conf_mask off."""
     loss: str
     spans: str = ""                  # "": the config's cuda_spans
-    ablations: tuple[str, ...] = ()  # keys of ABLATIONS
+    switches: tuple[str, ...] = ()   # keys of LOSS_SWITCHES
 
     def loss_switches(self) -> dict[str, bool]:
-        """The LossConfig switches this arm turns off."""
-        return {ABLATIONS[a]: False for a in self.ablations}
+        """The LossConfig switches this arm sets."""
+        return dict(LOSS_SWITCHES[a] for a in self.switches)
 
     def qualifiers(self) -> list[str]:
         """What sets this arm apart from its plain loss, for a table row."""
-        return ([f"{self.spans} spans"] if self.spans else []) + [ABLATION_LABELS[a] for a in self.ablations]
+        return ([f"{self.spans} spans"] if self.spans else []) + [SWITCH_LABELS[a] for a in self.switches]
 
 
 def parse_method_spec(spec: str) -> MethodSpec:
@@ -191,19 +232,23 @@ def parse_method_spec(spec: str) -> MethodSpec:
     if loss not in LOSS_NAMES:
         raise ValueError(f"methods: {unknown_loss_message(loss)}")
     spans = [p for p in parts if p in SPAN_MODES]
-    ablations = tuple(p for p in parts if p in ABLATIONS)
-    unknown = [p for p in parts if p not in SPAN_MODES and p not in ABLATIONS]
-    allowed = (f"the CUDA span mode ({' or '.join(SPAN_MODES)}, e.g. {loss}:paper) or a CuSeT ablation "
-               f"({', '.join(ABLATIONS)}, e.g. cuset:noconf)")
+    switches = tuple(p for p in parts if p in LOSS_SWITCHES)
+    unknown = [p for p in parts if p not in SPAN_MODES and p not in LOSS_SWITCHES]
+    allowed = (f"the CUDA span mode ({' or '.join(SPAN_MODES)}, e.g. {loss}:paper) or a CuSeT switch "
+               f"({', '.join(LOSS_SWITCHES)}, e.g. cuset:noconf)")
     if unknown:
         raise ValueError(f"methods: {spec!r}: {unknown[0]!r} is not a part a method spec may hold; "
                          f"the parts after ':' are {allowed}")
-    if len(spans) > 1 or len(set(ablations)) != len(ablations):
+    if len(spans) > 1 or len(set(switches)) != len(switches):
         raise ValueError(f"methods: {spec!r} names a part twice; the parts after ':' are {allowed}")
-    if ablations and loss != "cuset":
-        raise ValueError(f"methods: {spec!r}: {', '.join(ablations)} switch off parts of CuSeT's objective; "
-                         f"{loss} has none (use cuset:{':'.join(ablations)})")
-    return MethodSpec(loss, spans[0] if spans else "", ablations)
+    if switches and loss != "cuset":
+        are = "is a switch" if len(switches) == 1 else "are switches"
+        raise ValueError(f"methods: {spec!r}: {', '.join(switches)} {are} of CuSeT's objective; "
+                         f"{loss} has none (use cuset:{':'.join(switches)})")
+    if "wnorm" in switches and "noregion" in switches:
+        raise ValueError(f"methods: {spec!r}: wnorm renormalises the sample weight that noregion turns off; "
+                         "name one of them")
+    return MethodSpec(loss, spans[0] if spans else "", switches)
 
 
 def _names(spec: str) -> list[str] | None:
@@ -231,3 +276,16 @@ STUDY_INSTRUCT_FAMILIES = (INSTRUCT_FAMILIES + ",dot_product,row_reduce,softmax,
 STUDY = {"n_train": 1000, "n_eval": 64, "seeds": 2, "methods": "sft,cuset,dft", "finetune_steps": 500,
          "finetune_lr": 3e-3, "micro_batch": 1, "max_new_tokens": 960, "pretrain_steps": 1400, "n_instruct": 2000,
          "instruct_families": STUDY_INSTRUCT_FAMILIES, "layout": "kernels_first"}
+# `--regime`: the base-strength map of issue 39. The study's settings, one seed of the four arms that
+# separate CuSeT's parts (sft; cuset; the CUDA mask alone; cuset with w_n at mean 1 per step) at
+# every base strength in regime_levels (warmup_steps of SFT on the fine-tuning families at points
+# the fine-tuning and evaluation sets do not hold). `seeds=4 regime_levels=<k>` is the powered run
+# at one level.
+REGIME_METHODS = "sft,cuset,cuset:noconf:noregion,cuset:wnorm"
+REGIME = {**STUDY, "methods": REGIME_METHODS, "seeds": 1, "n_warmup": 600}
+# `--regime --fast`: the same machinery at a size CI runs in a minute or two: two bases, four arms,
+# a few steps each. Its numbers say nothing about the methods.
+REGIME_FAST = {**FAST, "methods": REGIME_METHODS, "regime_levels": "0,4", "n_warmup": 12, "n_train": 16, "n_eval": 2,
+               "n_pretrain": 24, "n_instruct": 12, "pretrain_steps": 8, "finetune_steps": 4, "hidden": 32,
+               "layers": 1, "vocab_size": 512, "samples": 1, "max_new_tokens": 48, "seq_len": 256,
+               "batch_size": 2}

@@ -268,6 +268,31 @@ def summary_table(doc: dict) -> list[str]:
     return lines
 
 
+def _warmup_text(cfg: dict) -> str:
+    if not cfg.get("warmup_steps"):
+        return f" (\"vanilla\"): it never saw the fine-tuning families ({cfg['families']})."
+    return (f", then warmed up with {cfg['warmup_steps']} steps of SFT (learning rate {cfg['warmup_lr']}) on "
+            f"{cfg['n_warmup']} prompt/program pairs of the fine-tuning families ({cfg['families']}) at (family, "
+            "variant, size) points that neither the fine-tuning nor the evaluation set holds (checked) (\"vanilla\").")
+
+
+def _mechanism_text(m: dict | None, tau: float) -> str:
+    """The paper's premise on this base (fine-tuning references), as a clause."""
+    if not m or not m["fit"].get("n_tokens"):
+        return ""
+    fit, ks = m["fit"], m["ks"]
+    pct = lambda x: "n/a" if x is None else f"{100 * x:.1f}%"  # noqa: E731
+    text = (f"; {pct(fit['share_low'])} of its target tokens there are at p <= tau = {tau} (CUDA-sensitive "
+            f"{pct(fit['share_low_sensitive'])}, neutral {pct(fit['share_low_neutral'])}), the tokens CuSeT's "
+            f"confidence mask leaves out of the loss")
+    if ks is not None:
+        holds = m["mean_conf_sensitive"] < m["mean_conf_neutral"]
+        text += (f"; mean confidence CUDA-sensitive {m['mean_conf_sensitive']:.3f} vs neutral "
+                 f"{m['mean_conf_neutral']:.3f} (KS D = {ks['statistic']:.3f}, p {_p_value(ks['pvalue'])}; sensitive "
+                 f"tokens {'less' if holds else 'not less'} confident than neutral ones)")
+    return text
+
+
 def _markdown(doc: dict) -> str:
     cfg = doc["config"]
     base = doc["base_model"]
@@ -282,9 +307,10 @@ def _markdown(doc: dict) -> str:
         f"A {cfg['layers']}-layer, hidden-{cfg['hidden']} Qwen2-architecture model ({base['parameters']:,} parameters) "
         f"with a {base['vocab_size']:,}-token byte-level BPE was built here and pretrained for "
         f"{cfg['pretrain_steps']} steps on {cfg.get('n_pretrain', 0)} programs of other families"
-        f"{instruct} (\"vanilla\"): it never saw the fine-tuning families ({cfg['families']}). "
+        f"{instruct}{_warmup_text(cfg)} "
         f"Before fine-tuning, its NLL per response token on the fine-tuning set is **{nll['nll']:.3f}** "
-        f"({nll['n_examples']} examples, {nll['n_tokens']:,} tokens). It was then fine-tuned ({cfg['finetune']}) for "
+        f"({nll['n_examples']} examples, {nll['n_tokens']:,} tokens){_mechanism_text(nll.get('mechanism'), cfg['tau'])}. "
+        "It was then fine-tuned ({cfg['finetune']}) for "
         f"{cfg['finetune_steps']} steps with each of {', '.join(row_label(m) for m in methods)} "
         f"(CuSeT: tau={cfg['tau']}, lambda={cfg['lam']}, window={cfg['window']}) on {cfg['n_train']} synthesised "
         f"tasks, {seeds} seed(s) each. Each model generated {cfg['samples']} samples for each of {cfg['n_eval']} "

@@ -80,8 +80,23 @@ class DemoRun:
         return self.out / "data" / "pretrain.jsonl"
 
     @property
+    def warmup_tasks(self) -> Path:
+        return self.out / "data" / "warmup.jsonl"
+
+    @property
+    def points(self) -> Path:
+        """The (family, variant, size) point of every task of the fine-tuning, evaluation and warm-up sets."""
+        return self.out / "data" / "points.json"
+
+    @property
     def vanilla(self) -> Path:
+        """The base model every run fine-tunes from (after the warm-up, when there is one)."""
         return self.out / "models" / "vanilla"
+
+    @property
+    def pretrained_model(self) -> Path:
+        """The pretrained model: the base itself without warm-up, what the warm-up starts from with it."""
+        return self.out / "models" / ("pretrained" if self.cfg.warmup_steps else "vanilla")
 
     def cell_dir(self, model: str) -> Path:
         return self.out / "cells" / model
@@ -97,7 +112,7 @@ class DemoRun:
         """Seconds of every finished step, in the order the steps run: the demo's own steps
         and each model's cell steps (`<step>_<model>`), read from their steps.json files."""
         demo = StepLog(self.out, "demo").seconds
-        timings = {k: demo[k] for k in ("data", "base_model", "base_nll") if k in demo}
+        timings = {k: demo[k] for k in ("data", "base_model", "warmup", "base_nll") if k in demo}
         for model in self.models:
             timings.update({f"{key}_{model}": s for key, s in step_seconds(self.cell_dir(model)).items()})
         if "confidence" in demo:
@@ -112,6 +127,8 @@ class DemoRun:
         steps = StepLog(self.out, "demo")
         steps.run("data", self.make_data)
         steps.run("base_model", self.make_base_model)
+        if self.cfg.warmup_steps:
+            steps.run("warmup", self.warm_up)
         steps.run("base_nll", self.base_nll)
         for model in self.models:
             run_cell(self.cell(model), name=f"demo {model}")
@@ -126,19 +143,32 @@ class DemoRun:
 
     # -- steps ---------------------------------------------------------------
     def make_data(self) -> None:
-        from cuset.data.synth import synthesize, synthesize_split
+        from cuset.data.synth import make_tasks, point_of, synthesize, synthesize_points
         from cuset.tasks import save_tasks
 
         c = self.cfg
-        train, evaluation = synthesize_split(c.n_train, c.n_eval, c.seed, holdout=c.holdout, families=c.family_list())
+        split = dict(holdout=c.holdout, families=c.family_list())
+        points = {"train": synthesize_points(c.n_train, c.seed, split="train", **split),
+                  "eval": synthesize_points(c.n_eval, c.seed, split="eval", **split)}
+        if c.warmup_steps:
+            points["warmup"] = warmup_points(points["train"], points["eval"], c.n_warmup, c.seed)
+        tasks = {name: make_tasks(p) for name, p in points.items()}
         instruct = synthesize(c.n_instruct, c.seed, families=c.instruct_family_list()) if c.n_instruct else []
         pretrain = synthesize(c.n_pretrain, c.seed, families=c.pretrain_family_list()) if c.n_pretrain else []
         if c.layout == "kernels_first":
-            train, evaluation, instruct, pretrain = (_kernels_first(ts) for ts in (train, evaluation, instruct, pretrain))
-        save_tasks(train, self.train_tasks)
-        save_tasks(evaluation, self.eval_tasks)
+            tasks = {name: _kernels_first(ts) for name, ts in tasks.items()}
+            instruct, pretrain = _kernels_first(instruct), _kernels_first(pretrain)
+        if c.replaceable:
+            from cuset.data.variation import vary_task
+
+            tasks["train"] = [vary_task(t, c.seed) for t in tasks["train"]]
+        save_tasks(tasks["train"], self.train_tasks)
+        save_tasks(tasks["eval"], self.eval_tasks)
+        if c.warmup_steps:
+            save_tasks(tasks["warmup"], self.warmup_tasks)
         save_tasks(instruct, self.instruct_tasks)
         save_tasks(pretrain, self.pretrain_tasks)
+        atomic_write_text(self.points, json.dumps({name: [list(point_of(x)) for x in p] for name, p in points.items()}))
 
     def make_base_model(self) -> None:
         """Tokenizer + randomly initialised model, then brief pretraining on programs of the
@@ -155,11 +185,16 @@ class DemoRun:
         from cuset.train.tiny import build_tiny_model
 
         c = self.cfg
+        target = self.pretrained_model
+        staging = target.with_name(target.name + ".partial")
+        if c.pretrained:
+            _copy_pretrained(Path(c.pretrained), staging, c)
+            staging.rename(target)
+            return
         tasks, _ = load_tasks(self.pretrain_tasks)
         instruct, _ = load_tasks(self.instruct_tasks)
         programs = [t.bench_cu for t in tasks]
         prompts = [m["content"] for t in instruct for m in render_prompt(t, 1).messages()]
-        staging = self.vanilla.with_name("vanilla.partial")
         build_tiny_model(staging, programs + [t.bench_cu for t in instruct] + prompts, vocab_size=c.vocab_size,
                          hidden_size=c.hidden, num_layers=c.layers, num_heads=4, num_kv_heads=2,
                          intermediate_size=3 * c.hidden, seed=c.seed)
@@ -174,6 +209,46 @@ class DemoRun:
                               progress=lambda s, loss: bar.advance(status=f"loss {loss:.3f}"))
         model.save_pretrained(staging)
         (staging / "pretrain_log.json").write_text(json.dumps({"loss": losses}))
+        staging.rename(target)
+
+    def warmup_config(self):
+        """The warm-up: SFT (full) of the pretrained model on the warm-up set, as the fine-tuning runs train."""
+        from cuset.config import load_config
+        from cuset.train.config import TrainConfig
+
+        c = self.cfg
+        return load_config(TrainConfig, base={
+            "output_dir": str(self.out / "warmup"),
+            "model": {"name_or_path": str(self.pretrained_model), "dtype": "float32"},
+            "data": {"paths": [str(self.warmup_tasks)], "format": "cudabench", "prompt_level": 1,
+                     "max_length": 2048, "cache_dir": str(self.out / "cache" / "tokenized")},
+            "loss": {"name": "sft"}, "finetune": "full",
+            "optim": {"learning_rate": c.warmup_lr, "max_steps": c.warmup_steps,
+                      "per_device_batch_size": c.forward_batch,
+                      "gradient_accumulation_steps": c.batch_size // c.forward_batch, "warmup_ratio": 0.05},
+            "precision": "fp32", "seed": c.seed, "save_steps": 0, "report_to": [], "progress": c.progress,
+        })
+
+    def warm_up(self) -> None:
+        """Base strength: k steps of SFT on the warm-up set, after checking that it shares no
+        (family, variant, size) point, and no prompt, with the fine-tuning and evaluation sets."""
+        import shutil
+
+        from cuset.tasks import load_tasks
+        from cuset.train.run import SUMMARY_NAME, train
+
+        points = json.loads(self.points.read_text())
+        check_warmup_disjoint({k: [tuple(p) for p in v] for k, v in points.items()},
+                              {name: load_tasks(path)[0] for name, path in (
+                                  ("warmup", self.warmup_tasks), ("train", self.train_tasks),
+                                  ("eval", self.eval_tasks))})
+        cfg = self.warmup_config()
+        if not (Path(cfg.output_dir) / SUMMARY_NAME).exists():
+            train(cfg, resume=True)
+        model = json.loads((Path(cfg.output_dir) / SUMMARY_NAME).read_text())["outputs"]["model"]
+        staging = self.vanilla.with_name("vanilla.partial")
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(model, staging)
         staging.rename(self.vanilla)
 
     def cell(self, model: str):
@@ -241,7 +316,8 @@ class DemoRun:
         nll = np.concatenate([-np.log(np.clip(s.confidences, 1e-12, 1.0)) for s in samples])
         atomic_write_text(self.out / "base_nll.json", json.dumps(
             {"nll": float(nll.mean()), "n_examples": len(samples), "n_tokens": int(nll.size),
-             "data": str(self.train_tasks.relative_to(self.out))}))
+             "data": str(self.train_tasks.relative_to(self.out)),
+             "mechanism": base_mechanism(samples, tau=self.cfg.tau)}))
 
     def reference_fit(self, model: str) -> None:
         """How closely `model` fits the held-out reference programs, teacher-forced. Tokens it
@@ -269,6 +345,71 @@ class DemoRun:
         analyze_confidence(samples, out, window=self.cfg.confidence_window, sensitive_kinds=CUSET_KINDS,
                            categories=ALL_KINDS, model_label="vanilla demo base model",
                            data_label=str(self.eval_tasks), skipped=dict(skipped), skipped_messages=messages)
+
+
+def base_mechanism(samples, *, tau: float) -> dict:
+    """The paper's premise measured on a base, teacher-forced on fine-tuning references: the share
+    of target tokens at p <= tau (what the confidence mask drops), overall and among CUDA-sensitive
+    and neutral tokens; the mean confidence of each group and the two-sample KS test between them
+    (Fig. 1: sensitive tokens less confident than neutral ones, on a base that finds most likely)."""
+    from cuset.analysis.confidence import ks_test, reference_fit, split_by_sensitivity
+    from cuset.spans import CUSET_KINDS
+
+    fit = reference_fit(samples, threshold=tau, sensitive_kinds=CUSET_KINDS)
+    sens, neut = split_by_sensitivity(samples, CUSET_KINDS)
+    out = {"fit": fit, "mean_conf_sensitive": float(sens.mean()) if sens.size else None,
+           "mean_conf_neutral": float(neut.mean()) if neut.size else None, "ks": None}
+    if sens.size and neut.size:
+        ks = ks_test(sens, neut)
+        out["ks"] = {"statistic": ks.statistic, "pvalue": ks.pvalue, "n_sensitive": ks.n_sensitive,
+                     "n_neutral": ks.n_neutral}
+    return out
+
+
+SET_NAMES = {"train": "fine-tuning", "eval": "evaluation", "warmup": "warm-up"}
+
+
+def warmup_points(train: list, evaluation: list, n: int, seed: int) -> list:
+    """`n` (family, variant, size) points of the fine-tuning set's families, at every size, that
+    neither the fine-tuning nor the evaluation set holds (with holdout=families the evaluation
+    families stay unseen)."""
+    from cuset.data.synth import point_of, synthesize_points
+
+    families = sorted({fam.name for fam, _, _ in train})
+    used = [point_of(p) for p in (*train, *evaluation)]
+    return synthesize_points(n, seed, families=families, size_scale="all", exclude_points=used)
+
+
+def check_warmup_disjoint(points: dict[str, list[tuple[str, str, str]]], tasks: dict[str, list]) -> None:
+    """Raise when the warm-up set shares a (family, variant, size) point (as recorded when the sets
+    were drawn) or a level-1 prompt (the tasks as saved) with the fine-tuning or evaluation set."""
+    from cuset.data.synth import SynthError, check_disjoint
+
+    check_disjoint("warm-up", points["warmup"], {SET_NAMES[k]: points[k] for k in ("train", "eval")})
+    prompts = {t.level1_prompt: t.task_name for t in tasks["warmup"]}
+    for key in ("train", "eval"):
+        shared = [t.task_name for t in tasks[key] if t.level1_prompt in prompts]
+        if shared:
+            raise SynthError(f"the warm-up set shares {len(shared)} prompt(s) with the {SET_NAMES[key]} set, "
+                             f"e.g. {shared[0]}: its tasks are not the points recorded in data/points.json")
+
+
+def _copy_pretrained(source: Path, staging: Path, cfg: DemoConfig) -> None:
+    """Copy a pretrained base (config `pretrained`) after checking it is the shape this config asks for."""
+    import shutil
+
+    config = source / "config.json"
+    if not config.is_file():
+        raise FileNotFoundError(f"pretrained: {source} holds no config.json; name a model directory such as "
+                                "<demo run>/models/vanilla")
+    got = json.loads(config.read_text())
+    want = {"hidden_size": cfg.hidden, "num_hidden_layers": cfg.layers}
+    wrong = {k: got.get(k) for k, v in want.items() if got.get(k) != v}
+    if wrong:
+        raise ValueError(f"pretrained: {source} has {wrong}, this config asks for {want}; set hidden/layers to match "
+                         "or pretrain a new base")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(source, staging)
 
 
 def _kernels_first(tasks: list) -> list:

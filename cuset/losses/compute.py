@@ -140,6 +140,31 @@ def final_hidden_states(model: torch.nn.Module, batch: dict) -> torch.Tensor:
     return captured["h"]
 
 
+def needs_step_weights(cfg: LossConfig) -> bool:
+    """Whether the loss needs the step's mean sample weight (`step_weight_mean`) before its micro-batches."""
+    return cfg.weight_norm and get_loss(cfg.name).sample_weights is not None
+
+
+@torch.no_grad()
+def sample_weight_totals(model: torch.nn.Module, batch: dict, cfg: LossConfig) -> tuple[torch.Tensor, int]:
+    """(sum of the sample weights w_n, number of samples) of one micro-batch under the current
+    model, without gradients: the extra forward pass that gives cfg.weight_norm the mean w_n of
+    a step of several micro-batches before the first of them is backpropagated."""
+    from cuset.losses.tokens import chunked_token_stats
+
+    obj = get_loss(cfg.name)
+    shifted = shift_batch(batch)
+    head = _head_module(_causal_lm(model))
+    if not bool((shifted.labels != IGNORE_INDEX).any()):
+        return torch.zeros((), dtype=torch.float64), 0
+    hidden = final_hidden_states(model, batch)[:, :-1]  # plain module weights: not inside a ZeRO-3 / FSDP shard
+    plain = chunked_token_stats(hidden, head.weight, head.bias, shifted.labels, chunk_size=cfg.chunk_size,
+                                segment_ids=shifted.segment_ids, cuda_mask=shifted.cuda_mask,
+                                loss_weight=shifted.loss_weight).detached()
+    runs = segment_runs(plain.segment)
+    return obj.weights(plain, runs, cfg).double().sum(), runs.count
+
+
 def _reference_hidden(model, batch: dict, ref_model_ctx) -> tuple[torch.Tensor, torch.nn.Module]:
     """Hidden states of pi_ref (no grad) and the module whose LM head scores them."""
     with torch.no_grad():
@@ -217,6 +242,7 @@ def head_forward_replaced(head: torch.nn.Module, forward: Callable[[torch.Tensor
 
 def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_items_in_batch: Any = None,
                  num_samples_in_batch: Any = None, num_micro_batches: Any = None, world_size: int = 1,
+                 step_weight_mean: Any = None,
                  ref_model_ctx: torch.nn.Module | Callable[[], contextlib.AbstractContextManager] | None = None,
                  ) -> tuple[torch.Tensor, dict[str, float]]:
     """(loss, metrics) of `cfg.name` on one micro-batch; see the module docstring for normalisation.
@@ -227,6 +253,10 @@ def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_it
     position_ids / segment_ids (packing).
     ref_model_ctx (ASFT): None = peft model with its adapter disabled; a module = frozen
     reference model; a callable = context manager under which `model` is the reference.
+    step_weight_mean (cfg.weight_norm): the mean sample weight w_n over every sample of the
+    optimizer step (`sample_weight_totals` summed over its micro-batches and ranks, divided by
+    their sample count); None: this micro-batch's own mean, which is the step's when the step
+    is one micro-batch on one process.
     Works unchanged under DDP, FSDP and DeepSpeed ZeRO-2/3 (see `head_forward_replaced`).
     """
     obj = get_loss(cfg.name)
@@ -256,7 +286,7 @@ def compute_loss(model: torch.nn.Module, batch: dict, cfg: LossConfig, *, num_it
             loss_sum, plain, metrics = head_loss_sum(
                 cfg, hidden[:, :-1][targets.mask], head.weight, head.bias, targets, ref_hidden=ref_h,
                 ref_weight=None if ref_head is None else ref_head.weight,
-                ref_bias=None if ref_head is None else ref_head.bias)
+                ref_bias=None if ref_head is None else ref_head.bias, weight_mean=step_weight_mean)
         results.update(plain=plain, metrics=metrics)
         return loss_sum
 
@@ -295,8 +325,10 @@ def _gathered_frozen(head: torch.nn.Module | None):
 
 def head_loss_sum(cfg: LossConfig, hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
                   targets: Targets, *, ref_hidden: torch.Tensor | None = None, ref_weight: torch.Tensor | None = None,
-                  ref_bias: torch.Tensor | None = None) -> tuple[torch.Tensor, TokenStats, dict[str, torch.Tensor]]:
+                  ref_bias: torch.Tensor | None = None, weight_mean: torch.Tensor | float | None = None,
+                  ) -> tuple[torch.Tensor, TokenStats, dict[str, torch.Tensor]]:
     """(loss_sum, detached TokenStats, metric tensors) for gathered target hidden states [N, H].
+    `weight_mean`: the step's mean sample weight for cfg.weight_norm (None: these samples' own).
 
     The objective's token coefficients are folded into the chunked head's single pass
     (`weighted_terms_fn`); its per-sample scales are applied here.
@@ -311,7 +343,7 @@ def head_loss_sum(cfg: LossConfig, hidden: torch.Tensor, weight: torch.Tensor, b
         ref_bias=None if ref_bias is None else ref_bias.detach(),
         chunk_size=cfg.chunk_size, token_weight=targets.weight)
     plain = TokenStats(logp, targets.segment, targets.cuda, entropy, kl, targets.weight)
-    loss_sum, metrics = obj.reduce(terms, plain, cfg)
+    loss_sum, metrics = obj.reduce(terms, plain, cfg, weight_mean=weight_mean)
     return loss_sum, plain, metrics
 
 
@@ -338,7 +370,7 @@ def _empty_loss(hidden: torch.Tensor, head: torch.nn.Module) -> torch.Tensor:
 
 
 def _empty_metrics() -> dict[str, float]:
-    keys = ("loss", "nll", "conf_kept_frac", "cuda_frac", "w_mean", "w_min", "w_max", "n_tokens", "n_samples")
+    keys = ("loss", "nll", "conf_kept_frac", "dropped_frac", "cuda_frac", "w_mean", "w_min", "w_max", "n_tokens", "n_samples")
     return {k: 0.0 for k in keys}
 
 

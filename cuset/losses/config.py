@@ -39,6 +39,11 @@ class LossConfig:
     conf_mask: bool = option(True, help="CuSeT ablation: off => every target token passes the confidence mask")
     cuda_mask: bool = option(True, help="CuSeT ablation: off => lambda = 0 (no CUDA-span bonus)")
     region_weight: bool = option(True, help="CuSeT ablation: off => sample weight w_n = 1")
+    weight_norm: bool = option(
+        False, help="CuSeT control: divide w_n by the mean w_n of the optimizer step's samples (all micro-batches "
+                    "and ranks), so the weights re-weight samples against each other at mean 1 per step; as the "
+                    "mean w_n falls during training it otherwise scales the whole gradient down, which under AdamW "
+                    "acts like an extra learning-rate decay")
     eaft_alpha: float = option(1.0, help="EAFT exponent alpha on the normalised top-k entropy (H/3.0)^alpha")
     eaft_topk: int = option(20, help="EAFT: entropy of the softmax renormalised over the top-k logits")
     asft_beta: float = option(0.1, help="ASFT weight beta of KL(pi_ref || pi_theta) (the official train.py default "

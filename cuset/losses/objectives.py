@@ -68,16 +68,24 @@ class Objective:
             a, b = a * w, (None if b is None else b * w)
         return a, b
 
-    def reduce(self, terms: torch.Tensor, plain: TokenStats, cfg: LossConfig) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Sum per-token loss terms with the per-sample scales; `plain` are the detached stats."""
+    def reduce(self, terms: torch.Tensor, plain: TokenStats, cfg: LossConfig, *,
+               weight_mean: torch.Tensor | float | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Sum per-token loss terms with the per-sample scales; `plain` are the detached stats.
+        `weight_mean`: the mean w_n of the optimizer step (cfg.weight_norm; None: these samples' own)."""
         runs = segment_runs(plain.segment)
-        scale = self.sample_scale(plain, runs, cfg)
+        scale = self.sample_scale(plain, runs, cfg, weight_mean=weight_mean)
         loss_sum = (scale[runs.index] * terms).sum() if terms.numel() else terms.sum()
         return loss_sum, self.metrics(plain, runs, cfg)
 
-    def sample_scale(self, plain: TokenStats, runs: Runs, cfg: LossConfig) -> torch.Tensor:
-        """[S] detached factor of each sample: w_n, divided by T_n for reduction=sample_mean."""
+    def sample_scale(self, plain: TokenStats, runs: Runs, cfg: LossConfig, *,
+                     weight_mean: torch.Tensor | float | None = None) -> torch.Tensor:
+        """[S] detached factor of each sample: w_n (over the step's mean w_n with cfg.weight_norm),
+        divided by T_n for reduction=sample_mean."""
         weights = self.weights(plain, runs, cfg)
+        if cfg.weight_norm and self.sample_weights is not None and weights.numel():
+            mean = weights.mean() if weight_mean is None else torch.as_tensor(weight_mean).to(weights)
+            # mean 0: every w_n of the step is 0 (weights are >= 0), and stays 0
+            weights = weights / mean if bool(mean > 0) else weights
         if cfg.reduction == "sample_mean":
             weights = weights / runs.length.to(weights.dtype)
         return weights
@@ -90,8 +98,10 @@ class Objective:
     def metrics(self, plain: TokenStats, runs: Runs, cfg: LossConfig) -> dict[str, torch.Tensor]:
         p = plain.logp.exp()
         w = self.weights(plain, runs, cfg)
+        a, _ = self.coefs(plain, cfg)
         out = {
             "conf_kept_frac": _mean(self.kept(plain, cfg)),
+            "dropped_frac": _mean(a == 0),  # tokens the objective leaves out of the loss (coefficient 0)
             "cuda_frac": _mean(plain.cuda > 0),
             "w_mean": _mean(w), "w_min": _reduce(w, torch.amin), "w_max": _reduce(w, torch.amax),
             "p_mean": _mean(p),

@@ -14,7 +14,7 @@ import time
 
 import torch
 
-TOKEN_WEIGHTED = ("nll", "conf_kept_frac", "cuda_frac")
+TOKEN_WEIGHTED = ("nll", "conf_kept_frac", "dropped_frac", "cuda_frac")
 SUMS = ("objective", "targets", "samples", "input_tokens", "w_sum", *(f"{k}_sum" for k in TOKEN_WEIGHTED))
 
 

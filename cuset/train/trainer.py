@@ -33,6 +33,7 @@ class CusetTrainer(Trainer):
         self.step_metrics = StepMetrics()
         self._samples_in_step = None
         self._micro_batches_in_step = None
+        self._weight_mean_in_step = None
         self._checkpoint_root: str | None = None
 
     # -- loss ---------------------------------------------------------------------
@@ -64,8 +65,32 @@ class CusetTrainer(Trainer):
             totals = self.accelerator.reduce(totals, reduction="sum")
         self._samples_in_step = totals[1]
         self._micro_batches_in_step = totals[2]
+        self._weight_mean_in_step = self._step_weight_mean(batches, device)
         self.step_metrics.new_step()
         return batches, totals[0]
+
+    def _step_weight_mean(self, batches: list[dict], device):
+        """loss.weight_norm: the mean sample weight w_n over every sample of the step, from a
+        forward pass without gradients over its micro-batches (None where the step is one
+        micro-batch on one process: compute_loss then takes that micro-batch's own mean)."""
+        from cuset.losses.compute import needs_step_weights, sample_weight_totals
+
+        distributed = self.args.average_tokens_across_devices and self.accelerator.num_processes > 1
+        if not needs_step_weights(self.loss_config) or (len(batches) == 1 and not distributed):
+            return None
+        if self.is_deepspeed_enabled or self.is_fsdp_enabled:
+            raise NotImplementedError("loss.weight_norm over several micro-batches reads the LM head's weight "
+                                      "outside the model's forward, which DeepSpeed and FSDP shard; train with "
+                                      "gradient_accumulation_steps=1 on one process, or without weight_norm")
+        model = self.model_wrapped if self.model_wrapped is not None else self.model
+        total, count = torch.zeros((), dtype=torch.float64, device=device), 0
+        for batch in batches:
+            w_sum, n = sample_weight_totals(model, self._prepare_inputs(batch), self.loss_config)
+            total, count = total + w_sum.to(device), count + n
+        totals = torch.stack([total, torch.tensor(float(count), dtype=torch.float64, device=device)])
+        if distributed:
+            totals = self.accelerator.reduce(totals, reduction="sum")
+        return totals[0] / totals[1].clamp(min=1.0)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         from cuset.losses import compute_loss
@@ -73,7 +98,8 @@ class CusetTrainer(Trainer):
         loss, metrics = compute_loss(model, inputs, self.loss_config, num_items_in_batch=num_items_in_batch,
                                      num_samples_in_batch=self._samples_in_step if model.training else None,
                                      num_micro_batches=self._micro_batches_in_step if model.training else None,
-                                     world_size=self._loss_world_size(), ref_model_ctx=self.ref_model)
+                                     world_size=self._loss_world_size(), ref_model_ctx=self.ref_model,
+                                     step_weight_mean=self._weight_mean_in_step if model.training else None)
         if model.training:
             self.step_metrics.add(loss, metrics, samples=inputs["input_ids"].shape[0],
                                   input_tokens=inputs["attention_mask"].sum())

@@ -128,7 +128,7 @@ def test_method_specs_switch_off_parts_of_cuset(tmp_path):
                 for m in run.models[1:]}
     assert switches == {"sft": ("sft", True, True, True), "cuset-noconf": ("cuset", False, True, True),
                         "cuset-nocuda-noregion": ("cuset", True, False, False)}
-    with pytest.raises(ValueError, match=r"'sft:noconf': noconf switch off parts of CuSeT's objective; sft has none"):
+    with pytest.raises(ValueError, match=r"'sft:noconf': noconf is a switch of CuSeT's objective; sft has none"):
         DemoConfig(methods="sft:noconf")
     with pytest.raises(ValueError, match=r"'cuset:noconf:noconf' names a part twice"):
         DemoConfig(methods="cuset:noconf:noconf")
@@ -136,6 +136,32 @@ def test_method_specs_switch_off_parts_of_cuset(tmp_path):
         DemoConfig(methods="cuset:paper:broad")
     with pytest.raises(ValueError, match=r"unknown loss 'cusett': did you mean 'cuset'"):
         DemoConfig(methods="cusett:noconf")
+
+
+def test_cuset_runs_at_the_papers_settings(tmp_path):
+    """Section 5.1: l = 256, tau = 0.1, lambda = 1.0, in every preset (the study's responses average
+    about 690 tokens, so the paper's window applies)."""
+    from cuset.demo.config import FAST, STUDY
+    from cuset.demo.run import DemoRun
+
+    for preset in ({}, FAST, STUDY):
+        loss = DemoRun(DemoConfig(**preset), tmp_path).cell("cuset").train.loss
+        assert (loss.window, loss.tau, loss.lam) == (256, 0.1, 1.0)
+
+
+def test_wnorm_sets_weight_norm_and_combines_with_other_switches(tmp_path):
+    from cuset.demo.run import DemoRun
+
+    assert parse_method_spec("cuset:wnorm:noconf") == MethodSpec("cuset", "", ("wnorm", "noconf"))
+    run = DemoRun(DemoConfig(methods="sft,cuset:wnorm,cuset:noconf:wnorm"), tmp_path)
+    loss = {m: run.cell(m).train.loss for m in run.models[1:]}
+    assert [(m, l.weight_norm, l.conf_mask, l.region_weight) for m, l in loss.items()] == [
+        ("sft", False, True, True), ("cuset-wnorm", True, True, True), ("cuset-noconf-wnorm", True, False, True)]
+    with pytest.raises(ValueError, match=r"'cuset:noregion:wnorm': wnorm renormalises the sample weight that "
+                                         r"noregion turns off"):
+        DemoConfig(methods="cuset:noregion:wnorm")
+    with pytest.raises(ValueError, match=r"'dft:wnorm': wnorm is a switch of CuSeT's objective"):
+        DemoConfig(methods="dft:wnorm")
 
 
 def test_micro_batches_accumulate_to_the_step_batch(tmp_path):
@@ -158,5 +184,6 @@ def test_report_labels_name_the_span_mode():
 
     assert row_label("cuset:paper") == "CuSeT (paper spans)"
     assert row_label("cuset:paper:noconf") == "CuSeT (paper spans, no confidence mask)"
+    assert row_label("cuset:wnorm") == "CuSeT (sample weight at mean 1 per step)"
     assert row_label("cuset:nocuda:noregion") == "CuSeT (no CUDA mask, no sample weight)"
     assert row_label("cuset") == "CuSeT" and row_label("vanilla").startswith("Vanilla")

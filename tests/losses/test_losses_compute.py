@@ -311,3 +311,35 @@ def test_micro_batch_mean_averages_each_micro_batch_token_mean(lora_model):
     mb = sum(compute_loss(lora_model, b, cfg, num_micro_batches=2)[0] for b in batches)
     tok = sum(compute_loss(lora_model, b, token, num_items_in_batch=sum(n))[0] for b in batches)
     assert abs(mb.item() - tok.item()) > 1e-4
+
+
+def test_weight_norm_over_micro_batches_equals_one_big_batch(lora_model):
+    """cuset:wnorm in two micro-batches, each handed the step's mean w_n from the no-grad pass
+    (`sample_weight_totals`), gives the gradient of the whole batch at once; each micro-batch's own
+    mean would not."""
+    from cuset.losses.compute import needs_step_weights, sample_weight_totals
+
+    cfg = LossConfig(name="cuset", window=4, chunk_size=5, weight_norm=True)
+    assert needs_step_weights(cfg) and not needs_step_weights(LossConfig(name="cuset"))
+    assert not needs_step_weights(LossConfig(name="sft", weight_norm=True))
+    batch = make_batch(lora_model, seed=3)
+    counts = count_loss_items(batch)
+    loss, metrics = compute_loss(lora_model, batch, cfg, num_items_in_batch=counts["tokens"])
+    whole = grads_of(lora_model, loss)
+    micros = []
+    for sl in (slice(0, 2), slice(2, 4)):
+        micro = rows(batch, sl)
+        width = int(micro["attention_mask"].sum(1).max())
+        micros.append({k: v[:, :width] for k, v in micro.items()})
+    totals = [sample_weight_totals(lora_model, m, cfg) for m in micros]
+    assert [n for _, n in totals] == [2, 2]
+    step_mean = sum(s for s, _ in totals) / 4
+    assert step_mean.item() == pytest.approx(metrics["w_mean"], rel=1e-6)  # the raw mean, as logged (float32)
+    for mean, want in ((step_mean, True), (None, False)):
+        parts = None
+        for micro in micros:
+            part, _ = compute_loss(lora_model, micro, cfg, num_items_in_batch=counts["tokens"], step_weight_mean=mean)
+            g = grads_of(lora_model, part)
+            parts = g if parts is None else [a + b for a, b in zip(parts, g)]
+        same = all(torch.allclose(a, b, rtol=1e-9, atol=1e-12) for a, b in zip(whole, parts))
+        assert same == want

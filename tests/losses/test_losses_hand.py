@@ -84,6 +84,8 @@ def test_profit_drops_tokens_below_threshold():
     check(run("profit"), loss, a=[1, 0, 1, 0])
     _, _, _, metrics = run("profit")
     assert metrics["conf_kept_frac"].item() == pytest.approx(0.5)
+    assert metrics["dropped_frac"].item() == pytest.approx(0.5)
+    assert run("sft")[3]["dropped_frac"].item() == 0.0
 
 
 def test_profit_threshold_is_inclusive():
@@ -140,6 +142,7 @@ def test_cuset_hybrid_mask_and_region_weight():
     metrics = result[3]
     assert metrics["w_mean"].item() == pytest.approx(w)
     assert metrics["conf_kept_frac"].item() == pytest.approx(0.5)
+    assert metrics["dropped_frac"].item() == pytest.approx(0.25)  # M = 0 on the 4th token only
     assert metrics["cuda_frac"].item() == pytest.approx(0.5)
 
 
@@ -167,3 +170,31 @@ def test_reductions_scale_per_sample(reduction, factor):
     # the objective's loss_sum: sample_mean divides each sample's sum by its T_n = 4 targets
     loss = -factor * sum(math.log(p) for p in P_Y)
     check(run("sft", reduction=reduction), loss, a=[factor] * 4)
+
+
+def test_cuset_weight_norm_divides_w_by_the_step_mean():
+    """cuset:wnorm: two samples (tokens 1-2 and 3-4), window 8 > T_n = 2 so C_t is each sample's mean
+    confidence: w_A = 1 - (0.5 + 0.05) / 2 = 0.725, w_B = 1 - (0.6 + 0.08) / 2 = 0.66. Normalised
+    to their mean 0.6925 they are 1.0469314 and 0.9530686; with a step mean of 0.5 handed in (other
+    micro-batches of the step) 1.45 and 1.32. The hybrid mask is M = [1, 1, 2, 0] as above."""
+    cfg = LossConfig(name="cuset", window=8, weight_norm=True)
+    hidden = torch.tensor(PROBS, dtype=torch.float64).log()[None].requires_grad_()
+    weight = torch.eye(3, dtype=torch.float64)
+    stats = chunked_token_stats(hidden, weight, None, torch.tensor([TARGETS]), cuda_mask=torch.tensor([CUDA]),
+                                segment_ids=torch.tensor([[0, 0, 1, 1]]))
+    obj = get_loss("cuset")
+    term_a = -(math.log(0.5) + math.log(0.05))   # M = 1, 1
+    term_b = -(2 * math.log(0.6))                # M = 2, 0
+    assert 0.725 / 0.6925 == pytest.approx(1.0469314, abs=1e-7)
+    own, metrics = obj(stats, cfg)
+    assert own.item() == pytest.approx(0.725 / 0.6925 * term_a + 0.66 / 0.6925 * term_b, rel=1e-12)
+    assert metrics["w_mean"].item() == pytest.approx(0.6925)  # the log keeps the raw weights
+    plain = stats.detached()
+    terms = -obj.coefs(plain, cfg)[0] * stats.logp
+    step, _ = obj.reduce(terms, plain, cfg, weight_mean=0.5)
+    assert step.item() == pytest.approx(1.45 * term_a + 1.32 * term_b, rel=1e-12)
+    raw, _ = obj(stats, LossConfig(name="cuset", window=8))
+    assert raw.item() == pytest.approx(0.725 * term_a + 0.66 * term_b, rel=1e-12)
+    # without a sample weight there is nothing to renormalise: wnorm changes nothing
+    off, _ = obj(stats, LossConfig(name="cuset", window=8, weight_norm=True, region_weight=False))
+    assert off.item() == pytest.approx(term_a + term_b, rel=1e-12)

@@ -12,23 +12,25 @@ from cuset.train.metrics import StepMetrics
 from .helpers import tiny_config
 
 
-def mb(loss, n_tokens, nll, conf, cuda, w_mean, w_min, w_max, n_samples):
-    return loss, {"loss": loss, "nll": nll, "conf_kept_frac": conf, "cuda_frac": cuda, "w_mean": w_mean,
+def mb(loss, n_tokens, nll, conf, cuda, w_mean, w_min, w_max, n_samples, dropped=0.0):
+    return loss, {"loss": loss, "nll": nll, "conf_kept_frac": conf, "dropped_frac": dropped, "cuda_frac": cuda,
+                  "w_mean": w_mean,
                   "w_min": w_min, "w_max": w_max, "n_tokens": n_tokens, "n_samples": n_samples}
 
 
 def test_step_metrics_weight_tokens_and_samples():
     m = StepMetrics()
     m.new_step()
-    loss, stats = mb(0.6, 10, 2.0, 0.5, 0.2, 0.8, 0.7, 0.9, 2)
+    loss, stats = mb(0.6, 10, 2.0, 0.5, 0.2, 0.8, 0.7, 0.9, 2, dropped=0.3)
     m.add(loss, stats, samples=2, input_tokens=30)
-    loss, stats = mb(0.3, 30, 1.0, 0.1, 0.6, 0.4, 0.4, 0.4, 1)
+    loss, stats = mb(0.3, 30, 1.0, 0.1, 0.6, 0.4, 0.4, 0.4, 1, dropped=0.5)
     m.add(loss, stats, samples=1, input_tokens=50)
     out = m.summary(world_size=1)
     assert out["objective"] == pytest.approx(0.9)
     assert out["nll"] == pytest.approx((2.0 * 10 + 1.0 * 30) / 40)
     assert out["conf_kept_frac"] == pytest.approx((0.5 * 10 + 0.1 * 30) / 40)
     assert out["cuda_frac"] == pytest.approx((0.2 * 10 + 0.6 * 30) / 40)
+    assert out["dropped_frac"] == pytest.approx((0.3 * 10 + 0.5 * 30) / 40)
     assert out["w_mean"] == pytest.approx((0.8 * 2 + 0.4 * 1) / 3)
     assert (out["w_min"], out["w_max"], out["target_tokens"]) == (pytest.approx(0.4), pytest.approx(0.9), 40)
     assert out["tokens_per_s"] > 0

@@ -77,11 +77,15 @@ def test_full_finetune_with_a_reference_model(warm_model_dir, train_data, tmp_pa
     AutoModelForCausalLM.from_pretrained(tmp_path / "run" / "model")  # loadable as a plain model
 
 
-def test_gradient_accumulation_equals_a_larger_batch(warm_model_dir, train_data, tmp_path):
-    """Trap from the method note: the loss must divide by the step's tokens, not per micro-batch."""
+@pytest.mark.parametrize("weight_norm", [False, True])
+def test_gradient_accumulation_equals_a_larger_batch(weight_norm, warm_model_dir, train_data, tmp_path):
+    """Trap from the method note: the loss must divide by the step's tokens, not per micro-batch;
+    with loss.weight_norm (cuset:wnorm) w_n must be divided by the mean of the step's samples, not of
+    each micro-batch's (one sample each here: w_n / w_n = 1, and the weights would vanish)."""
     from cuset.train.run import train
 
-    common = ("optim.max_steps=3", "save_steps=0", "report_to=[]", "lora.dropout=0.0", "loss.name=cuset")
+    common = ("optim.max_steps=3", "save_steps=0", "report_to=[]", "lora.dropout=0.0", "loss.name=cuset",
+              f"loss.weight_norm={str(weight_norm).lower()}")
     train(tiny_config(warm_model_dir, train_data, tmp_path / "ga", tmp_path / "c", *common,
                       "optim.per_device_batch_size=1", "optim.gradient_accumulation_steps=2"))
     train(tiny_config(warm_model_dir, train_data, tmp_path / "bs", tmp_path / "c", *common,

@@ -1,0 +1,190 @@
+"""`cuset demo --regime`: when does CuSeT beat SFT? The same fine-tuning arms on bases of several
+strengths (issue 39).
+
+Each level is a whole demo run (`cuset.demo.run.DemoRun`) under `<out>/base-k<steps>`, its base
+warmed up with `warmup_steps = k` steps of SFT on the fine-tuning families at points neither the
+fine-tuning nor the evaluation set holds; every level after the first starts from the first
+level's pretrained model, so the levels differ in the warm-up only. The map collects from each
+level's report.json: the base's NLL and mechanism statistics on the fine-tuning set (before any
+fine-tuning), each arm's function Pass@1 difference from SFT paired over tasks with tasks and
+runs as random effects (`cuset.analysis.paired`, as the level's own report computes it), and per
+arm the share of target tokens the objective left out of the loss over training (`dropped_frac`
+of the training log). It writes regime.json, regime.md and regime.png; re-running with the same
+`out` resumes every level.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from cuset.demo.config import DemoConfig
+from cuset.io import atomic_write_text
+
+METRIC = "function@1"
+
+
+def level_dir(out: Path, steps: int) -> Path:
+    return out / f"base-k{steps}"
+
+
+def run_regime(cfg: DemoConfig) -> Path:
+    """Run (or resume) every level, then write the map; returns the path of regime.md."""
+    from cuset.demo.run import DemoRun
+
+    out = Path(cfg.out) if cfg.out else Path("runs") / time.strftime("regime-%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    pretrained = cfg.pretrained
+    levels = []
+    for steps in cfg.regime_level_list():
+        run = DemoRun(replace(cfg, warmup_steps=steps, out=str(level_dir(out, steps)), pretrained=pretrained), level_dir(out, steps))
+        run.run()
+        pretrained = pretrained or str(run.pretrained_model.resolve())  # the first level's pretraining, shared by the rest
+        levels.append(run)
+    doc = regime_map([(steps, run.out) for steps, run in zip(cfg.regime_level_list(), levels)], out)
+    doc["wall_s"] = round(time.perf_counter() - started, 1)
+    return write_map(doc, out)
+
+
+def dropped_over_training(train_log: Path) -> dict:
+    """Share of target tokens the objective left out of the loss (`dropped_frac`, token-weighted per
+    logged step): at the first and last logged step and averaged over the logged steps."""
+    from cuset.train.callbacks import read_log
+
+    values = [r["dropped_frac"] for r in read_log(train_log) if "dropped_frac" in r]
+    if not values:
+        return {"first": None, "last": None, "mean": None, "n_logged": 0}
+    return {"first": values[0], "last": values[-1], "mean": sum(values) / len(values), "n_logged": len(values)}
+
+
+def regime_map(levels: list[tuple[int, Path]], out: Path) -> dict:
+    """The map's rows from each level's report.json and training logs (paths relative to `out`)."""
+    rows = []
+    for steps, directory in levels:
+        report = json.loads((directory / "report.json").read_text())
+        paired = {p["b"]: p for p in report["paired"] if p["metric"] == METRIC and p["a"] == "sft"}
+        dropped = {}
+        for run, info in report["runs"].items():
+            log = directory / "cells" / run / "train" / "train_log.jsonl"
+            if info["method"] != "vanilla" and log.is_file():
+                dropped.setdefault(info["method"], []).append(dropped_over_training(log))
+        rows.append({
+            "warmup_steps": steps, "dir": str(directory.relative_to(out)) if directory.is_relative_to(out) else str(directory),
+            "base_nll": report["base_nll"]["nll"], "mechanism": report["base_nll"].get("mechanism"),
+            "methods": {m: report["methods"][m][METRIC] for m in report["method_order"] if m != "vanilla"},
+            "paired": {m: {k: p[k] for k in ("delta", "low", "high", "p_value", "p_holm", "significant",
+                                              "n_tasks", "n_seeds", "run_variance", "sentence")}
+                       for m, p in paired.items()},
+            "dropped": dropped,
+        })
+    return {"metric": METRIC, "levels": rows}
+
+
+def write_map(doc: dict, out: Path) -> Path:
+    atomic_write_text(out / "regime.json", json.dumps(doc, indent=1, default=str))
+    if any(row["paired"] for row in doc["levels"]):
+        map_figure(doc, out / "regime.png")
+    atomic_write_text(out / "regime.md", regime_markdown(doc))
+    return out / "regime.md"
+
+
+def map_figure(doc: dict, path: Path) -> Path:
+    """Function Pass@1 difference from SFT against the base's NLL on the fine-tuning set, one
+    series per arm, with its paired 95% interval."""
+    from cuset.analysis.plots import differences_against
+    from cuset.demo.report import row_label
+
+    arms = sorted({m for row in doc["levels"] for m in row["paired"]}, key=_arm_order(doc))
+    series = {row_label(arm): [(row["base_nll"], row["paired"][arm]["delta"], row["paired"][arm]["low"],
+                                row["paired"][arm]["high"]) for row in doc["levels"] if arm in row["paired"]]
+              for arm in arms}
+    return differences_against(path, series, xlabel="base NLL per token on the fine-tuning set, before fine-tuning "
+                               "(log scale; stronger bases to the right)", ylabel=f"{doc['metric']} minus SFT (points)",
+                               title="When does CuSeT beat SFT? (95% paired intervals)")
+
+
+def _arm_order(doc: dict):
+    order = []
+    for row in doc["levels"]:
+        order += [m for m in row["methods"] if m not in order]
+    return lambda m: order.index(m) if m in order else len(order)
+
+
+def _cell(p: dict | None) -> str:
+    if p is None:
+        return "n/a"
+    interval = "no interval" if p["low"] is None else f"[{100 * p['low']:+.1f}, {100 * p['high']:+.1f}]"
+    flag = "" if p["run_variance"] == "estimated" else "*"
+    sig = " (significant)" if p["significant"] else ""
+    return f"{100 * p['delta']:+.1f} {interval}{flag}{sig}"
+
+
+def _p(p) -> str:
+    return "n/a" if p is None else "< 1e-300 (underflow)" if p == 0 else f"{p:.2g}"
+
+
+def _share(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}%"
+
+
+def regime_markdown(doc: dict) -> str:
+    from cuset.demo.report import row_label
+
+    levels = doc["levels"]
+    arms = sorted({m for row in levels for m in row["methods"]}, key=_arm_order(doc))
+    others = [m for m in arms if m != "sft"]
+    lines = ["# When does CuSeT beat SFT? A base-strength map", "",
+             f"Each level is one demo run (linked) whose base was warmed up with k steps of SFT on the fine-tuning "
+             f"families at points neither the fine-tuning nor the evaluation set holds. {doc['metric']} of each arm "
+             "minus SFT on the same tasks, with a 95% interval from tasks and training runs as random effects "
+             "(cuset.analysis.paired; Holm-adjusted within each level for 'significant'; * one run per arm: run-to-run "
+             "variance not estimated, the interval covers task sampling only).", "",
+             "| Warm-up steps k | Base NLL | SFT " + doc["metric"] + " | "
+             + " | ".join(f"{row_label(m)} - SFT" for m in others) + " |",
+             "|---" * (3 + len(others)) + "|"]
+    for row in levels:
+        sft = row["methods"].get("sft")
+        sft_text = "n/a" if sft is None else f"{100 * sft['mean']:.1f}"
+        lines.append(f"| [{row['warmup_steps']}]({row['dir']}/report.md) | {row['base_nll']:.3f} | {sft_text} | "
+                     + " | ".join(_cell(row["paired"].get(m)) for m in others) + " |")
+    lines += ["", "![map](regime.png)", "", "## Each base before fine-tuning (fine-tuning references)", "",
+              "Low = target tokens at p <= tau, the ones CuSeT's confidence mask leaves out of the loss. The paper's "
+              "premise (its Fig. 1): a base that finds most target tokens likely, CUDA-sensitive tokens less "
+              "confident than neutral ones.", "",
+              "| k | NLL | Low tokens | Low CUDA-sensitive | Low neutral | Mean p CUDA-sensitive | Mean p neutral "
+              "| KS D | KS p |", "|---|---|---|---|---|---|---|---|---|"]
+    for row in levels:
+        m = row["mechanism"]
+        if not m:
+            lines.append(f"| {row['warmup_steps']} | {row['base_nll']:.3f} | not recorded | | | | | | |")
+            continue
+        fit, ks = m["fit"], m["ks"] or {}
+        mean = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
+        lines.append(f"| {row['warmup_steps']} | {row['base_nll']:.3f} | {_share(fit.get('share_low'))} | "
+                     f"{_share(fit.get('share_low_sensitive'))} | {_share(fit.get('share_low_neutral'))} | "
+                     f"{mean(m['mean_conf_sensitive'])} | {mean(m['mean_conf_neutral'])} | "
+                     f"{mean(ks.get('statistic'))} | {_p(ks.get('pvalue'))} |")
+    lines += ["", "## Tokens each arm left out of the loss over training", "",
+              "dropped_frac of the training log: the share of target tokens whose loss coefficient is 0 (for CuSeT: "
+              "p <= tau and outside the CUDA mask), at the first and last logged step and averaged over them "
+              "(mean over seeds).", "",
+              "| k | Arm | First step | Last step | Mean over training |", "|---|---|---|---|---|"]
+    for row in levels:
+        for arm in arms:
+            runs = row["dropped"].get(arm, [])
+            if not runs:
+                continue
+            avg = lambda key: _share(None if any(r[key] is None for r in runs)  # noqa: E731
+                                     else sum(r[key] for r in runs) / len(runs))
+            lines.append(f"| {row['warmup_steps']} | {row_label(arm)} | {avg('first')} | {avg('last')} | "
+                         f"{avg('mean')} |")
+    lines += ["", "## Paired comparisons, in full", ""]
+    for row in levels:
+        lines += [f"- k = {row['warmup_steps']}: {p['sentence']}" for p in row["paired"].values()]
+    if "wall_s" in doc:
+        lines += ["", f"Wall time of this invocation: {doc['wall_s'] / 60:.1f} minutes (levels resumed from an "
+                  "earlier invocation count only the time spent now)."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,78 @@
+"""`cuset demo --regime --fast`: two bases (no warm-up, 4 warm-up steps), four arms each, and the
+map's numbers recomputed from the files each level wrote."""
+
+import json
+import os
+import shutil
+from collections import defaultdict
+
+import pytest
+from typer.testing import CliRunner
+
+from cuset.cli.main import app
+
+pytestmark = [pytest.mark.slow, pytest.mark.nvcc,
+              pytest.mark.skipif(shutil.which("nvcc") is None, reason="the demo compiles with nvcc")]
+
+
+@pytest.fixture(scope="module")
+def regime_run(tmp_path_factory):
+    parent = tmp_path_factory.mktemp("regime")
+    cwd = os.getcwd()
+    os.chdir(parent)
+    try:
+        res = CliRunner().invoke(app, ["demo", "--regime", "--fast", "--out", "run", "progress=false"])
+    finally:
+        os.chdir(cwd)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    return parent / "run"
+
+
+def _function_at_1(path):
+    by_task = defaultdict(list)
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        if r["status"] != "skipped":
+            by_task[r["task_id"]].append(bool(r["passed"]))
+    return {t: sum(v) / len(v) for t, v in by_task.items()}
+
+
+def test_levels_share_pretraining_and_the_warmup_is_disjoint(regime_run):
+    weak, warm = regime_run / "base-k0", regime_run / "base-k4"
+    cfg = json.loads((warm / "demo_config.json").read_text())
+    assert (cfg["warmup_steps"], cfg["pretrained"]) == (4, str((weak / "models" / "vanilla").resolve()))
+    assert ((warm / "models" / "pretrained" / "model.safetensors").read_bytes()
+            == (weak / "models" / "vanilla" / "model.safetensors").read_bytes())
+    assert ((warm / "models" / "vanilla" / "model.safetensors").read_bytes()
+            != (weak / "models" / "vanilla" / "model.safetensors").read_bytes())
+    points = json.loads((warm / "data" / "points.json").read_text())
+    used = {tuple(p) for p in points["train"] + points["eval"]}
+    assert len(points["warmup"]) == 12 and not used & {tuple(p) for p in points["warmup"]}
+    assert not (weak / "data" / "warmup.jsonl").exists()
+
+
+def test_map_rows_come_from_each_levels_files(regime_run):
+    doc = json.loads((regime_run / "regime.json").read_text())
+    assert [row["warmup_steps"] for row in doc["levels"]] == [0, 4]
+    for row in doc["levels"]:
+        level = regime_run / row["dir"]
+        base = json.loads((level / "base_nll.json").read_text())
+        assert row["base_nll"] == base["nll"] and row["mechanism"]["fit"]["n_tokens"] == base["n_tokens"]
+        assert set(row["paired"]) == {"cuset", "cuset:noconf:noregion", "cuset:wnorm"}
+        sft = _function_at_1(level / "results" / "sft.jsonl")
+        for arm, p in row["paired"].items():
+            other = _function_at_1(level / "results" / f"{arm.replace(':', '-')}.jsonl")
+            want = sum(other[t] - sft[t] for t in sft) / len(sft)
+            assert p["delta"] == pytest.approx(want) and p["n_tasks"] == 2 and p["n_seeds"] == [1, 1]
+        for arm, runs in row["dropped"].items():
+            log = [json.loads(x) for x in (level / "cells" / arm.replace(":", "-") / "train" / "train_log.jsonl")
+                   .read_text().splitlines() if "dropped_frac" in x]
+            values = [r["dropped_frac"] for r in log]
+            assert runs[0]["mean"] == pytest.approx(sum(values) / len(values)) and runs[0]["n_logged"] == 4
+            if arm in ("sft", "cuset:noconf:noregion"):  # nothing has coefficient 0
+                assert runs[0]["mean"] == 0.0
+    # the warm-up lowered the base's NLL on the fine-tuning set
+    assert doc["levels"][1]["base_nll"] < doc["levels"][0]["base_nll"]
+    assert (regime_run / "regime.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (regime_run / "regime.md").read_text()
+    assert "| [4](base-k4/report.md) |" in md and "CuSeT (sample weight at mean 1 per step) - SFT" in md
