@@ -310,7 +310,7 @@ def _markdown(doc: dict) -> str:
         f"{instruct}{_warmup_text(cfg)} "
         f"Before fine-tuning, its NLL per response token on the fine-tuning set is **{nll['nll']:.3f}** "
         f"({nll['n_examples']} examples, {nll['n_tokens']:,} tokens){_mechanism_text(nll.get('mechanism'), cfg['tau'])}. "
-        "It was then fine-tuned ({cfg['finetune']}) for "
+        f"It was then fine-tuned ({cfg['finetune']}) for "
         f"{cfg['finetune_steps']} steps with each of {', '.join(row_label(m) for m in methods)} "
         f"(CuSeT: tau={cfg['tau']}, lambda={cfg['lam']}, window={cfg['window']}) on {cfg['n_train']} synthesised "
         f"tasks, {seeds} seed(s) each. Each model generated {cfg['samples']} samples for each of {cfg['n_eval']} "

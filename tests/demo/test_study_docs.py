@@ -35,3 +35,11 @@ def test_the_readme_quotes_the_summary_table_as_written(report):
     table = "\n".join(summary_table(doc))
     assert table in (ROOT / "README.md").read_text(), f"README's table for {report.parent.name} differs:\n{table}"
     assert table in (report.parent / "report.md").read_text()
+
+
+@pytest.mark.parametrize("report", RECOMPUTABLE, ids=lambda p: p.parent.name)
+def test_the_committed_report_md_is_what_the_code_writes_from_its_json(report):
+    from cuset.demo.report import _markdown
+
+    doc = add_statistics(json.loads(report.read_text()), report.parent)
+    assert _markdown(doc) == (report.parent / "report.md").read_text()
