@@ -76,8 +76,8 @@ _COMPILER = re.compile(r"^(?P<file>[^\s:()]+)(?:\((?P<l1>\d+)\)|:(?P<l2>\d+)(?::
                        r"(?P<sev>(?:fatal )?error|warning|note|remark)(?: #\S+)?: (?P<msg>.*)$")
 _RUNTIME = re.compile(r"^(?:CUSET-CPU: )?(?P<sev>error|note|warning): (?P<msg>.*? at (?P<file>[\w./-]+\.cu):(?P<line>\d+).*)$")
 _CASE = re.compile(r"\bcase (?P<case>\d+)\b")
-_ORDER = re.compile(r"\border (?P<order>[^\s:,;]+)")
-_RACE = re.compile(r"outputs differ between thread orders (?P<orders>[^;]+); order (?P<order>[^\s:]+): "
+_ORDER = re.compile(r"\border (?P<order>\S+?)(?=[:,;]?(?:\s|$))")   # order names hold ':' (random:1)
+_RACE = re.compile(r"outputs differ between thread orders (?P<orders>[^;]+); order (?P<order>\S+?): "
                    r"(?P<why>.*?)(?: \(passes under (?P<passing>[^)]*)\))?$", re.S)
 _STRICT = re.compile(r"output (?P<output>\S+): (?P<bad>\d+) of (?P<total>\d+) elements differ from \S+ "
                      r"\((?P<rule>[^)]*)\); first at index (?P<index>\d+(?: \([^)]*\))?): "
