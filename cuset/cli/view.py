@@ -26,11 +26,15 @@ def view(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="Where to write the site (default: RUN_DIR/view of the first RUN_DIR)."),
     serve: bool = typer.Option(False, "--serve", help="Serve the site on 127.0.0.1 after building it (Ctrl-C stops)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535, help="Port for --serve (0: any free port)."),
+    jobs: int = typer.Option(0, "--jobs", min=0, help="Processes writing the sample pages (0: one per CPU, at most 8)."),
 ):
     """Build (and optionally serve on 127.0.0.1) a static viewer of evaluation runs."""
     from cuset.analysis.viewer.site import build_site
 
-    summary = build_site(run_dirs, out_dir)   # ViewSourceError (a CusetError): one line
+    import os
+
+    jobs = jobs or min(8, os.cpu_count() or 1)
+    summary = build_site(run_dirs, out_dir, jobs=jobs)   # ViewSourceError (a CusetError): one line
     out.print(f"{summary.n_samples} samples of {len(summary.runs)} run(s) ({', '.join(summary.runs)}): "
               f"{summary.n_pages} sample pages, index.html {summary.index_bytes / 1e6:.2f} MB, "
               f"{summary.total_bytes / 1e6:.1f} MB in all, built in {summary.seconds:.1f} s", highlight=False)

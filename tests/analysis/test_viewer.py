@@ -102,6 +102,11 @@ def test_site_lists_every_sample_with_working_links(tmp_path):
 
 def test_sample_pages_show_where_it_failed(tmp_path):
     build_site([_eval_run(tmp_path)], tmp_path / "site")
+    build_site([tmp_path / "run"], tmp_path / "site-forked", jobs=2)   # pages written by two processes: the same
+    assert sorted(p.relative_to(tmp_path / "site") for p in (tmp_path / "site").rglob("*")) == \
+        sorted(p.relative_to(tmp_path / "site-forked") for p in (tmp_path / "site-forked").rglob("*"))
+    for page in (tmp_path / "site" / "s" / "0").iterdir():
+        assert page.read_bytes() == (tmp_path / "site-forked" / "s" / "0" / page.name).read_bytes()
     pages = tmp_path / "site" / "s" / "0"
     compile_page = (pages / page_name(0, 1)).read_text()
     assert '<span id="L4" class="ln mark" title="error: identifier &quot;idx&quot; is undefined">' in compile_page

@@ -99,6 +99,17 @@ class ViewModel:
     tasks: dict[str, dict[str, Any]]                     # task id -> {"name", "family"}
     outcomes: dict[str, dict[int, TaskOutcome]]          # task id -> run -> outcome
 
+    def row_of(self, run: int, record: SampleResult) -> SampleRow:
+        """The table row of `record` of run `run`."""
+        return self._rows_by_key()[(run, str(record.task_id), record.sample)]
+
+    def _rows_by_key(self) -> dict[tuple[int, str, int], SampleRow]:
+        cached = self.__dict__.get("_by_key")
+        if cached is None:
+            cached = {(r.run, r.task_id, r.sample): r for r in self.rows}
+            object.__setattr__(self, "_by_key", cached)   # a cache of derived data; the fields stay frozen
+        return cached
+
     def passed_failed(self, a: int, b: int) -> list[str]:
         """Task ids both runs evaluated that run `a` passed and run `b` did not, in task order."""
         return [t for t, per_run in self.outcomes.items()

@@ -28,7 +28,7 @@ from markupsafe import Markup
 
 from cuset.analysis.viewer.failure import failure_facts
 from cuset.analysis.viewer.highlight import highlight, span_counts, token_css
-from cuset.analysis.viewer.model import SampleRow, ViewModel, build_model, sample_href
+from cuset.analysis.viewer.model import SampleRow, ViewModel, build_model
 from cuset.analysis.viewer.sources import (MAX_SKIPPED_LISTED, LoadedRun, load_records, locate_runs,
                                            unique_names)
 from cuset.analysis.viewer.texts import RunTexts, load_texts
@@ -85,8 +85,9 @@ def default_out(run_dirs: Sequence[str | Path]) -> Path:
     return (first if first.is_dir() else first.parent) / "view"
 
 
-def build_site(run_dirs: Sequence[str | Path], out: str | Path | None = None) -> SiteSummary:
-    """Write the viewer of `run_dirs` into `out` (default: `<first RUN_DIR>/view`)."""
+def build_site(run_dirs: Sequence[str | Path], out: str | Path | None = None, *, jobs: int = 1) -> SiteSummary:
+    """Write the viewer of `run_dirs` into `out` (default: `<first RUN_DIR>/view`); the
+    sample pages in `jobs` forked processes (where the platform forks; else in this one)."""
     started = time.perf_counter()
     if not run_dirs:
         raise ValueError("build_site needs at least one run directory")
@@ -115,20 +116,53 @@ def build_site(run_dirs: Sequence[str | Path], out: str | Path | None = None) ->
                                                for i, o in per_run.items()}}
                                         for t, per_run in model.outcomes.items()]}))
         atomic_write_text(out / "compare.html", compare)
-    sample_template = env.get_template("sample.html")
-    by_key = {(row.run, row.task_id, row.sample): row for row in model.rows}
-    n_pages = 0
-    for i, run in enumerate(runs):
+    for i in range(len(runs)):
         (out / "s" / str(i)).mkdir(parents=True, exist_ok=True)
-        for record in run.records:
-            row = by_key[(i, str(record.task_id), record.sample)]
-            page = _sample_page(sample_template, model, run_info, i, record, row, texts[i])
-            atomic_write_text(out / row.href, page)
-            n_pages += 1
+    work = [(i, j) for i, run in enumerate(runs) for j in range(len(run.records))]
+    global _PAGES
+    _PAGES = _PageJob(out, model, run_info, texts)
+    try:
+        n_pages = _write_pages(work, jobs)
+    finally:
+        _PAGES = None
     total = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     return SiteSummary(out, tuple(r["name"] for r in run_info), len(model.rows), n_pages,
                        sum(len(r.skipped) for r in runs), (out / "index.html").stat().st_size, total,
                        time.perf_counter() - started)
+
+
+@dataclass(frozen=True)
+class _PageJob:
+    out: Path
+    model: ViewModel
+    run_info: list[dict[str, Any]]
+    texts: list[RunTexts]
+
+
+# The sample pages' inputs, set while `build_site` writes them: forked workers inherit it
+# instead of receiving the whole model through a pipe.
+_PAGES: _PageJob | None = None
+
+
+def _write_chunk(items: list[tuple[int, int]]) -> int:
+    job = _PAGES
+    template = _environment().get_template("sample.html")
+    for i, j in items:
+        record = job.model.runs[i].records[j]
+        row = job.model.row_of(i, record)
+        atomic_write_text(job.out / row.href, _sample_page(template, job.model, job.run_info, i, record, row,
+                                                             job.texts[i]))
+    return len(items)
+
+
+def _write_pages(work: list[tuple[int, int]], jobs: int) -> int:
+    import multiprocessing
+
+    if jobs <= 1 or len(work) < 2 * jobs or "fork" not in multiprocessing.get_all_start_methods():
+        return _write_chunk(work)
+    chunks = [work[k::jobs] for k in range(jobs)]
+    with multiprocessing.get_context("fork").Pool(jobs) as pool:
+        return sum(pool.map(_write_chunk, chunks))
 
 
 def _run_info(i: int, run: LoadedRun, text: RunTexts) -> dict[str, Any]:
