@@ -1,0 +1,122 @@
+"""A program as HTML: pygments' CUDA lexer for the syntax, `cuset.spans.detect` for the
+CUDA-sensitive spans, one element per line (numbered, anchored, marked where a
+diagnostic names it).
+
+Every piece of the program's text goes through `html.escape`; the markup around it
+is ours. The result is `Markup` so the (autoescaping) templates insert it as is.
+"""
+
+from __future__ import annotations
+
+import html
+from bisect import bisect_right
+from collections import Counter
+from functools import lru_cache
+
+from markupsafe import Markup
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import CudaLexer
+from pygments.token import STANDARD_TYPES
+
+from cuset.spans import CUSET_KINDS, FINE_KINDS, Span, detect
+
+# A character in several spans is shown as the most specific one (a fine kind over the
+# kernel body it lies in), as `cuset inspect` does.
+KIND_PRIORITY = FINE_KINDS + CUSET_KINDS
+CODE_CSS_SCOPE = ".code"
+
+
+@lru_cache(maxsize=1)
+def _lexer() -> CudaLexer:
+    return CudaLexer(stripnl=False, ensurenl=False)
+
+
+def token_css() -> str:
+    """The stylesheet of pygments' default style for the classes `highlight` writes."""
+    return HtmlFormatter(style="default").get_style_defs(CODE_CSS_SCOPE)
+
+
+@lru_cache(maxsize=1)
+def _styled_classes() -> frozenset[str]:
+    """Token classes the style gives a look to; the others are written without a class."""
+    formatter = HtmlFormatter(style="default")
+    return frozenset(c for c, (style, _, _) in formatter.class2style.items() if style and c != "w")
+
+
+@lru_cache(maxsize=512)
+def _css_class(ttype) -> str:
+    while ttype not in STANDARD_TYPES:
+        ttype = ttype.parent
+    cls = STANDARD_TYPES[ttype]
+    return cls if cls in _styled_classes() else ""
+
+
+def _boundaries(spans: list[Span]) -> tuple[list[int], list[tuple[str, ...]]]:
+    """Positions where the innermost span kind may change, and the active kinds from each."""
+    events: dict[int, list[tuple[str, int]]] = {}
+    for s in spans:
+        events.setdefault(s.start, []).append((s.kind, 1))
+        events.setdefault(s.end, []).append((s.kind, -1))
+    points = sorted(events)
+    active: Counter = Counter()
+    states = []
+    for p in points:
+        for kind, delta in events[p]:
+            active[kind] += delta
+        states.append(tuple(k for k in KIND_PRIORITY if active[k] > 0))
+    return points, states
+
+
+def _pieces(code: str, spans: list[Span]):
+    """(text, token class, top span kind or "") for consecutive pieces of `code`."""
+    points, states = _boundaries(spans)
+    for start, ttype, value in _lexer().get_tokens_unprocessed(code):
+        cls = _css_class(ttype)
+        pos, end = start, start + len(value)
+        while pos < end:
+            i = bisect_right(points, pos)          # the state that holds at `pos`
+            kinds = states[i - 1] if i else ()
+            stop = min(end, points[i]) if i < len(points) else end
+            yield code[pos:stop], cls, kinds[0] if kinds else ""
+            pos = stop
+
+
+def highlight(code: str, *, spans: list[Span] | None = None, marks: dict[int, str] | None = None,
+              anchor: str = "L") -> Markup:
+    """`code` as lines (`id="{anchor}{n}"`, numbered by the stylesheet), tokens classed for `token_css`, spans
+    classed `sp sp-<kind>`, lines in `marks` classed `mark` with the message as a title."""
+    if spans is None:
+        spans = detect(code)
+    marks = marks or {}
+    # lines[i]: runs of (span kind, [token html]) so that a span is one element per line
+    lines: list[list[tuple[str, list[str]]]] = [[]]
+    for text, cls, kind in _pieces(code, spans):
+        for j, part in enumerate(text.split("\n")):
+            if j:
+                lines.append([])
+            if not part:
+                continue
+            body = html.escape(part, quote=False)
+            if cls:
+                body = f'<span class="{cls}">{body}</span>'
+            line = lines[-1]
+            if line and line[-1][0] == kind:
+                line[-1][1].append(body)
+            else:
+                line.append((kind, [body]))
+    if len(lines) > 1 and not lines[-1]:
+        lines.pop()
+    out = []
+    for n, runs in enumerate(lines, 1):
+        body = "".join(f'<span class="sp sp-{kind}">{"".join(parts)}</span>' if kind else "".join(parts)
+                       for kind, parts in runs)
+        note = marks.get(n)
+        attrs = f' class="ln mark" title="{html.escape(note)}"' if note is not None else ' class="ln"'
+        out.append(f'<span id="{anchor}{n}"{attrs}>{body}</span>')
+    return Markup(f'<pre class="code">{chr(10).join(out)}</pre>')
+
+
+def span_counts(spans: list[Span]) -> dict[str, int]:
+    """Spans per kind, in the order kinds are listed."""
+    counts = Counter(s.kind for s in spans)
+    return {k: counts[k] for k in CUSET_KINDS + FINE_KINDS if counts[k]}
