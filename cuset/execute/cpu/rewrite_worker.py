@@ -37,7 +37,7 @@ with open("results.pickle.tmp", "wb") as fh:
 import os
 os.replace("results.pickle.tmp", "results.pickle")
 """
-PRELOAD = ("cuset.execute.cpu.rewriter", "cuset.execute.cpu.features")
+PRELOAD = ("cuset.execute.cpu.rewriter", "cuset.execute.cpu.features", "cuset.execute.cpu.block_loop")
 
 
 class RewriteTimeout(CusetError, RuntimeError):

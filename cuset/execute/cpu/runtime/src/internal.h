@@ -25,6 +25,10 @@ const Stack* stack_guard_containing(const void* addr);
 // Writes one `CUSET-CPU: ...` report line (see diag.cpp): to the harness's
 // diagnostics channel when it gave one, and to stderr for people reading the log.
 void diag_write(const char* line, size_t n);
+// The harness's diagnostics channel only (not stderr); nothing without one.
+void diag_channel_write(const char* line, size_t n);
+// A launch of kernel `name` ran `loop_blocks` of its `blocks` as block loops (paths.cpp).
+void record_launch_path(const char* name, unsigned long long blocks, unsigned long long loop_blocks);
 // printf-style wrapper of diag_write for one line.
 void diag_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 
