@@ -1,9 +1,10 @@
-"""Block loops: a kernel's threads as a loop the compiler can vectorise.
+"""Block loops: a kernel's threads as plain loops, with no fiber switch.
 
 Under the fiber path a block's threads run one after another as calls, each
 reading `threadIdx` from a thread-local, and every loop in device code ticks
-(lets the next thread run every 32 iterations) so that threads walk memory side
-by side. Neither lets g++ vectorise across threads.
+(switches to the next thread every 32 iterations, about 12 ns each) so that
+threads walk memory side by side. g++ sees neither the thread index nor the
+loops over threads.
 
 For a kernel that needs no fiber (no barrier, warp operation, atomic, shared
 or volatile memory, spin, ...: `_check_region`), this module writes a second
@@ -12,16 +13,19 @@ of a block (`::cuset::rt::take_block_loop`, runtime core.h):
 
 - the block's threads are a loop (`::cuset::rt::for_each_thread`: x innermost,
   or the random order's permutation) and `threadIdx`, `blockIdx`, `blockDim`,
-  `gridDim` are locals, so g++ knows them and what they do not alias;
+  `gridDim` are locals, so g++ knows them and what they do not alias (it still
+  does not vectorise across threads: the guards are control flow);
 - a `for` loop at the top level of the body (after flattening a trailing
   `if (in range) { ... }` into a guard) whose header every thread computes
   alike (`_uniform_loop`) is hoisted out of the thread loop, as the CPU-CUDA
   compilers do (MCUDA, COX): the kernel becomes regions, each a loop over the
-  threads, and the hoisted loop runs each iteration as such a region. Locals
+  threads, and the hoisted loop runs in chunks of CHUNK iterations, each chunk
+  such a region (every thread runs the chunk with its own copy of the loop
+  variable, as the fibers' loop ticks would interleave them). Locals
   declared before a hoisted loop are either recomputed in every region (pure
   values of the thread and block index, and guards on them: "remat") or kept
   per thread in runtime scratch arrays ("replicated"). So a naive column sum
-  reads one row of the block's columns per iteration, vectorised.
+  walks 32 rows of the block's columns at a time with no switch between threads.
 
 Kernels with a loop that is neither hoisted nor inside a hoisted loop stay on
 the fiber path: run one whole thread after another, a column walk thrashes the
@@ -35,12 +39,12 @@ both versions compute the same values in the same IEEE operations, except that
 g++ may contract a*b+c into fused multiply-adds differently in the two
 (-ffp-contract=fast, as nvcc): outputs are bit-identical or an ulp apart where
 it did. So every thread order runs the same version of a kernel: `forward` in
-index order (x innermost, vectorised), `random` and `parallel` with the threads
-of every region in the random start order of the block, which for a hoisted
-loop means every iteration (the fibers switch every 32 iterations, in the same
-order). Races that depend on the order of the threads within a block, or on
-blocks running concurrently, stay visible; what a block loop no longer has is
-the fibers' switch inside a loop nested in a hoisted one.
+index order (x innermost), `random` and `parallel` with the threads of every
+region in the random start order of the block, which for a hoisted loop means
+every chunk of 32 iterations (where the fibers switch, in the same order).
+Races that depend on the order of the threads within a block, or on blocks
+running concurrently, stay visible; what a block loop no longer has is the
+fibers' switch inside a loop nested in a hoisted one.
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ static_cast reinterpret_cast const_cast
 _BUILTINS = frozenset({"blockIdx", "blockDim", "gridDim", "warpSize"})
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _MAX_REPLICATED = 48
+CHUNK = 32  # iterations of a hoisted loop a thread runs before the next one (the fibers' kLoopTicks)
 
 
 @dataclass(frozen=True)
@@ -430,6 +435,8 @@ class _KernelVariant:
         if init is None or init.type != "declaration" or cond is None:
             return False
         names = set()
+        if len(init.children_by_field_name("declarator")) != 1:
+            return False
         for d in init.children_by_field_name("declarator"):
             n = _declared_identifier(d)
             if n is None or d.type != "init_declarator":
@@ -696,7 +703,7 @@ class _Generator:
         for d in decl.children_by_field_name("declarator"):
             name = self.u.text(_declared_identifier(d))
             if d.type == "init_declarator":
-                parts.append(f"cuset_r_{name}[cuset_t] = {self._with_returns(d.child_by_field_name('value'), None)};")
+                parts.append(f"cuset_r_{name}[cuset_t] = {self._with_returns(d.child_by_field_name('value'))};")
             parts.append(self._bind(name))
         return " ".join(parts)
 
@@ -735,19 +742,16 @@ class _Generator:
             return f"if ({p.text}) return true;"
         if p.kind == "other" and p.node.type == "declaration" and set(p.names) & self.replicated_names:
             return self._replicated_declaration(p.node)
-        return self._with_returns(p.node, None)
+        return self._with_returns(p.node)
 
-    def _with_returns(self, node, loop) -> str:
-        """`return;`: this thread is done (false: skip it in later regions); `continue;`
-        of the hoisted loop: this thread's next iteration (true)."""
+    def _with_returns(self, node) -> str:
+        """`return;`: this thread is done (false: skipped in later regions)."""
         replace = {}
         for n in _walk(node):
             if n.type == "return_statement":
                 if n.named_children:
                     raise _NotCollapsible("return with a value in a kernel")
                 replace[n.start_byte] = (n.end_byte, "return false;" if self.uses_done else "return true;")
-            elif n.type == "continue_statement" and loop is not None and _enclosing_loop(n) == loop:
-                replace[n.start_byte] = (n.end_byte, "return true;")
         return _flat(self.u, node, replace)
 
     def _per_thread(self, inner: str) -> str:
@@ -764,18 +768,20 @@ class _Generator:
         return self._per_thread(self._prologue(prologue, bound) + " " + text)
 
     def _loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
+        """The hoisted loop in chunks of CHUNK iterations: each thread in turn runs a
+        chunk with its own copy of the loop variable (its locals in registers, the
+        block's threads walking memory side by side as the fibers' ticks make them),
+        then the shared copy advances past the chunk. `continue` keeps its meaning."""
         node = p.node
-        body = node.child_by_field_name("body")
-        marker = "\x00cuset-body\x00"
-        header = _flat(self.u, node, {body.start_byte: (body.end_byte, marker)}).split(marker)[0]
-        inner = " ".join(self._with_returns(n, node) for n in _unwrap(body))
-        # The loop's own declarations in a block of their own: they may shadow the prologue's.
-        return f"{header} {{ {self._per_thread(self._prologue(prologue, bound) + ' { ' + inner + ' }')} }}"
-
-
-def _enclosing_loop(node):
-    """The loop a `continue` belongs to (switches do not take continue)."""
-    p = node.parent
-    while p is not None and p.type not in _LOOPS:
-        p = p.parent
-    return p
+        init = node.child_by_field_name("initializer")
+        [declarator] = init.children_by_field_name("declarator")
+        var = self.u.text(declarator.child_by_field_name("declarator"))
+        cond = _flat(self.u, node.child_by_field_name("condition"))
+        update = node.child_by_field_name("update")
+        step = _flat(self.u, update) if update is not None else "(void)0"
+        inner = " ".join(self._with_returns(n) for n in _unwrap(node.child_by_field_name("body")))
+        per_thread = (f"{self._prologue(prologue, bound)} auto {var} = cuset_from; "
+                      f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{ {inner} }}")
+        return (f"{{ {_flat(self.u, init)} while ({cond}) {{ const auto cuset_from = {var}; "
+                f"{self._per_thread(per_thread)} "
+                f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{}} }} }}")
