@@ -99,7 +99,7 @@ class CpuBackend:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / SOURCE_NAME).write_text(source)
         try:   # in a worker under the compile timeout: pathological sources make the rewriter slow
-            [(rewritten, unsupported)] = rewrite_worker.analyse([source], timeout)
+            [(rewritten, unsupported)] = rewrite_worker.analyse([source], timeout, block_loops=True)
         except (rewrite_worker.RewriteTimeout, rewrite_worker.RewriteFailed) as e:
             step = StepResult("compile", None, 0.0, isinstance(e, rewrite_worker.RewriteTimeout), "", str(e))
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR, str(e))

@@ -27,10 +27,10 @@ import pickle
 from cuset.execute.cpu.features import find_unsupported
 from cuset.execute.cpu.rewriter import rewrite
 with open("sources.pickle", "rb") as fh:
-    sources = pickle.load(fh)
+    job = pickle.load(fh)
 results = []
-for source in sources:
-    rewritten = rewrite(source)
+for source in job["sources"]:
+    rewritten = rewrite(source, block_loops=job["block_loops"])
     results.append((rewritten, find_unsupported(list(rewritten.tokens), list(rewritten.decls))))
 with open("results.pickle.tmp", "wb") as fh:
     pickle.dump(results, fh)
@@ -67,16 +67,18 @@ def _fork_server():
         return _server
 
 
-def analyse(sources: list[str], timeout: float) -> list[tuple]:
+def analyse(sources: list[str], timeout: float, block_loops: bool = False) -> list[tuple]:
     """[(Rewritten, [Unsupported, ...]) per source], computed in a forked worker that is
-    killed after `timeout` seconds (RewriteTimeout)."""
+    killed after `timeout` seconds (RewriteTimeout). `block_loops`: give kernels that
+    need no fiber a block-loop version (block_loop.py); its caller rebuilds from
+    `fallback_source` if g++ refuses one (the CPU backend does)."""
     from cuset.execute.pyrunner import run_script
 
     work = Path(tempfile.mkdtemp(prefix="cuset-rewrite-"))
     try:
         (work / _JOB).write_text(_JOB_CODE)
         with open(work / "sources.pickle", "wb") as fh:
-            pickle.dump(list(sources), fh)
+            pickle.dump({"sources": list(sources), "block_loops": block_loops}, fh)
         step = run_script("rewrite", _JOB, cwd=work, timeout=timeout, extra_env=_env(), server=_fork_server())
         if step.timed_out:
             raise RewriteTimeout(f"the CPU rewriter did not finish in {timeout:g} s on this source")

@@ -26,8 +26,10 @@ at the user's lines):
   on a flag that another thread of the block sets makes progress. Loops with a small
   literal trip count (`i < 8`) or under `#pragma unroll` are left alone so they
   still unroll; range-for and declarations in conditions are left alone too.
-- a kernel that needs no fiber gains a block-loop version of its body, on the line
-  of its `{` (block_loop.py); `fallback_source` is the same rewrite without them.
+- with `block_loops=True` (the CPU backend asks for it; other callers such as the
+  KernelBench build do not), a kernel that needs no fiber gains a block-loop version
+  of its body, on the line of its `{` (block_loop.py); `fallback_source` is the same
+  rewrite without them.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class Rewritten:
     fallback_source: str = ""  # `source` without block loops ("" when no kernel has one)
 
 
-def rewrite(src: str, block_loops: bool = True) -> Rewritten:
+def rewrite(src: str, block_loops: bool = False) -> Rewritten:
     tokens = tokenize(src)
     decls = declarations(tokens)
     code = significant(tokens)
