@@ -26,10 +26,13 @@ of a block (`::cuset::rt::take_block_loop`, runtime core.h):
   values of the thread and block index, and guards on them: "remat") or kept
   per thread in runtime scratch arrays ("replicated"). So a naive column sum
   walks 32 rows of the block's columns at a time with no switch between threads.
+  A top-level `for` whose header depends on the thread (grid-stride, bounds read
+  from memory: `_private_loop`) runs likewise, its variable kept per thread.
 
-Kernels with a loop that is neither hoisted nor inside a hoisted loop stay on
-the fiber path: run one whole thread after another, a column walk thrashes the
-cache where the ticking fibers walk side by side.
+Kernels with any other loop (a `while`, a loop under a thread-dependent
+condition, one with a `break` out of it) stay on the fiber path: run one whole
+thread after another, a column walk thrashes the cache where the ticking fibers
+walk side by side.
 
 The variant is inserted on the line of the body's `{` (one line, comments
 dropped), so every line of the user's code keeps its number.
@@ -89,6 +92,7 @@ static_cast reinterpret_cast const_cast
 
 _BUILTINS = frozenset({"blockIdx", "blockDim", "gridDim", "warpSize"})
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+_LOOP_KINDS = ("loop", "ploop")  # a uniform loop (hoisted), a loop of each thread's own (private)
 _MAX_REPLICATED = 48
 CHUNK = 32  # iterations of a hoisted loop a thread runs before the next one (the fibers' kLoopTicks)
 
@@ -98,7 +102,7 @@ class KernelPlan:
     name: str
     line: int                 # 1-based line of the kernel's body
     loop: bool                # runs as a block loop (forward order at least)
-    hoisted: int = 0          # top-level loops run as loops of thread regions
+    hoisted: int = 0          # top-level loops run as regions of their own (chunked)
     reason: str = ""          # why not (fibers), or what was done
     insert_at: int = -1       # byte offset where `text` goes (after the body's `{`)
     text: str = ""
@@ -106,7 +110,7 @@ class KernelPlan:
     def describe(self) -> str:
         if not self.loop:
             return f"{self.name}: fibers ({self.reason})"
-        return f"{self.name}: block loop" + (f", {self.hoisted} loop(s) hoisted out of the thread loop" if self.hoisted else "")
+        return f"{self.name}: block loop" + (f", {self.hoisted} loop(s) run in chunks" if self.hoisted else "")
 
 
 class _NotCollapsible(Exception):
@@ -481,22 +485,18 @@ class _KernelVariant:
         return True
 
     # -------------------------------------------------- statements
-    def _statements(self) -> list:
-        """Top-level statements, a trailing `if (c) { ... }` flattened into `if (!(c)) return;` + its body."""
-        stmts = _unwrap(self.body)
-        declared = set(self.params) | {n for s in stmts for n in _declared_names(self.u, s)}
-        while stmts and stmts[-1].type == "if_statement" and stmts[-1].child_by_field_name("alternative") is None:
-            last = stmts[-1]
-            cons = last.child_by_field_name("consequence")
-            inner = _unwrap(cons)
-            if cons.type != "compound_statement":
-                break
-            inner_names = {n for s in inner for n in _declared_names(self.u, s)}
-            if inner_names & declared:
-                break
-            declared |= inner_names
-            stmts = stmts[:-1] + [("negated_guard", last)] + inner
-        return stmts
+    def _flattenable(self, stmt, remat: set[str], declared: set[str]) -> list | None:
+        """`if (c) { body }` as the last statement, with c a pure guard: its statements,
+        to follow an `if (!(c)) return;` (None when it is not that)."""
+        if stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
+            return None
+        cons = stmt.child_by_field_name("consequence")
+        if cons.type != "compound_statement" or not self._pure(stmt.child_by_field_name("condition"), remat, True):
+            return None
+        inner = _unwrap(cons)
+        if {n for s in inner for n in _declared_names(self.u, s)} & declared:
+            return None  # would clash with a name of the top level
+        return inner
 
     def plan(self, name: str, line: int) -> KernelPlan:
         self._check_region(self.body)
@@ -504,28 +504,33 @@ class _KernelVariant:
         changed = sorted(set(self.params) & self.written)
         if changed:
             raise _NotCollapsible(f"writes its parameter {changed[0]}")
-        stmts = self._statements()
+        stmts = list(_unwrap(self.body))
+        declared = set(self.params) | {n for s in stmts for n in _declared_names(self.u, s)}
         remat: set[str] = set()
         plan: list[_Stmt] = []
-        for s in stmts:
-            if isinstance(s, tuple):  # flattened trailing if
-                cond = s[1].child_by_field_name("condition")
-                if not self._pure(cond, remat, thread_ok=True):
-                    raise _NotCollapsible("loop under a thread-dependent condition that is not a pure guard")
+        k = 0
+        while k < len(stmts):
+            s = stmts[k]
+            inner = self._flattenable(s, remat, declared) if k == len(stmts) - 1 else None
+            if inner is not None:
+                cond = s.child_by_field_name("condition")
                 plan.append(_Stmt("guard", cond, f"!({_cond_text(self.u, cond)})"))
-                continue
-            plan.append(self._classify(s, remat))
-        hoisted = sum(1 for p in plan if p.kind == "loop")
-        # Every loop hoisted or inside a hoisted loop: otherwise one whole thread after
+                declared |= {n for t in inner for n in _declared_names(self.u, t)}
+                stmts.extend(inner)
+            else:
+                plan.append(self._classify(s, remat))
+            k += 1
+        loops = sum(1 for p in plan if p.kind in _LOOP_KINDS)
+        # Every loop a region of its own or inside one: otherwise one whole thread after
         # another walks memory worse than the ticking fibers.
         for p in plan:
-            if p.kind != "loop" and any(n.type in _LOOPS for n in _walk(p.node)):
-                raise _NotCollapsible("a loop that is not hoistable (thread-dependent bounds or control)")
-            if p.kind != "loop" and self._calls_looping_function(p.node):
-                raise _NotCollapsible("calls a function with a loop outside a hoistable loop")
-        text = _Generator(self, plan, hoisted > 0).variant()
+            if p.kind not in _LOOP_KINDS and any(n.type in _LOOPS for n in _walk(p.node)):
+                raise _NotCollapsible("a loop under thread-dependent control flow, or one it may break out of")
+            if p.kind not in _LOOP_KINDS and self._calls_looping_function(p.node):
+                raise _NotCollapsible("calls a function with a loop outside a top-level loop")
+        text = _Generator(self, plan, loops > 0).variant()
         at = len(self.u.data[:self.body.children[0].end_byte].decode())  # a str offset, as the rewriter's edits
-        return KernelPlan(name, line, True, hoisted, "", at, text)
+        return KernelPlan(name, line, True, loops, "", at, text)
 
     def _calls_looping_function(self, node) -> bool:
         for n in _walk(node):
@@ -550,7 +555,39 @@ class _KernelVariant:
                 return _Stmt("guard", s, _cond_text(self.u, cond))
         if self._uniform_loop(s):
             return _Stmt("loop", s)
+        if self._private_loop(s):
+            return _Stmt("ploop", s)
         return _Stmt("other", s)
+
+    def _private_loop(self, node) -> bool:
+        """A top-level `for` whose header depends on the thread (a grid-stride loop, bounds
+        read from memory), with one variable of its own that the body leaves alone and
+        no `break` out of it: each thread runs it in chunks, its variable kept per thread."""
+        if node.type != "for_statement":
+            return False
+        init = node.child_by_field_name("initializer")
+        if init is None or init.type != "declaration" or node.child_by_field_name("condition") is None:
+            return False
+        declarators = init.children_by_field_name("declarator")
+        if len(declarators) != 1 or declarators[0].type != "init_declarator":
+            return False
+        var = declarators[0].child_by_field_name("declarator")
+        if var is None or var.type != "identifier":
+            return False
+        name = self.u.text(var)
+        body = node.child_by_field_name("body")
+        for n in _walk(body):
+            if n.type in ("assignment_expression", "update_expression"):
+                target = _variable_root(n.child_by_field_name("left") or n.child_by_field_name("argument"))
+                if target is not None and self.u.text(target) == name:
+                    return False
+            if n.type == "pointer_expression" and _operator(self.u, n) == "&":
+                target = _variable_root(n.child_by_field_name("argument"))
+                if target is not None and self.u.text(target) == name:
+                    return False
+            if n.type == "break_statement" and _enclosing_loop_or_switch(n) == node:
+                return False
+        return True
 
     def _remat_declaration(self, s, remat: set[str]) -> bool:
         for d in s.children_by_field_name("declarator"):
@@ -645,21 +682,22 @@ class _Generator:
         self.u = kv.u
         self.plan = plan
         self.regions = regions
-        last_loop = max((k for k, p in enumerate(plan) if p.kind == "loop"), default=-1)
-        # Locals live across a hoisted loop: declared before the last one.
+        last_loop = max((k for k, p in enumerate(plan) if p.kind in _LOOP_KINDS), default=-1)
+        # Locals live across a loop region: declared before the last one.
         self.live = [p for p in plan[:last_loop] if p.kind == "other" and p.node.type == "declaration"]
         self.replicated: list[tuple[str, str]] = []  # (name, type text)
         self.replicated_names: set[str] = set()
         # A thread that returns early skips the later regions (a guard is re-checked instead).
-        self.uses_done = regions and any(n.type == "return_statement" for p in plan if p.kind in ("other", "loop")
-                                         for n in _walk(p.node))
+        self.uses_done = regions and any(n.type == "return_statement" for p in plan
+                                         if p.kind in ("other",) + _LOOP_KINDS for n in _walk(p.node))
+        self.private_slots: list[str] = []  # storage of the private loops' per-thread state
 
     def variant(self) -> str:
         for p in self.live:
             self._replicate(p.node)
         body = self._regions()
         aliases = "".join(f"using cuset_t_{n} = {t}; " for n, t in self.replicated)
-        slots = len(self.replicated) + (1 if self.uses_done else 0)
+        slots = len(self.replicated) + (1 if self.uses_done else 0) + len(self.private_slots)
         if slots > _MAX_REPLICATED:
             raise _NotCollapsible("too many locals live across a hoisted loop")
         storage = "".join(
@@ -669,6 +707,7 @@ class _Generator:
         if self.uses_done:
             storage += ("unsigned char* const cuset_done = static_cast<unsigned char*>(::cuset::rt::block_loop_scratch("
                         f"{len(self.replicated)}, cuset_bl.n)); __builtin_memset(cuset_done, 0, cuset_bl.n); ")
+        storage += "".join(self.private_slots)
         return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
                 "::cuset::rt::take_block_loop()) { "
                 "const ::cuset::rt::BlockLoop& cuset_bl = ::cuset::rt::block_loop; "
@@ -715,11 +754,12 @@ class _Generator:
         out, current, prologue, bound = [], [], [], []
         start: tuple[list, list] = ([], [])
         for p in self.plan:
-            if p.kind == "loop":
+            if p.kind in _LOOP_KINDS:
                 if current:
                     out.append(self._thread_region(start, current))
                     current = []
-                out.append(self._loop_region(p, list(prologue), list(bound)))
+                region = self._loop_region if p.kind == "loop" else self._private_loop_region
+                out.append(region(p, list(prologue), list(bound)))
                 continue
             if not current:
                 start = (list(prologue), list(bound))
@@ -785,3 +825,37 @@ class _Generator:
         return (f"{{ {_flat(self.u, init)} while ({cond}) {{ const auto cuset_from = {var}; "
                 f"{self._per_thread(per_thread)} "
                 f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{}} }} }}")
+
+    def _private_loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
+        """A loop of each thread's own, as the fibers' ticks run it: every thread starts
+        it (its variable kept per thread), then rounds in which each unfinished thread
+        runs up to CHUNK more iterations, until every thread has left it."""
+        node = p.node
+        k = len(self.private_slots)
+        slot = len(self.replicated) + (1 if self.uses_done else 0) + k
+        init = node.child_by_field_name("initializer")
+        [declarator] = init.children_by_field_name("declarator")
+        var = self.u.text(declarator.child_by_field_name("declarator"))
+        base = self.u.data[init.start_byte:declarator.start_byte].decode(errors="replace")
+        base = " ".join(w for w in base.split() if w not in ("register", "const"))
+        if not base or any(w in base for w in ("auto", "decltype")):
+            raise _NotCollapsible("a loop variable whose type cannot be named")
+        state = f"cuset_pl{k}"
+        self.private_slots.append(
+            f"struct cuset_pl{k}_t {{ {base} v; bool running; }}; cuset_pl{k}_t* const {state} = "
+            f"static_cast<cuset_pl{k}_t*>(::cuset::rt::block_loop_scratch({slot}, sizeof(cuset_pl{k}_t) * cuset_bl.n)); ")
+        value = _flat(self.u, declarator.child_by_field_name("value"))
+        cond = _flat(self.u, node.child_by_field_name("condition"))
+        update = node.child_by_field_name("update")
+        step = _flat(self.u, update) if update is not None else "(void)0"
+        inner = " ".join(self._with_returns(n) for n in _unwrap(node.child_by_field_name("body")))
+        pro = self._prologue(prologue, bound)
+        start = self._per_thread(f"{state}[cuset_t].running = false; {pro} {base} {var} = {value}; "
+                                 f"{state}[cuset_t].v = {var}; {state}[cuset_t].running = true;")
+        chunk = self._per_thread(
+            f"if (!{state}[cuset_t].running) return true; {pro} {base} {var} = {state}[cuset_t].v; "
+            f"for (unsigned cuset_k = 0;; ++cuset_k, {step}) {{ "
+            f"if (!({cond})) {{ {state}[cuset_t].running = false; break; }} "
+            f"if (cuset_k == {CHUNK}) {{ {state}[cuset_t].v = {var}; cuset_more = true; break; }} "
+            f"{{ {inner} }} }}")
+        return f"{start} for (bool cuset_more = true; cuset_more;) {{ cuset_more = false; {chunk} }}"

@@ -23,7 +23,7 @@ def _plans(src: str) -> dict[str, object]:
 # ---------------------------------------------------------------- planning (no compiler)
 def test_fixture_kernels_get_the_expected_paths():
     plans = _plans((FIXTURES / "block_loops.cu").read_text())
-    for name in ("colsum", "matmul", "early_exit", "contract", "block_race"):
+    for name in ("colsum", "matmul", "early_exit", "contract", "block_race", "grid_stride", "ragged"):
         assert plans[name].loop and plans[name].hoisted == 1, plans[name]
     assert plans["elementwise"].loop and plans["elementwise"].hoisted == 0
     assert not plans["divergent"].loop and plans["divergent"].reason == "shared memory"
@@ -35,13 +35,12 @@ def test_fixture_kernels_get_the_expected_paths():
     ("int i = threadIdx.x; atomicAdd(p, i);", "atomicAdd"),
     ("__syncthreads(); p[0] = 1;", "__syncthreads"),
     ("volatile int* q = p; q[0] = 1;", "volatile memory"),
-    ("int i = threadIdx.x; while (p[i] == 0) { } p[i] = 2;", "not hoistable"),
-    # a grid-stride loop: its bounds depend on the thread
-    ("for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = 1;", "not hoistable"),
+    # a spin (while loops stay on the fibers)
+    ("int i = threadIdx.x; while (p[i] == 0) { } p[i] = 2;", "thread-dependent control flow"),
     # a loop a thread may leave early with break
-    ("int s = 0; for (int i = 0; i < n; ++i) { if (p[i]) break; s += i; } p[threadIdx.x] = s;", "not hoistable"),
-    # a loop whose bound is a local of the thread
-    ("int m = p[threadIdx.x]; for (int i = 0; i < m; ++i) p[i] = 0;", "not hoistable"),
+    ("int s = 0; for (int i = 0; i < n; ++i) { if (p[i]) break; s += i; } p[threadIdx.x] = s;", "break out of"),
+    # a loop under a condition that is not a pure guard
+    ("if (p[threadIdx.x] > 0) { for (int i = 0; i < n; ++i) p[i] = 0; }", "thread-dependent control flow"),
     ("helper(p);", "calls helper"),  # declared, defined elsewhere
     ("printf(\"%d\", 1);", "printf"),
     # the threads of a block loop share the parameters
@@ -53,6 +52,17 @@ def test_kernels_that_need_a_fiber_keep_it(body, reason):
            "__global__ void k(int* p, int n) { " + body + " }\n")
     [plan] = plan_kernels(src)
     assert not plan.loop and reason in plan.reason, plan
+
+
+@pytest.mark.parametrize("body, kind", [
+    ("for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = 1;", "private"),  # grid-stride
+    ("int m = p[threadIdx.x]; for (int i = 0; i < m; ++i) p[i] = 0;", "private"),  # bound read from memory
+    ("float s = 0; for (int i = 0; i < n; ++i) s += p[i]; p[threadIdx.x] = s;", "uniform"),
+])
+def test_top_level_loops_run_in_chunks(body, kind):
+    [plan] = plan_kernels("__global__ void k(int* p, int n) { " + body + " }\n")
+    assert plan.loop and plan.hoisted == 1
+    assert ("running" in plan.text) == (kind == "private")  # a private loop keeps its state per thread
 
 
 def test_a_called_function_with_a_barrier_or_threadIdx_blocks_the_loop():
@@ -103,6 +113,18 @@ def program(tmp_path_factory):
 
 
 LOOP_KERNELS = {"colsum", "matmul", "early_exit", "elementwise"}
+
+
+@pytest.mark.parametrize("order", ["forward", "random:3"])
+def test_private_loops_agree_bit_for_bit_with_the_fibers(program, order):
+    on, out_on, paths_on = program("private", order, True)
+    off, out_off, _ = program("private", order, False)
+    assert on.returncode == off.returncode == 0, (on.stderr, off.stderr)
+    assert len(out_on) == 4 * (60000 + 500) and out_on == out_off
+    assert paths_on == {"grid_stride": "block loop", "ragged": "block loop"}
+    import struct
+    ragged = struct.unpack("500f", out_on[-2000:])
+    assert any(v < 0 for v in ragged) and any(v > 0 for v in ragged)  # early returns and full runs both happen
 
 
 @pytest.mark.parametrize("order", ["forward", "random:3", "parallel:3"])
