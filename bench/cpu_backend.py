@@ -24,7 +24,17 @@ naive 1024x2048x4096 matmul with 2 workers, target <= 30 s each. The load
 average is printed next to the numbers: other work on the machine distorts
 the speed-ups.
 
+Paths (issue 41), with --paths: the same executable with block loops (kernels
+that need no fiber run as loops over a block's threads, uniform loops hoisted)
+and without (CUSET_CPU_BLOCK_LOOP=0: every kernel on fibers), side by side in
+one run, each as a whole sample costs: the sum over the default orders
+(forward, random:1, parallel:1 with 2 workers) of the process wall time. Rows:
+the naive batch-norm (4096x1024 threads, 4096 rows per column) and the naive
+1024x2048x4096 matmul, target <= 15 s per sample with block loops. --paths-scale 4
+divides the sizes by 4 (a quick look on a busy machine; not the target rows).
+
     .venv/bin/python bench/cpu_backend.py [--repeats 5] [--json out.json] [--no-workers] [--big]
+    .venv/bin/python bench/cpu_backend.py --paths [--paths-scale 1]
 """
 
 from __future__ import annotations
@@ -296,6 +306,52 @@ def print_worker_rows(rows: list[dict]) -> None:
                   f"{'<= 30 s':>10}  {load}  {'ok' if row['workers_2_s'] <= 30 else 'MISSED'}")
 
 
+SAMPLE_ORDERS = ("forward", "random:1", "parallel:1")  # CpuBackend(workers=2).run_orders
+
+
+def path_rows(workdir: Path, scale: int) -> list[dict]:
+    """Old path (fibers) vs new (block loops), whole sample, alternated order by order."""
+    from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
+
+    backends = {"loops": CpuBackend(workers=2), "fibers": CpuBackend(workers=2, block_loops=False)}
+    assert backends["loops"].run_orders == SAMPLE_ORDERS
+    compiled = compile_program(WORKERS_PROGRAM, workdir, timeout=300, backend=backends["loops"])
+    if not compiled.ok:
+        sys.exit(f"benchmark program failed to compile: {compiled.detail}")
+    print(compiled.step.stdout.strip())
+    rows = []
+    for label, args in BIG_ROWS:
+        sizes = [str(max(1, int(a) // scale)) if a.isdigit() and a != "0" else a for a in args]
+        if scale != 1:
+            label = f"{label} / {scale}"
+        row = {"label": label, "args": sizes, "load_before": os.getloadavg()}
+        for order in SAMPLE_ORDERS:
+            for path, backend in backends.items():
+                run = run_compiled(compiled, workdir, timeout=600, order=order, backend=backend, args=sizes,
+                                   run_name=f"{sizes[0]}-{path}-{order.replace(':', '-')}")
+                if not run.ok or parse(run.run.stdout).get("check") != 1:
+                    sys.exit(f"{label} {path} {order} failed or computed a wrong result: {run.run.stdout} "
+                             f"{run.run.stderr[-1000:]}")
+                row[f"{path}_{order}_s"] = run.run.seconds
+        for path in backends:
+            row[f"{path}_sample_s"] = sum(row[f"{path}_{o}_s"] for o in SAMPLE_ORDERS)
+        row["speedup"] = row["fibers_sample_s"] / row["loops_sample_s"]
+        row["load_after"] = os.getloadavg()
+        rows.append(row)
+    return rows
+
+
+def print_path_rows(rows: list[dict]) -> None:
+    print("\nPaths: whole sample (forward + random:1 + parallel:1, 2 workers), process wall time\n")
+    print(f"{'kernel':<36}{'fibers':>9}{'loops':>9}{'speed-up':>10}{'target':>10}  per order (fibers / loops)"
+          "  load avg before -> after")
+    for r in rows:
+        per = "  ".join(f"{o.split(':')[0]} {r[f'fibers_{o}_s']:.1f}/{r[f'loops_{o}_s']:.1f}" for o in SAMPLE_ORDERS)
+        load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
+        print(f"{r['label']:<36}{r['fibers_sample_s']:>8.1f}s{r['loops_sample_s']:>8.1f}s{r['speedup']:>9.2f}x"
+              f"{'<= 15 s':>10}  {per}  {load}")
+
+
 def compile_times(backend, workdir: Path, repeats: int) -> dict[str, list[float]]:
     """Wall time of g++ on the vector add program, with and without the PCH."""
     from cuset.execute.cpu.backend import REWRITTEN_NAME, SOURCE_NAME
@@ -332,8 +388,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-workers", action="store_true", help="skip the 1- vs 2-worker rows")
     ap.add_argument("--only-workers", action="store_true", help="only the workers rows")
     ap.add_argument("--big", action="store_true", help="also the batch-norm and 1024x2048x4096 rows (minutes)")
+    ap.add_argument("--paths", action="store_true", help="only the block loops vs fibers rows (minutes)")
+    ap.add_argument("--paths-scale", type=int, default=1, help="divide the --paths sizes by this")
     args = ap.parse_args(argv)
     from _record import start_record
+
+    if args.paths:
+        record = start_record(variant="paths" if args.paths_scale == 1 else f"paths-scale{args.paths_scale}",
+                              argv=None if argv is None else [__file__, *argv])
+        with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
+            rows = path_rows(Path(tmp), args.paths_scale)
+        print_path_rows(rows)
+        if args.json:
+            args.json.write_text(json.dumps({"paths": rows}, indent=2))
+        record.write({"paths": rows, "orders": list(SAMPLE_ORDERS)})
+        return 0
 
     # each mode measures other README rows: its own result file
     mode = [name for name, on in (("big", args.big), ("only-workers", args.only_workers),

@@ -12,6 +12,7 @@ unsupported features at run time).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from cuset.execute.interface import CompileOutcome, Invocation
 from cuset.execute.cpu.diagnostics import classify_run, summarize_compile_errors
-from cuset.execute.cpu import rewrite_worker
+from cuset.execute.cpu import block_loop, rewrite_worker
 from cuset.execute.cpu.rewriter import REWRITER_VERSION
 from cuset.execute.cpu.toolchain import INCLUDE_DIR, Toolchain, ToolchainError
 from cuset.execute.result import Status, StepResult
@@ -58,6 +59,7 @@ class CpuBackendOptions:
     compile_memory_bytes: int = COMPILE_MEMORY_BYTES  # g++ and its children together
     workers: int = 1                     # OS threads running blocks concurrently (parallel order)
     poison_device_memory: bool = False   # new cudaMalloc blocks hold NaN / INT_MAX words instead of GPU-like contents
+    block_loops: bool = True             # kernels that need no fiber run as loops over a block's threads (block_loop.py)
 
 
 class CpuBackend:
@@ -69,7 +71,7 @@ class CpuBackend:
                  cache_dir: str | Path | None = None, asan: bool = False, check_host_access: bool = True,
                  stack_kb: int = 256, race_check: bool = False, sandbox_mode: str = "auto",
                  compile_memory_bytes: int = COMPILE_MEMORY_BYTES, workers: int | None = None,
-                 poison_device_memory: bool = False):
+                 poison_device_memory: bool = False, block_loops: bool = True):
         if stack_kb < 16:
             raise ValueError(f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack")
         workers = default_workers() if workers is None else workers
@@ -79,7 +81,8 @@ class CpuBackend:
             workers = 1  # the sanitizer builds run blocks on one OS thread (runtime: per-process bookkeeping)
         self.options = CpuBackendOptions(seed, max_data_bytes, cxx, Path(cache_dir) if cache_dir else None, asan,
                                          check_host_access, stack_kb, race_check, sandbox_mode,
-                                         compile_memory_bytes, workers, bool(poison_device_memory))
+                                         compile_memory_bytes, workers, bool(poison_device_memory),
+                                         bool(block_loops))
         self.toolchain = Toolchain(cxx=cxx, asan=asan, race_check=race_check, cache_dir=self.options.cache_dir)
         # forward and random run blocks one at a time (reproducible); parallel
         # runs them concurrently, so races between blocks change the outputs.
@@ -96,7 +99,7 @@ class CpuBackend:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / SOURCE_NAME).write_text(source)
         try:   # in a worker under the compile timeout: pathological sources make the rewriter slow
-            [(rewritten, unsupported)] = rewrite_worker.analyse([source], timeout)
+            [(rewritten, unsupported)] = rewrite_worker.analyse([source], timeout, block_loops=True)
         except (rewrite_worker.RewriteTimeout, rewrite_worker.RewriteFailed) as e:
             step = StepResult("compile", None, 0.0, isinstance(e, rewrite_worker.RewriteTimeout), "", str(e))
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR, str(e))
@@ -109,21 +112,21 @@ class CpuBackend:
         except ToolchainError as e:
             step = StepResult("compile", None, 0.0, False, "", str(e))
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR, f"CPU toolchain unavailable: {e}")
-        # `#line` keeps diagnostics on the user's file and line numbers.
-        (workdir / REWRITTEN_NAME).write_text(f'#line 1 "{SOURCE_NAME}"\n' + rewritten.source)
         exe = workdir / EXECUTABLE_NAME
-        step = None
-        # The source is untrusted: g++ (and as, ld) run in the compile sandbox, seeing
-        # the prebuilt runtime read-only and nothing of the data caches.
-        policy = compile_policy(timeout, self.options.sandbox_mode, self.options.compile_memory_bytes)
-        for argv in self.toolchain.compile_commands(runtime, workdir / REWRITTEN_NAME, exe):
-            step = _merge(step, run_compiler(argv, build_dir=workdir, timeout=timeout, policy=policy,
-                                             readonly=(runtime, INCLUDE_DIR)))
-            if step.returncode != 0 or step.timed_out:
-                break
+        step = self._build(runtime, rewritten.source, workdir, exe, timeout)
+        if rewritten.fallback_source and step.returncode != 0 and not step.timed_out and not step.limit:
+            # A block-loop variant g++ refuses (it should not happen): build without them,
+            # so the program's own errors, or none, decide.
+            step = self._build(runtime, rewritten.fallback_source, workdir, exe, timeout)
+            paths = "cuset-cpu: kernel paths: all fibers (the block-loop variants did not compile)"
+        else:
+            paths = block_loop.summary(list(rewritten.kernel_plans)) if self.options.block_loops else ""
+        if paths:  # the run record keeps the compile step: which path each kernel takes
+            step = dataclasses.replace(step, stdout=(step.stdout + "\n" + paths).lstrip("\n"))
         if step.timed_out:
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR, f"g++ timed out after {timeout:.0f} s")
         if step.limit == "memory_limit" or step.returncode in (-9, -24, -25):
+            policy = compile_policy(timeout, self.options.sandbox_mode, self.options.compile_memory_bytes)
             why = {"memory_limit": f"more than {policy.memory_bytes >> 20} MiB of memory", -9: "killed",
                    -24: f"more than {policy.cpu_seconds} s of CPU time",
                    -25: f"a file larger than {policy.file_size_bytes >> 20} MiB"}
@@ -138,6 +141,20 @@ class CpuBackend:
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR, errors)
         return CompileOutcome(True, exe, step)
 
+    def _build(self, runtime: Path, source: str, workdir: Path, exe: Path, timeout: float) -> StepResult:
+        # `#line` keeps diagnostics on the user's file and line numbers.
+        (workdir / REWRITTEN_NAME).write_text(f'#line 1 "{SOURCE_NAME}"\n' + source)
+        step = None
+        # The source is untrusted: g++ (and as, ld) run in the compile sandbox, seeing
+        # the prebuilt runtime read-only and nothing of the data caches.
+        policy = compile_policy(timeout, self.options.sandbox_mode, self.options.compile_memory_bytes)
+        for argv in self.toolchain.compile_commands(runtime, workdir / REWRITTEN_NAME, exe):
+            step = _merge(step, run_compiler(argv, build_dir=workdir, timeout=timeout, policy=policy,
+                                             readonly=(runtime, INCLUDE_DIR)))
+            if step.returncode != 0 or step.timed_out:
+                break
+        return step
+
     # ------------------------------------------------------------ run
     def invocation(self, executable: Path, order: str) -> Invocation:
         if order not in self.run_orders and not (order == "forward" or order.startswith(("random:", "parallel:"))):
@@ -149,6 +166,8 @@ class CpuBackend:
             env["CUSET_CPU_CHECK_HOST_ACCESS"] = "1"
         if self.options.poison_device_memory:
             env["CUSET_CPU_POISON_DEVICE"] = "1"
+        if not self.options.block_loops:  # the same executable, every kernel on the fiber path
+            env["CUSET_CPU_BLOCK_LOOP"] = "0"
         if self.options.asan:
             env["ASAN_OPTIONS"] = f"detect_leaks=0:abort_on_error=0:exitcode={ASAN_EXIT_CODE}"
         return Invocation(argv=[str(executable)], env=env, diagnostics_env=DIAG_FD_ENV)

@@ -8,6 +8,8 @@ with <word> one of `runtime_error`, `unsupported`, `warp_sync`, `race` (fatal:
 the process exits with 90/91/92/94) or `launch_error` (a kernel launch the GPU
 would refuse; the program goes on and may check cudaGetLastError) and
 `note` (informational). The last fatal line decides a failed run's status.
+At exit the runtime also records which path each kernel took (`path`,
+`kernel_paths`), on the diagnostics channel only.
 
 Under the evaluation pipeline the runtime also writes these lines to a
 diagnostics file the harness opened (StepResult.diagnostics, see
@@ -36,6 +38,15 @@ EXIT_CODES = {90: Status.RUNTIME_ERROR, 91: Status.UNSUPPORTED, 92: Status.WARP_
 def runtime_markers(text: str) -> list[tuple[str, str]]:
     """All (word, detail) marker lines in a log, in order."""
     return [(m.group(1), m.group(2).strip()) for m in _MARKER_RE.finditer(text or "")]
+
+
+_PATH_RE = re.compile(r"^CUSET-CPU: path: kernel '(.*)': (block loop and fibers|block loop|fibers), (.*)$", re.M)
+
+
+def kernel_paths(text: str) -> dict[str, str]:
+    """kernel -> `block loop`, `fibers` or `block loop and fibers`, from the lines the
+    runtime writes at exit on the diagnostics channel (runtime/src/paths.cpp)."""
+    return {m.group(1): m.group(2) for m in _PATH_RE.finditer(text or "")}
 
 
 def classify_run(step: StepResult) -> tuple[Status, str] | None:

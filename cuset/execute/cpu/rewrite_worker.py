@@ -27,17 +27,17 @@ import pickle
 from cuset.execute.cpu.features import find_unsupported
 from cuset.execute.cpu.rewriter import rewrite
 with open("sources.pickle", "rb") as fh:
-    sources = pickle.load(fh)
+    job = pickle.load(fh)
 results = []
-for source in sources:
-    rewritten = rewrite(source)
+for source in job["sources"]:
+    rewritten = rewrite(source, block_loops=job["block_loops"])
     results.append((rewritten, find_unsupported(list(rewritten.tokens), list(rewritten.decls))))
 with open("results.pickle.tmp", "wb") as fh:
     pickle.dump(results, fh)
 import os
 os.replace("results.pickle.tmp", "results.pickle")
 """
-PRELOAD = ("cuset.execute.cpu.rewriter", "cuset.execute.cpu.features")
+PRELOAD = ("cuset.execute.cpu.rewriter", "cuset.execute.cpu.features", "cuset.execute.cpu.block_loop")
 # Address space of one rewrite (RLIMIT_AS): the rewriter's trees and token lists of a
 # 1 MiB source (the largest the evaluation accepts) stay far below it; a source built to
 # blow them up ends with a MemoryError in the worker, not in the evaluator's memory.
@@ -71,17 +71,20 @@ def _fork_server():
         return _server
 
 
-def analyse(sources: list[str], timeout: float, memory_bytes: int = MEMORY_BYTES) -> list[tuple]:
+def analyse(sources: list[str], timeout: float, block_loops: bool = False,
+            memory_bytes: int = MEMORY_BYTES) -> list[tuple]:
     """[(Rewritten, [Unsupported, ...]) per source], computed in a forked worker that is
     killed after `timeout` seconds (RewriteTimeout) and limited to `memory_bytes` of
-    address space (RewriteFailed naming the MemoryError)."""
+    address space (RewriteFailed naming the MemoryError). `block_loops`: give kernels that
+    need no fiber a block-loop version (block_loop.py); its caller rebuilds from
+    `fallback_source` if g++ refuses one (the CPU backend does)."""
     from cuset.execute.pyrunner import run_script
 
     work = Path(tempfile.mkdtemp(prefix="cuset-rewrite-"))
     try:
         (work / _JOB).write_text(_JOB_CODE)
         with open(work / "sources.pickle", "wb") as fh:
-            pickle.dump(list(sources), fh)
+            pickle.dump({"sources": list(sources), "block_loops": block_loops}, fh)
         step = run_script("rewrite", _JOB, cwd=work, timeout=timeout, extra_env=_env(), server=_fork_server(),
                           memory_bytes=memory_bytes)
         if step.timed_out:

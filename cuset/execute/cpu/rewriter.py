@@ -26,16 +26,21 @@ at the user's lines):
   on a flag that another thread of the block sets makes progress. Loops with a small
   literal trip count (`i < 8`) or under `#pragma unroll` are left alone so they
   still unroll; range-for and declarations in conditions are left alone too.
+- with `block_loops=True` (the CPU backend asks for it; other callers such as the
+  KernelBench build do not), a kernel that needs no fiber gains a block-loop version
+  of its body, on the line of its `{` (block_loop.py); `fallback_source` is the same
+  rewrite without them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cuset.execute.cpu.block_loop import KernelPlan, plan_kernels
 from cuset.execute.cpu.lexer import COMMENT, IDENT, NUMBER, PUNCT, SPACE, Token, significant, tokenize
 from cuset.execute.cpu.scopes import Decl, declarations
 
-REWRITER_VERSION = "4"
+REWRITER_VERSION = "5"
 
 ARITHMETIC_WORDS = {
     "unsigned", "signed", "int", "short", "long", "char", "float", "double", "bool", "size_t", "ptrdiff_t",
@@ -59,9 +64,11 @@ class Rewritten:
     tokens: tuple[Token, ...] = field(repr=False, default=())
     decls: tuple[Decl, ...] = field(repr=False, default=())
     dropped_includes: tuple[str, ...] = ()  # "<cub/cub.cuh> (CUB)", in source order
+    kernel_plans: tuple[KernelPlan, ...] = ()  # the path of each kernel (block loop or fibers)
+    fallback_source: str = ""  # `source` without block loops ("" when no kernel has one)
 
 
-def rewrite(src: str) -> Rewritten:
+def rewrite(src: str, block_loops: bool = False) -> Rewritten:
     tokens = tokenize(src)
     decls = declarations(tokens)
     code = significant(tokens)
@@ -74,7 +81,13 @@ def rewrite(src: str) -> Rewritten:
     dropped = _library_include_edits(tokens, edits)
     _empty_asm_edits(src, tokens, decls, edits)
     _loop_tick_edits(tokens, code, decls, edits)  # last: it steps around the edits above
-    return Rewritten(_apply(src, edits), launches, tuple(kernels), tuple(tokens), tuple(decls), dropped)
+    plain = _apply(src, edits)
+    plans = tuple(plan_kernels(src)) if block_loops else ()
+    loops = [Edit(p.insert_at, p.insert_at, p.text) for p in plans if p.loop]
+    if not loops:
+        return Rewritten(plain, launches, tuple(kernels), tuple(tokens), tuple(decls), dropped, plans)
+    return Rewritten(_apply(src, edits + loops), launches, tuple(kernels), tuple(tokens), tuple(decls), dropped,
+                     plans, plain)
 
 
 def _library_include_edits(tokens: list[Token], edits: list[Edit]) -> tuple[str, ...]:

@@ -59,3 +59,54 @@ def test_every_reference_program_passes(pipeline, backend):
                 failures.append(f"{path.name}#{task.id} {task.task_name}: {result.status.value}: {result.detail}")
     assert count > 0
     assert not failures, "\n".join(failures)
+
+
+class _PathsBackend:
+    """The CPU backend with two orders: `forward` (block loops where a kernel has
+    one) and `fibers:forward` (the same executable, every kernel on the fibers).
+    The pipeline compares the orders' outputs byte for byte and reports `race`
+    when they differ, so a pass means the two paths agree bit for bit."""
+
+    def __new__(cls, seed: int = 7):
+        from cuset.execute.cpu import CpuBackend
+
+        class PathsBackend(CpuBackend):
+            def invocation(self, executable, order):
+                if order.startswith("fibers:"):
+                    inv = super().invocation(executable, order[len("fibers:"):])
+                    inv.env["CUSET_CPU_BLOCK_LOOP"] = "0"
+                    return inv
+                return super().invocation(executable, order)
+
+        backend = PathsBackend(seed=seed, workers=1)
+        backend.run_orders = ("forward", "fibers:forward")
+        return backend
+
+
+def test_every_reference_program_agrees_bit_for_bit_on_both_paths(tmp_path):
+    from cuset.evaluate import evaluate_program
+    from cuset.evaluate.workspace import Workspace
+    from cuset.execute.compile_cache import CompileCache
+
+    backend = _PathsBackend()
+    cache = CompileCache(backend, root=tmp_path / "cache", timeout=180)
+    ws = Workspace(parent=tmp_path / "ws", gen_timeout=300)
+    failures, loops, count = [], 0, 0
+    try:
+        for path in SUITES:
+            tasks = smallest_per_family(path)
+            for task in tasks:
+                cache.submit(task.bench_cu)
+            for task in tasks:
+                result = evaluate_program(task, task.bench_cu, backend=backend, cache=cache, workspace=ws)
+                count += 1
+                compile_log = " ".join(s.stdout for s in result.steps if s.name == "compile")
+                loops += compile_log.count(": block loop")
+                if result.status is not Status.PASSED:
+                    failures.append(f"{path.name}#{task.id} {task.task_name}: {result.status.value}: {result.detail}")
+    finally:
+        cache.close()
+        ws.close()
+    assert count > 0
+    assert not failures, "\n".join(failures)
+    assert loops > 0  # some references really ran as block loops

@@ -29,6 +29,10 @@ const Stack* stack_guard_containing(const void* addr);
 // program that declares them itself gets an undefined reference, not the channel.
 #define CUSET_RT_PRIVATE __attribute__((visibility("hidden")))
 CUSET_RT_PRIVATE void diag_write(const char* line, size_t n);
+// The harness's diagnostics channel only (not stderr); nothing without one.
+CUSET_RT_PRIVATE void diag_channel_write(const char* line, size_t n);
+// A launch of kernel `name` ran `loop_blocks` of its `blocks` as block loops (paths.cpp).
+CUSET_RT_PRIVATE void record_launch_path(const char* name, unsigned long long blocks, unsigned long long loop_blocks);
 // printf-style wrapper of diag_write for one line.
 CUSET_RT_PRIVATE void diag_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -144,6 +144,7 @@ struct Grid {
   bool active = false;
   Stack* pending_stack = nullptr;
   bool poison_notes_left = true;
+  bool block_loops = false;       // blocks are offered as block loops (see core.h)
   uint3 idx_of[1024];
   unsigned exists_of[32];
 };
@@ -166,6 +167,7 @@ struct Launch {
   std::atomic<unsigned long long> done{0};  // finished blocks: progress for the spin checks
   std::atomic<unsigned> busy{0};            // workers still running blocks
   std::atomic<unsigned> stuck{0};           // of those, workers whose block only spins
+  std::atomic<unsigned long long> loop_blocks{0};  // blocks that ran as block loops
 };
 static Launch L;
 static Grid g_launch_grid;  // the host's grid as the other workers copy it
@@ -514,7 +516,56 @@ static bool next_block() {
     B.dl.order = random_thread_order(n);
     poison_shared_memory(g_dynamic_smem_bytes);
   }
+  block_loop_offered = G.block_loops;
+  block_loop = BlockLoop{n, G.block, B.dl.order, G.idx_of};
   return true;
+}
+
+// ---------------------------------------------------------------- block loops
+__thread bool block_loop_offered = false;
+__thread bool block_loop_ran = false;
+__thread BlockLoop block_loop{0, dim3(1, 1, 1), nullptr, nullptr};
+
+// Every order takes the block loop a kernel offers: one version of a kernel for
+// all of them, since g++ may contract a*b+c into FMAs differently in the two
+// versions and orders that disagreed by an ulp would read as a race. Under the
+// random orders block_loop.order permutes the threads of every region (every
+// iteration of a hoisted loop) as the fibers' start and tick order would.
+bool take_block_loop() {
+  block_loop_offered = false;
+  block_loop_ran = true;
+  B.cur = -1;  // reports name the block, not a thread
+  L.loop_blocks.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+static bool block_loops_enabled() {
+#if CUSET_CPU_ASAN || CUSET_CPU_RACECHECK
+  return false;  // the sanitizers' reports name the thread; race checks need the per-thread runs
+#else
+  static int on = -1;
+  if (on < 0) {
+    const char* e = getenv("CUSET_CPU_BLOCK_LOOP");
+    on = !(e && strcmp(e, "0") == 0);
+  }
+  return on == 1;
+#endif
+}
+
+static constexpr unsigned kScratchSlots = 64;
+static __thread void* g_scratch[kScratchSlots];
+static __thread size_t g_scratch_bytes[kScratchSlots];
+
+void* block_loop_scratch(unsigned slot, size_t bytes) {
+  if (slot >= kScratchSlots) fatal(Fatal::runtime_error, "block loop: scratch slot %u out of range", slot);
+  if (g_scratch_bytes[slot] < bytes) {
+    free(g_scratch[slot]);
+    size_t n = (bytes + 63) & ~(size_t)63;
+    g_scratch[slot] = aligned_alloc(64, n);
+    if (!g_scratch[slot]) fatal(Fatal::runtime_error, "out of host memory for a block loop's locals");
+    g_scratch_bytes[slot] = n;
+  }
+  return g_scratch[slot];
 }
 
 // A thread of a block in direct mode is about to wait: from here on the block
@@ -680,6 +731,8 @@ void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic
     G.exists_of[w] = lanes == 32 ? 0xffffffffu : ((1u << lanes) - 1);
   }
   G.poison_notes_left = true;
+  G.block_loops = direct_fn != nullptr && block_loops_enabled();
+  L.loop_blocks.store(0);
   unsigned workers = workers_wanted();
   if (workers > G.nblocks) workers = (unsigned)G.nblocks;
   L.workers = workers;
@@ -705,6 +758,8 @@ void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic
     g_pool_done_cv.wait(lk, [] { return g_pool_running == 0; });
   }
   L.workers = 1;
+  block_loop_offered = false;
+  record_launch_path(site.name, G.nblocks, L.loop_blocks.load());
 }
 
 // ---------------------------------------------------------------- barrier

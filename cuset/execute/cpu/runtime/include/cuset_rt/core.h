@@ -140,5 +140,44 @@ using DirectFn = int (*)(void*, DirectLoop&);
 // Runs every thread of every block: the kernel once per CUDA thread.
 void run_grid(ThreadFn thread_fn, DirectFn direct_fn, void* arg);
 
+// Block loops (cuset/execute/cpu/block_loop.py): a kernel that needs no fiber
+// carries a second version of its body that runs all the threads of a block as
+// a loop. At the start of each block the scheduler offers it (block_loop_offered,
+// with the block's shape and start order in block_loop); the kernel's first call
+// takes it (take_block_loop), runs the whole block and the direct loop ends the
+// block (block_loop_ran). Never offered in the sanitizer builds or with
+// CUSET_CPU_BLOCK_LOOP=0.
+struct BlockLoop {
+  unsigned n;          // threads in the block
+  dim3 dim;            // blockDim
+  const int* order;    // the start order of the random orders; null: index order (x innermost)
+  const uint3* idx;    // threadIdx of each linear thread index
+};
+extern __thread bool block_loop_offered;
+extern __thread bool block_loop_ran;
+extern __thread BlockLoop block_loop;
+bool take_block_loop();
+// Per-thread copies of the locals that live across a hoisted loop: slot k of the
+// running worker, at least `bytes` long, 64-byte aligned, kept between blocks.
+void* block_loop_scratch(unsigned slot, size_t bytes);
+
+// The threads of the block, in the order the fiber path would start them.
+template <class F>
+__attribute__((always_inline)) inline void for_each_thread(const BlockLoop& bl, F&& f) {
+  if (bl.order) {
+    for (unsigned i = 0; i < bl.n; ++i) {
+      unsigned t = (unsigned)bl.order[i];
+      f(t, bl.idx[t]);
+    }
+  } else if (bl.dim.y == 1 && bl.dim.z == 1) {
+    for (unsigned x = 0; x < bl.dim.x; ++x) f(x, uint3{x, 0, 0});
+  } else {
+    unsigned t = 0;
+    for (unsigned z = 0; z < bl.dim.z; ++z)
+      for (unsigned y = 0; y < bl.dim.y; ++y)
+        for (unsigned x = 0; x < bl.dim.x; ++x, ++t) f(t, uint3{x, y, z});
+  }
+}
+
 }  // namespace rt
 }  // namespace cuset

@@ -34,6 +34,11 @@ int run_threads_direct(void* p, rt::DirectLoop& d) {
     threadIdx = d.idx[t];
     rt::loop_ticks = 0;
     std::apply(pack.fn, pack.args);
+    if (__builtin_expect(rt::block_loop_ran, 0)) {  // that call ran the whole block
+      rt::block_loop_ran = false;
+      d.pos = d.n;
+      return -1;
+    }
     if (!d.active) return t;
   }
   return -1;

@@ -1,0 +1,861 @@
+"""Block loops: a kernel's threads as plain loops, with no fiber switch.
+
+Under the fiber path a block's threads run one after another as calls, each
+reading `threadIdx` from a thread-local, and every loop in device code ticks
+(switches to the next thread every 32 iterations, about 12 ns each) so that
+threads walk memory side by side. g++ sees neither the thread index nor the
+loops over threads.
+
+For a kernel that needs no fiber (no barrier, warp operation, atomic, shared
+or volatile memory, spin, ...: `_check_region`), this module writes a second
+version of the kernel body, entered when the runtime offers it at the start
+of a block (`::cuset::rt::take_block_loop`, runtime core.h):
+
+- the block's threads are a loop (`::cuset::rt::for_each_thread`: x innermost,
+  or the random order's permutation) and `threadIdx`, `blockIdx`, `blockDim`,
+  `gridDim` are locals, so g++ knows them and what they do not alias (it still
+  does not vectorise across threads: the guards are control flow);
+- a `for` loop at the top level of the body (after flattening a trailing
+  `if (in range) { ... }` into a guard) whose header every thread computes
+  alike (`_uniform_loop`) is hoisted out of the thread loop, as the CPU-CUDA
+  compilers do (MCUDA, COX): the kernel becomes regions, each a loop over the
+  threads, and the hoisted loop runs in chunks of CHUNK iterations, each chunk
+  such a region (every thread runs the chunk with its own copy of the loop
+  variable, as the fibers' loop ticks would interleave them). Locals
+  declared before a hoisted loop are either recomputed in every region (pure
+  values of the thread and block index, and guards on them: "remat") or kept
+  per thread in runtime scratch arrays ("replicated"). So a naive column sum
+  walks 32 rows of the block's columns at a time with no switch between threads.
+  A top-level `for` whose header depends on the thread (grid-stride, bounds read
+  from memory: `_private_loop`) runs likewise, its variable kept per thread.
+
+Kernels with any other loop (a `while`, a loop under a thread-dependent
+condition, one with a `break` out of it) stay on the fiber path: run one whole
+thread after another, a column walk thrashes the cache where the ticking fibers
+walk side by side.
+
+The variant is inserted on the line of the body's `{` (one line, comments
+dropped), so every line of the user's code keeps its number.
+
+Exactness. For a kernel whose threads do not communicate (a race-free one),
+both versions compute the same values in the same IEEE operations, except that
+g++ may contract a*b+c into fused multiply-adds differently in the two
+(-ffp-contract=fast, as nvcc): outputs are bit-identical or an ulp apart where
+it did. So every thread order runs the same version of a kernel: `forward` in
+index order (x innermost), `random` and `parallel` with the threads of every
+region in the random start order of the block, which for a hoisted loop means
+every chunk of 32 iterations (where the fibers switch, in the same order).
+Races that depend on the order of the threads within a block, or on blocks
+running concurrently, stay visible; what a block loop no longer has is the
+fibers' switch inside a loop nested in a hoisted one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cuset.spans.grammar import FREE_FUNCTIONS, parser
+
+# Words that need a fiber, or whose meaning a second copy of the body would change.
+_BLOCKING_WORDS = {
+    "__shared__": "shared memory", "volatile": "volatile memory", "static": "a static local",
+    "asm": "inline assembly", "__asm__": "inline assembly", "__asm": "inline assembly", "goto": "goto",
+    "printf": "printf (output order)", "assert": "assert", "__trap": "__trap", "__brkpt": "__brkpt",
+    "clock": "clock()", "clock64": "clock64()", "__nanosleep": "__nanosleep", "malloc": "device malloc",
+    "free": "device free", "new": "new", "delete": "delete", "this": "this", "throw": "throw", "try": "try",
+    "cooperative_groups": "cooperative groups", "cg": "cooperative groups", "this_thread_block": "cooperative groups",
+    "this_grid": "cooperative groups", "thread_block": "cooperative groups", "grid_group": "cooperative groups",
+    "thread_local": "thread_local", "__thread": "__thread", "decltype": "decltype", "auto": "auto",
+    "dynamic_smem": "shared memory", "extern": "extern",
+}
+
+# Functions that compute a value from their arguments only.
+_PURE_FUNCTIONS = frozenset("""
+sqrt sqrtf rsqrt rsqrtf cbrt cbrtf exp expf exp2 exp2f exp10 exp10f expm1 expm1f log logf log2 log2f log10
+log10f log1p log1pf pow powf sin sinf cos cosf tan tanf sinh sinhf cosh coshf tanh tanhf asin asinf acos acosf
+atan atanf atan2 atan2f asinh asinhf acosh acoshf atanh atanhf erf erff erfc erfcf erfinv erfinvf lgamma lgammaf
+tgamma tgammaf fabs fabsf abs labs llabs fmin fminf fmax fmaxf min max umin umax llmin llmax fma fmaf floor floorf
+ceil ceilf round roundf trunc truncf rint rintf lrint lrintf llrint llrintf lround lroundf llround llroundf fmod
+fmodf remainder remainderf copysign copysignf hypot hypotf isnan isinf isfinite signbit ldexp ldexpf nearbyint
+nearbyintf fdim fdimf normcdff normcdf sincosf
+__expf __exp10f __logf __log2f __log10f __powf __sinf __cosf __tanf __fdividef __fdiv_rn __fdiv_rz __fmul_rn
+__fmul_rz __fadd_rn __fadd_rz __fsub_rn __fsub_rz __fmaf_rn __fmaf_rz __frcp_rn __fsqrt_rn __frsqrt_rn
+__dadd_rn __dmul_rn __dsub_rn __ddiv_rn __fma_rn __drcp_rn __dsqrt_rn __saturatef
+__float2int_rn __float2int_rz __float2int_rd __float2int_ru __float2uint_rn __float2uint_rz __int2float_rn
+__uint2float_rn __float2ll_rn __float2ll_rz __ll2float_rn __double2float_rn __double2int_rn __int2double_rn
+__float_as_int __int_as_float __float_as_uint __uint_as_float __double_as_longlong __longlong_as_double
+__popc __popcll __clz __clzll __ffs __ffsll __brev __brevll __mul24 __umul24 __mulhi __umulhi __mul64hi
+__umul64hi __sad __usad __hadd __hmul __hsub __hdiv __hfma __hneg __habs __hmax __hmin __hlt __hgt __heq
+__float2half __float2half_rn __half2float __float2bfloat16 __bfloat162float __ldg __ldca __ldcs __ldlu
+static_cast reinterpret_cast const_cast
+""".split())
+
+_BUILTINS = frozenset({"blockIdx", "blockDim", "gridDim", "warpSize"})
+_LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+_LOOP_KINDS = ("loop", "ploop")  # a uniform loop (hoisted), a loop of each thread's own (private)
+_MAX_REPLICATED = 48
+CHUNK = 32  # iterations of a hoisted loop a thread runs before the next one (the fibers' kLoopTicks)
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    name: str
+    line: int                 # 1-based line of the kernel's body
+    loop: bool                # runs as a block loop (forward order at least)
+    hoisted: int = 0          # top-level loops run as regions of their own (chunked)
+    reason: str = ""          # why not (fibers), or what was done
+    insert_at: int = -1       # byte offset where `text` goes (after the body's `{`)
+    text: str = ""
+
+    def describe(self) -> str:
+        if not self.loop:
+            return f"{self.name}: fibers ({self.reason})"
+        return f"{self.name}: block loop" + (f", {self.hoisted} loop(s) run in chunks" if self.hoisted else "")
+
+
+class _NotCollapsible(Exception):
+    pass
+
+
+def plan_kernels(src: str) -> list[KernelPlan]:
+    """A plan per `__global__` definition of `src` (a variant where it qualifies)."""
+    if "__global__" not in src:
+        return []
+    data = src.encode()
+    tree = parser().parse(data)
+    unit = _Unit(data, tree.root_node)
+    plans = []
+    for fn in unit.kernels:
+        name = unit.function_name(fn) or "?"
+        body = fn.child_by_field_name("body")
+        line = body.start_point[0] + 1
+        try:
+            plans.append(_KernelVariant(unit, fn).plan(name, line))
+        except _NotCollapsible as e:
+            plans.append(KernelPlan(name, line, False, reason=str(e)))
+    return plans
+
+
+def summary(plans: list[KernelPlan]) -> str:
+    """One line for the compile step's log: which path each kernel takes."""
+    return "cuset-cpu: kernel paths: " + "; ".join(p.describe() for p in plans) if plans else ""
+
+
+# ---------------------------------------------------------------- the translation unit
+class _Unit:
+    def __init__(self, data: bytes, root):
+        self.data = data
+        self.kernels = []
+        self.functions: dict[str, list] = {}   # device/host functions defined here, by name
+        self.macros: dict[str, str] = {}       # macro name -> replacement text
+        self.constants: set[str] = set()       # file-scope const/constexpr/__constant__ names
+        self._walk(root)
+
+    def text(self, node) -> str:
+        return self.data[node.start_byte:node.end_byte].decode(errors="replace")
+
+    def _walk(self, node) -> None:
+        for child in node.children:
+            t = child.type
+            if t == "function_definition":
+                words = {self.text(c) for c in child.children if c.type not in ("compound_statement",)}
+                name = self.function_name(child)
+                if "__global__" in words and child.child_by_field_name("body") is not None:
+                    self.kernels.append(child)
+                elif name:
+                    self.functions.setdefault(name, []).append(child)
+            elif t in ("preproc_def", "preproc_function_def"):
+                name = child.child_by_field_name("name")
+                value = child.child_by_field_name("value")
+                if name is not None:
+                    self.macros[self.text(name)] = self.text(value) if value is not None else ""
+            elif t == "declaration":
+                words = {self.text(c) for c in child.children}
+                if words & {"const", "constexpr", "__constant__"} or any(
+                        c.type == "type_qualifier" and self.text(c) in ("const", "constexpr", "__constant__")
+                        for c in child.children):
+                    for d in child.children_by_field_name("declarator"):
+                        n = _declared_identifier(d)
+                        if n is not None:
+                            self.constants.add(self.text(n))
+            if t in ("template_declaration", "namespace_definition", "declaration_list", "linkage_specification",
+                     "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
+                self._walk(child)
+
+    def function_name(self, fn) -> str | None:
+        d = fn.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            d = d.child_by_field_name("declarator")
+        if d is None:
+            return None
+        n = d.child_by_field_name("declarator")
+        if n is None:
+            return None
+        if n.type == "qualified_identifier":
+            n = n.child_by_field_name("name") or n
+        return self.text(n)
+
+
+def _declared_identifier(d):
+    """The identifier a declarator declares (through init/pointer/array declarators)."""
+    while d is not None and d.type != "identifier":
+        if d.type not in ("init_declarator", "pointer_declarator", "array_declarator"):
+            return None
+        d = d.child_by_field_name("declarator")
+    return d
+
+
+def _walk(node):
+    yield node
+    for c in node.children:
+        yield from _walk(c)
+
+
+def _unwrap(node):
+    """A compound statement's statements, or the one statement."""
+    if node.type == "compound_statement":
+        return [c for c in node.named_children if c.type != "comment"]
+    return [node]
+
+
+# ---------------------------------------------------------------- one kernel
+@dataclass
+class _Stmt:
+    kind: str          # "remat" | "guard" | "loop" | "other"
+    node: object = None
+    text: str = ""     # guards: the condition under which the thread stops
+    names: tuple = ()  # remat/other declarations: the names declared
+
+
+class _KernelVariant:
+    def __init__(self, unit: _Unit, fn):
+        self.u = unit
+        self.fn = fn
+        self.body = fn.child_by_field_name("body")
+        self.params = self._params()
+        self.written = self._written_names()
+        self.checked_functions: dict[str, bool] = {}  # name -> has loops
+
+    # -------------------------------------------------- eligibility
+    def _params(self) -> list[str]:
+        d = self.fn.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            d = d.child_by_field_name("declarator")
+        plist = d.child_by_field_name("parameters")
+        names = []
+        for p in plist.named_children:
+            if p.type == "comment":
+                continue
+            if p.type != "parameter_declaration":
+                raise _NotCollapsible("variadic or unusual parameter list")
+            n = _declared_identifier(p.child_by_field_name("declarator"))
+            if n is None:
+                if self.u.text(p).strip() == "void":
+                    continue
+                raise _NotCollapsible("unnamed or reference parameter")
+            names.append(self.u.text(n))
+        return names
+
+    def _written_names(self) -> set[str]:
+        """Names assigned, incremented, passed to a function defined here (it may take a
+        reference) or whose address is taken, anywhere in the body."""
+        out = set()
+        for n in _walk(self.body):
+            targets = []
+            if n.type == "assignment_expression":
+                targets = [n.child_by_field_name("left")]
+            elif n.type == "update_expression":
+                targets = [n.child_by_field_name("argument")]
+            elif n.type == "pointer_expression" and _operator(self.u, n) == "&":
+                targets = [n.child_by_field_name("argument")]
+            elif n.type == "call_expression" and self._takes_reference(self._callee_name(n)):
+                targets = list(n.child_by_field_name("arguments").named_children)
+            for target in targets:
+                root = _variable_root(target)
+                if root is not None:
+                    out.add(self.u.text(root))
+        return out
+
+    def _takes_reference(self, name: str | None) -> bool:
+        """A function defined here with a reference parameter (it may write an argument)."""
+        for fn in self.u.functions.get(name or "", ()):
+            if any(n.type == "reference_declarator" for n in _walk(fn.child_by_field_name("declarator"))):
+                return True
+        return False
+
+    def _callee_name(self, call) -> str | None:
+        f = call.child_by_field_name("function")
+        if f is None:
+            return None
+        if f.type == "template_function":
+            f = f.child_by_field_name("name")
+        elif f.type == "qualified_identifier":
+            while f is not None and f.type == "qualified_identifier":
+                f = f.child_by_field_name("name")
+            if f is not None and f.type == "template_function":
+                f = f.child_by_field_name("name")
+        if f is None:
+            return None
+        if f.type in ("identifier", "primitive_type", "type_identifier"):
+            return self.u.text(f)
+        return None
+
+    def _check_region(self, node, allow_thread_index: bool = True) -> bool:
+        """Raises if `node` needs a fiber; returns whether it (with callees) holds a loop."""
+        text = self.u.text(node)
+        if "\\\n" in text:
+            raise _NotCollapsible("line continuation in the body")
+        loops = False
+        for n in _walk(node):
+            t = n.type
+            if t.startswith("preproc") and not _is_pragma(self.u, n) and n.parent.type != "preproc_call":
+                raise _NotCollapsible("preprocessor directive in the body")
+            if t in ("lambda_expression", "ERROR", "reference_declarator", "throw_statement", "try_statement",
+                     "goto_statement", "labeled_statement", "new_expression", "delete_expression", "gnu_asm_expression"):
+                raise _NotCollapsible(t.replace("_", " "))
+            if t in _LOOPS:
+                loops = True
+            if n.child_count == 0 or t in ("identifier", "type_identifier", "field_identifier"):
+                word = self.u.text(n)
+                self._check_word(word, allow_thread_index)
+                if word in self.u.macros:
+                    loops |= self._check_macro(word, set())
+            if t == "call_expression":
+                loops |= self._check_call(n)
+        return loops
+
+    def _check_word(self, word: str, allow_thread_index: bool) -> None:
+        if word in _BLOCKING_WORDS:
+            raise _NotCollapsible(_BLOCKING_WORDS[word])
+        m = FREE_FUNCTIONS.fullmatch(word)
+        if m and m.lastgroup in ("sync", "warp", "atomic"):
+            raise _NotCollapsible(word)
+        if word == "threadIdx" and not allow_thread_index:
+            raise _NotCollapsible("a called function reads threadIdx")
+
+    def _check_macro(self, name: str, seen: set[str]) -> bool:
+        import re
+
+        if name in seen:
+            return False
+        seen.add(name)
+        value = self.u.macros[name]
+        loops = False
+        for word in re.findall(r"[A-Za-z_]\w*", value):
+            self._check_word(word, True)
+            if word in ("for", "while", "do"):
+                loops = True
+            if word in self.u.macros:
+                loops |= self._check_macro(word, seen)
+        for callee in re.findall(r"([A-Za-z_]\w*)\s*\(", value):
+            if callee in self.u.macros or callee in _PURE_FUNCTIONS or callee in ("if", "for", "while", "switch",
+                                                                                   "sizeof", "return"):
+                continue
+            if callee in self.u.functions:
+                loops |= self._check_function(callee)
+            elif not callee.startswith("make_"):
+                raise _NotCollapsible(f"macro {name} calls {callee}")
+        return loops
+
+    def _check_call(self, call) -> bool:
+        f = call.child_by_field_name("function")
+        if f is not None and f.type == "field_expression":
+            raise _NotCollapsible("member function call")
+        name = self._callee_name(call)
+        if name is None:
+            raise _NotCollapsible("call through an expression")
+        if name in _PURE_FUNCTIONS or name.startswith("make_") or name in self.u.macros:
+            return False
+        if f is not None and f.type == "primitive_type":
+            return False
+        if name in self.u.functions:
+            return self._check_function(name)
+        raise _NotCollapsible(f"calls {name}")
+
+    def _check_function(self, name: str) -> bool:
+        if name in self.checked_functions:
+            return self.checked_functions[name]
+        self.checked_functions[name] = False  # recursion: assume none until seen
+        loops = False
+        for fn in self.u.functions[name]:
+            body = fn.child_by_field_name("body")
+            if body is None:
+                raise _NotCollapsible(f"calls {name} (not defined here)")
+            loops |= self._check_region(body, allow_thread_index=False)
+        self.checked_functions[name] = loops
+        return loops
+
+    # -------------------------------------------------- purity and uniformity
+    def _pure(self, node, remat: set[str], thread_ok: bool) -> bool:
+        """An expression of literals, unwritten parameters, built-ins, constants
+        (and with thread_ok threadIdx and recomputed locals), through operators and pure functions."""
+        for n in _walk(node):
+            t = n.type
+            if t in ("subscript_expression", "assignment_expression", "update_expression", "comma_expression"):
+                return False
+            if t == "pointer_expression":
+                return False
+            if t == "field_expression" and _operator(self.u, n) == "->":
+                return False
+            if t == "call_expression":
+                name = self._callee_name(n)
+                f = n.child_by_field_name("function")
+                if not (name in _PURE_FUNCTIONS or (f is not None and f.type == "primitive_type")):
+                    return False
+            if t == "identifier":
+                if not self._uniform_name(self.u.text(n), remat, thread_ok):
+                    return False
+        return True
+
+    def _uniform_name(self, name: str, remat: set[str], thread_ok: bool) -> bool:
+        if name in _BUILTINS or name in _PURE_FUNCTIONS:
+            return True
+        if name == "threadIdx" or name in remat:
+            return thread_ok
+        if name in self.params:
+            return name not in self.written
+        return name in self.u.constants or name in self.u.macros or name in self._template_params()
+
+    def _template_params(self) -> set[str]:
+        parent = self.fn.parent
+        if parent is None or parent.type != "template_declaration":
+            return set()
+        plist = parent.child_by_field_name("parameters")
+        out = set()
+        for p in plist.named_children if plist is not None else ():
+            for n in _walk(p):
+                if n.type in ("identifier", "type_identifier"):
+                    out.add(self.u.text(n))
+        return out
+
+    def _uniform_loop(self, node) -> bool:
+        """A `for` whose header every thread computes alike and whose body leaves
+        its variables alone and does not `break` out of it."""
+        if node.type != "for_statement":
+            return False
+        init = node.child_by_field_name("initializer")
+        cond = node.child_by_field_name("condition")
+        update = node.child_by_field_name("update")
+        if init is None or init.type != "declaration" or cond is None:
+            return False
+        names = set()
+        if len(init.children_by_field_name("declarator")) != 1:
+            return False
+        for d in init.children_by_field_name("declarator"):
+            n = _declared_identifier(d)
+            if n is None or d.type != "init_declarator":
+                return False
+            value = d.child_by_field_name("value")
+            if value is None or not self._pure(value, set(), thread_ok=False):
+                return False
+            names.add(self.u.text(n))
+        loop_vars = names
+
+        def uniform(expr) -> bool:
+            for n in _walk(expr):
+                if n.type == "identifier" and self.u.text(n) in loop_vars:
+                    continue
+                if n.type in ("update_expression", "assignment_expression"):
+                    continue
+                if n.type == "identifier" and not self._uniform_name(self.u.text(n), set(), False):
+                    return False
+                if n.type in ("subscript_expression", "call_expression", "pointer_expression"):
+                    return False
+            return True
+
+        if not uniform(cond) or (update is not None and not uniform(update)):
+            return False
+        if update is not None:  # the update may only write the loop's variables
+            for n in _walk(update):
+                if n.type in ("update_expression", "assignment_expression"):
+                    target = n.child_by_field_name("argument") or n.child_by_field_name("left")
+                    if target is None or target.type != "identifier" or self.u.text(target) not in loop_vars:
+                        return False
+        body = node.child_by_field_name("body")
+        for n in _walk(body):
+            if n.type in ("assignment_expression", "update_expression"):
+                target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+                if target is not None and target.type == "identifier" and self.u.text(target) in loop_vars:
+                    return False
+            if n.type == "pointer_expression" and n.child_by_field_name("argument") is not None \
+                    and self.u.text(n.child_by_field_name("argument")) in loop_vars:
+                return False
+            if n.type == "break_statement" and _enclosing_loop_or_switch(n) == node:
+                return False
+        return True
+
+    # -------------------------------------------------- statements
+    def _flattenable(self, stmt, remat: set[str], declared: set[str]) -> list | None:
+        """`if (c) { body }` as the last statement, with c a pure guard: its statements,
+        to follow an `if (!(c)) return;` (None when it is not that)."""
+        if stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
+            return None
+        cons = stmt.child_by_field_name("consequence")
+        if cons.type != "compound_statement" or not self._pure(stmt.child_by_field_name("condition"), remat, True):
+            return None
+        inner = _unwrap(cons)
+        if {n for s in inner for n in _declared_names(self.u, s)} & declared:
+            return None  # would clash with a name of the top level
+        return inner
+
+    def plan(self, name: str, line: int) -> KernelPlan:
+        self._check_region(self.body)
+        # The threads of a block loop share the parameters: each CUDA thread has its own copy.
+        changed = sorted(set(self.params) & self.written)
+        if changed:
+            raise _NotCollapsible(f"writes its parameter {changed[0]}")
+        stmts = list(_unwrap(self.body))
+        declared = set(self.params) | {n for s in stmts for n in _declared_names(self.u, s)}
+        remat: set[str] = set()
+        plan: list[_Stmt] = []
+        k = 0
+        while k < len(stmts):
+            s = stmts[k]
+            inner = self._flattenable(s, remat, declared) if k == len(stmts) - 1 else None
+            if inner is not None:
+                cond = s.child_by_field_name("condition")
+                plan.append(_Stmt("guard", cond, f"!({_cond_text(self.u, cond)})"))
+                declared |= {n for t in inner for n in _declared_names(self.u, t)}
+                stmts.extend(inner)
+            else:
+                plan.append(self._classify(s, remat))
+            k += 1
+        loops = sum(1 for p in plan if p.kind in _LOOP_KINDS)
+        # Every loop a region of its own or inside one: otherwise one whole thread after
+        # another walks memory worse than the ticking fibers.
+        for p in plan:
+            if p.kind not in _LOOP_KINDS and any(n.type in _LOOPS for n in _walk(p.node)):
+                raise _NotCollapsible("a loop under thread-dependent control flow, or one it may break out of")
+            if p.kind not in _LOOP_KINDS and self._calls_looping_function(p.node):
+                raise _NotCollapsible("calls a function with a loop outside a top-level loop")
+        text = _Generator(self, plan, loops > 0).variant()
+        at = len(self.u.data[:self.body.children[0].end_byte].decode())  # a str offset, as the rewriter's edits
+        return KernelPlan(name, line, True, loops, "", at, text)
+
+    def _calls_looping_function(self, node) -> bool:
+        for n in _walk(node):
+            if n.type == "call_expression":
+                name = self._callee_name(n)
+                if name in self.checked_functions and self.checked_functions[name]:
+                    return True
+        return False
+
+    def _classify(self, s, remat: set[str]) -> _Stmt:
+        if s.type == "declaration":
+            names = tuple(_declared_names(self.u, s))
+            if self._remat_declaration(s, remat):
+                remat.update(names)
+                return _Stmt("remat", s, names=names)
+            return _Stmt("other", s, names=names)
+        if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
+            cons = _unwrap(s.child_by_field_name("consequence"))
+            cond = s.child_by_field_name("condition")
+            if len(cons) == 1 and cons[0].type == "return_statement" and not cons[0].named_children \
+                    and self._pure(cond, remat, thread_ok=True):
+                return _Stmt("guard", s, _cond_text(self.u, cond))
+        if self._uniform_loop(s):
+            return _Stmt("loop", s)
+        if self._private_loop(s):
+            return _Stmt("ploop", s)
+        return _Stmt("other", s)
+
+    def _private_loop(self, node) -> bool:
+        """A top-level `for` whose header depends on the thread (a grid-stride loop, bounds
+        read from memory), with one variable of its own that the body leaves alone and
+        no `break` out of it: each thread runs it in chunks, its variable kept per thread."""
+        if node.type != "for_statement":
+            return False
+        init = node.child_by_field_name("initializer")
+        if init is None or init.type != "declaration" or node.child_by_field_name("condition") is None:
+            return False
+        declarators = init.children_by_field_name("declarator")
+        if len(declarators) != 1 or declarators[0].type != "init_declarator":
+            return False
+        var = declarators[0].child_by_field_name("declarator")
+        if var is None or var.type != "identifier":
+            return False
+        name = self.u.text(var)
+        body = node.child_by_field_name("body")
+        for n in _walk(body):
+            if n.type in ("assignment_expression", "update_expression"):
+                target = _variable_root(n.child_by_field_name("left") or n.child_by_field_name("argument"))
+                if target is not None and self.u.text(target) == name:
+                    return False
+            if n.type == "pointer_expression" and _operator(self.u, n) == "&":
+                target = _variable_root(n.child_by_field_name("argument"))
+                if target is not None and self.u.text(target) == name:
+                    return False
+            if n.type == "break_statement" and _enclosing_loop_or_switch(n) == node:
+                return False
+        return True
+
+    def _remat_declaration(self, s, remat: set[str]) -> bool:
+        for d in s.children_by_field_name("declarator"):
+            if d.type != "init_declarator":
+                return False
+            n = d.child_by_field_name("declarator")
+            value = d.child_by_field_name("value")
+            if n is None or n.type != "identifier" or value is None or value.type == "initializer_list":
+                return False
+            if self.u.text(n) in self.written or not self._pure(value, remat, thread_ok=True):
+                return False
+        return True
+
+
+def _is_pragma(unit: _Unit, node) -> bool:
+    """`#pragma ...` (e.g. `#pragma unroll`) inside a body."""
+    if node.type != "preproc_call":
+        return False
+    directive = node.child_by_field_name("directive")
+    return directive is not None and unit.text(directive) == "#pragma"
+
+
+def _operator(unit: _Unit, node) -> str:
+    op = node.child_by_field_name("operator")
+    return unit.text(op) if op is not None else ""
+
+
+def _variable_root(target):
+    """The variable an lvalue names (`v`, `v.x`, `(v)`); None for memory (`p[i]`, `*p`)."""
+    while target is not None and target.type in ("parenthesized_expression", "field_expression"):
+        if any(c.type == "->" for c in target.children):
+            return None
+        target = target.child_by_field_name("argument") if target.type == "field_expression" \
+            else (target.named_children[0] if target.named_children else None)
+    return target if target is not None and target.type == "identifier" else None
+
+
+def _enclosing_loop_or_switch(node):
+    p = node.parent
+    while p is not None and p.type not in _LOOPS + ("switch_statement",):
+        p = p.parent
+    return p
+
+
+def _declared_names(unit: _Unit, stmt) -> list[str]:
+    if isinstance(stmt, tuple) or stmt.type != "declaration":
+        return []
+    out = []
+    for d in stmt.children_by_field_name("declarator"):
+        n = _declared_identifier(d)
+        if n is not None:
+            out.append(unit.text(n))
+    return out
+
+
+def _cond_text(unit: _Unit, cond) -> str:
+    """The expression of a condition clause `( e )`."""
+    inner = cond.child_by_field_name("value") or (cond.named_children[0] if cond.named_children else cond)
+    return _flat(unit, inner)
+
+
+def _flat(unit: _Unit, node, replace: dict[int, tuple[int, str]] | None = None) -> str:
+    """The node's source on one line: comments dropped, `replace` (start byte -> (end byte, text)) applied."""
+    out, pos = [], node.start_byte
+    cuts = {}
+    for n in _walk(node):
+        if n.type == "comment" or _is_pragma(unit, n):  # a pragma needs a line of its own; g++ ignores `unroll`
+            cuts[n.start_byte] = (n.end_byte, " ")
+    cuts.update(replace or {})
+    data = unit.data
+    for start in sorted(cuts):
+        if start < pos:
+            continue
+        end, text = cuts[start]
+        out.append(data[pos:start].decode(errors="replace"))
+        out.append(text)
+        pos = end
+    out.append(data[pos:node.end_byte].decode(errors="replace"))
+    return " ".join("".join(out).split())
+
+
+# ---------------------------------------------------------------- code generation
+class _Generator:
+    """The variant's text. With hoisted loops the body becomes regions: thread
+    regions (a loop over the threads running a run of statements) and loop
+    regions (the hoisted loop, each iteration a loop over the threads). Each
+    region first recomputes what it needs of earlier regions (remat declarations
+    and guards) and binds the replicated locals to this thread's slot."""
+
+    def __init__(self, kv: _KernelVariant, plan: list[_Stmt], regions: bool):
+        self.kv = kv
+        self.u = kv.u
+        self.plan = plan
+        self.regions = regions
+        last_loop = max((k for k, p in enumerate(plan) if p.kind in _LOOP_KINDS), default=-1)
+        # Locals live across a loop region: declared before the last one.
+        self.live = [p for p in plan[:last_loop] if p.kind == "other" and p.node.type == "declaration"]
+        self.replicated: list[tuple[str, str]] = []  # (name, type text)
+        self.replicated_names: set[str] = set()
+        # A thread that returns early skips the later regions (a guard is re-checked instead).
+        self.uses_done = regions and any(n.type == "return_statement" for p in plan
+                                         if p.kind in ("other",) + _LOOP_KINDS for n in _walk(p.node))
+        self.private_slots: list[str] = []  # storage of the private loops' per-thread state
+
+    def variant(self) -> str:
+        for p in self.live:
+            self._replicate(p.node)
+        body = self._regions()
+        aliases = "".join(f"using cuset_t_{n} = {t}; " for n, t in self.replicated)
+        slots = len(self.replicated) + (1 if self.uses_done else 0) + len(self.private_slots)
+        if slots > _MAX_REPLICATED:
+            raise _NotCollapsible("too many locals live across a hoisted loop")
+        storage = "".join(
+            f"std::remove_const_t<cuset_t_{n}>* const cuset_r_{n} = static_cast<std::remove_const_t<cuset_t_{n}>*>("
+            f"::cuset::rt::block_loop_scratch({k}, sizeof(cuset_t_{n}) * cuset_bl.n)); "
+            for k, (n, _) in enumerate(self.replicated))
+        if self.uses_done:
+            storage += ("unsigned char* const cuset_done = static_cast<unsigned char*>(::cuset::rt::block_loop_scratch("
+                        f"{len(self.replicated)}, cuset_bl.n)); __builtin_memset(cuset_done, 0, cuset_bl.n); ")
+        storage += "".join(self.private_slots)
+        return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
+                "::cuset::rt::take_block_loop()) { "
+                "const ::cuset::rt::BlockLoop& cuset_bl = ::cuset::rt::block_loop; "
+                "const uint3 cuset_b = blockIdx; const dim3 cuset_bd = blockDim, cuset_gd = gridDim; "
+                f"{aliases}{storage}"
+                "{ const uint3 blockIdx = cuset_b; const dim3 blockDim = cuset_bd, gridDim = cuset_gd; "
+                "(void)blockIdx; (void)blockDim; (void)gridDim; "
+                f"{body}}} return; }} ")
+
+    def _replicate(self, decl) -> None:
+        declarators = decl.children_by_field_name("declarator")
+        base = self.u.data[decl.start_byte:declarators[0].start_byte].decode(errors="replace")
+        base = " ".join(w for w in base.split() if w != "register")
+        for d in declarators:
+            n = _declared_identifier(d)
+            if n is None:
+                raise _NotCollapsible("a local live across a hoisted loop that cannot be replicated")
+            inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+            if d.type == "init_declarator" and inner.type == "array_declarator":
+                raise _NotCollapsible("an initialised array live across a hoisted loop")
+            if d.type == "init_declarator" and not any(c.type == "=" for c in d.children):
+                raise _NotCollapsible("a constructor-style declaration live across a hoisted loop")
+            abstract = (self.u.data[inner.start_byte:n.start_byte] + b" " +
+                        self.u.data[n.end_byte:inner.end_byte]).decode(errors="replace")
+            name = self.u.text(n)
+            self.replicated.append((name, " ".join(f"{base} {abstract}".split())))
+            self.replicated_names.add(name)
+
+    def _replicated_declaration(self, decl) -> str:
+        """`T a = x, b;` where it stood: this thread's slots, assigned, and the names bound to them."""
+        parts = []
+        for d in decl.children_by_field_name("declarator"):
+            name = self.u.text(_declared_identifier(d))
+            if d.type == "init_declarator":
+                parts.append(f"cuset_r_{name}[cuset_t] = {self._with_returns(d.child_by_field_name('value'))};")
+            parts.append(self._bind(name))
+        return " ".join(parts)
+
+    @staticmethod
+    def _bind(name: str) -> str:
+        return f"cuset_t_{name}& {name} = cuset_r_{name}[cuset_t]; (void){name};"
+
+    def _regions(self) -> str:
+        out, current, prologue, bound = [], [], [], []
+        start: tuple[list, list] = ([], [])
+        for p in self.plan:
+            if p.kind in _LOOP_KINDS:
+                if current:
+                    out.append(self._thread_region(start, current))
+                    current = []
+                region = self._loop_region if p.kind == "loop" else self._private_loop_region
+                out.append(region(p, list(prologue), list(bound)))
+                continue
+            if not current:
+                start = (list(prologue), list(bound))
+            current.append(p)
+            if p.kind in ("remat", "guard"):
+                prologue.append(p)
+            elif p.node.type == "declaration":
+                bound.extend(n for n in p.names if n in self.replicated_names)
+        if current:
+            out.append(self._thread_region(start, current))
+        return " ".join(out) + " "
+
+    def _prologue(self, prologue: list[_Stmt], bound: list[str]) -> str:
+        parts = [f"if ({p.text}) return true;" if p.kind == "guard" else _flat(self.u, p.node) for p in prologue]
+        parts.extend(self._bind(n) for n in bound)
+        return " ".join(parts)
+
+    def _statement_text(self, p: _Stmt) -> str:
+        if p.kind == "guard":
+            return f"if ({p.text}) return true;"
+        if p.kind == "other" and p.node.type == "declaration" and set(p.names) & self.replicated_names:
+            return self._replicated_declaration(p.node)
+        return self._with_returns(p.node)
+
+    def _with_returns(self, node) -> str:
+        """`return;`: this thread is done (false: skipped in later regions)."""
+        replace = {}
+        for n in _walk(node):
+            if n.type == "return_statement":
+                if n.named_children:
+                    raise _NotCollapsible("return with a value in a kernel")
+                replace[n.start_byte] = (n.end_byte, "return false;" if self.uses_done else "return true;")
+        return _flat(self.u, node, replace)
+
+    def _per_thread(self, inner: str) -> str:
+        done_check = "if (cuset_done[cuset_t]) return; " if self.uses_done else ""
+        done_set = "cuset_done[cuset_t] = 1" if self.uses_done else "(void)0"
+        return ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
+                "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; " + done_check +
+                "if (![&]() __attribute__((always_inline)) -> bool { " + inner + " return true; }()) "
+                + done_set + "; });")
+
+    def _thread_region(self, start: tuple[list, list], stmts: list[_Stmt]) -> str:
+        prologue, bound = start
+        text = " ".join(self._statement_text(p) for p in stmts)
+        return self._per_thread(self._prologue(prologue, bound) + " " + text)
+
+    def _loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
+        """The hoisted loop in chunks of CHUNK iterations: each thread in turn runs a
+        chunk with its own copy of the loop variable (its locals in registers, the
+        block's threads walking memory side by side as the fibers' ticks make them),
+        then the shared copy advances past the chunk. `continue` keeps its meaning."""
+        node = p.node
+        init = node.child_by_field_name("initializer")
+        [declarator] = init.children_by_field_name("declarator")
+        var = self.u.text(declarator.child_by_field_name("declarator"))
+        cond = _flat(self.u, node.child_by_field_name("condition"))
+        update = node.child_by_field_name("update")
+        step = _flat(self.u, update) if update is not None else "(void)0"
+        inner = " ".join(self._with_returns(n) for n in _unwrap(node.child_by_field_name("body")))
+        per_thread = (f"{self._prologue(prologue, bound)} auto {var} = cuset_from; "
+                      f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{ {inner} }}")
+        return (f"{{ {_flat(self.u, init)} while ({cond}) {{ const auto cuset_from = {var}; "
+                f"{self._per_thread(per_thread)} "
+                f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{}} }} }}")
+
+    def _private_loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
+        """A loop of each thread's own, as the fibers' ticks run it: every thread starts
+        it (its variable kept per thread), then rounds in which each unfinished thread
+        runs up to CHUNK more iterations, until every thread has left it."""
+        node = p.node
+        k = len(self.private_slots)
+        slot = len(self.replicated) + (1 if self.uses_done else 0) + k
+        init = node.child_by_field_name("initializer")
+        [declarator] = init.children_by_field_name("declarator")
+        var = self.u.text(declarator.child_by_field_name("declarator"))
+        base = self.u.data[init.start_byte:declarator.start_byte].decode(errors="replace")
+        base = " ".join(w for w in base.split() if w not in ("register", "const"))
+        if not base or any(w in base for w in ("auto", "decltype")):
+            raise _NotCollapsible("a loop variable whose type cannot be named")
+        state = f"cuset_pl{k}"
+        self.private_slots.append(
+            f"struct cuset_pl{k}_t {{ {base} v; bool running; }}; cuset_pl{k}_t* const {state} = "
+            f"static_cast<cuset_pl{k}_t*>(::cuset::rt::block_loop_scratch({slot}, sizeof(cuset_pl{k}_t) * cuset_bl.n)); ")
+        value = _flat(self.u, declarator.child_by_field_name("value"))
+        cond = _flat(self.u, node.child_by_field_name("condition"))
+        update = node.child_by_field_name("update")
+        step = _flat(self.u, update) if update is not None else "(void)0"
+        inner = " ".join(self._with_returns(n) for n in _unwrap(node.child_by_field_name("body")))
+        pro = self._prologue(prologue, bound)
+        start = self._per_thread(f"{state}[cuset_t].running = false; {pro} {base} {var} = {value}; "
+                                 f"{state}[cuset_t].v = {var}; {state}[cuset_t].running = true;")
+        chunk = self._per_thread(
+            f"if (!{state}[cuset_t].running) return true; {pro} {base} {var} = {state}[cuset_t].v; "
+            f"for (unsigned cuset_k = 0;; ++cuset_k, {step}) {{ "
+            f"if (!({cond})) {{ {state}[cuset_t].running = false; break; }} "
+            f"if (cuset_k == {CHUNK}) {{ {state}[cuset_t].v = {var}; cuset_more = true; break; }} "
+            f"{{ {inner} }} }}")
+        return f"{start} for (bool cuset_more = true; cuset_more;) {{ cuset_more = false; {chunk} }}"

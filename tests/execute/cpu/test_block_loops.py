@@ -1,0 +1,203 @@
+"""Block loops (cuset/execute/cpu/block_loop.py): kernels that need no fiber run
+as loops over a block's threads, with uniform loops hoisted out. The same
+executable runs either path (CUSET_CPU_BLOCK_LOOP=0: fibers only), so the tests
+compare them bit for bit, check the path each kernel took, and that races stay
+visible."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from cpu_helpers import FIXTURES, needs_gxx, parse_kv
+from cuset.execute.cpu.block_loop import plan_kernels
+from cuset.execute.cpu.diagnostics import kernel_paths
+
+
+def _plans(src: str) -> dict[str, object]:
+    return {p.name: p for p in plan_kernels(src)}
+
+
+# ---------------------------------------------------------------- planning (no compiler)
+def test_fixture_kernels_get_the_expected_paths():
+    plans = _plans((FIXTURES / "block_loops.cu").read_text())
+    for name in ("colsum", "matmul", "early_exit", "contract", "block_race", "grid_stride", "ragged"):
+        assert plans[name].loop and plans[name].hoisted == 1, plans[name]
+    assert plans["elementwise"].loop and plans["elementwise"].hoisted == 0
+    assert not plans["divergent"].loop and plans["divergent"].reason == "shared memory"
+    assert not plans["shuffle"].loop and "__shfl_down_sync" in plans["shuffle"].reason
+    assert not plans["shared_race"].loop
+
+
+@pytest.mark.parametrize("body, reason", [
+    ("int i = threadIdx.x; atomicAdd(p, i);", "atomicAdd"),
+    ("__syncthreads(); p[0] = 1;", "__syncthreads"),
+    ("volatile int* q = p; q[0] = 1;", "volatile memory"),
+    # a spin (while loops stay on the fibers)
+    ("int i = threadIdx.x; while (p[i] == 0) { } p[i] = 2;", "thread-dependent control flow"),
+    # a loop a thread may leave early with break
+    ("int s = 0; for (int i = 0; i < n; ++i) { if (p[i]) break; s += i; } p[threadIdx.x] = s;", "break out of"),
+    # a loop under a condition that is not a pure guard
+    ("if (p[threadIdx.x] > 0) { for (int i = 0; i < n; ++i) p[i] = 0; }", "thread-dependent control flow"),
+    ("helper(p);", "calls helper"),  # declared, defined elsewhere
+    ("printf(\"%d\", 1);", "printf"),
+    # the threads of a block loop share the parameters
+    ("p += threadIdx.x; p[0] = 1;", "writes its parameter p"),
+    ("int i = threadIdx.x; bump(n); p[i] = n;", "writes its parameter n"),
+])
+def test_kernels_that_need_a_fiber_keep_it(body, reason):
+    src = ("__device__ void helper(int* p);\n__device__ void bump(int& v) { v += 1; }\n"
+           "__global__ void k(int* p, int n) { " + body + " }\n")
+    [plan] = plan_kernels(src)
+    assert not plan.loop and reason in plan.reason, plan
+
+
+@pytest.mark.parametrize("body, kind", [
+    ("for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = 1;", "private"),  # grid-stride
+    ("int m = p[threadIdx.x]; for (int i = 0; i < m; ++i) p[i] = 0;", "private"),  # bound read from memory
+    ("float s = 0; for (int i = 0; i < n; ++i) s += p[i]; p[threadIdx.x] = s;", "uniform"),
+])
+def test_top_level_loops_run_in_chunks(body, kind):
+    [plan] = plan_kernels("__global__ void k(int* p, int n) { " + body + " }\n")
+    assert plan.loop and plan.hoisted == 1
+    assert ("running" in plan.text) == (kind == "private")  # a private loop keeps its state per thread
+
+
+def test_a_called_function_with_a_barrier_or_threadIdx_blocks_the_loop():
+    src = ("__device__ void bar() { __syncthreads(); }\n__device__ int me() { return threadIdx.x; }\n"
+           "#define SYNC bar()\n"
+           "__global__ void a(int* p) { bar(); }\n__global__ void b(int* p) { p[me()] = 1; }\n"
+           "__global__ void c(int* p) { SYNC; }\n")
+    plans = _plans(src)
+    assert "__syncthreads" in plans["a"].reason and "threadIdx" in plans["b"].reason
+    assert "__syncthreads" in plans["c"].reason
+
+
+def test_variant_keeps_every_line_in_place():
+    from cuset.execute.cpu.rewriter import rewrite
+
+    src = (FIXTURES / "block_loops.cu").read_text()
+    r = rewrite(src, block_loops=True)
+    assert r.fallback_source and r.source != r.fallback_source
+    assert r.source.count("\n") == src.count("\n") == r.fallback_source.count("\n")
+    assert rewrite(src).source == r.fallback_source  # the default (other callers, e.g. KernelBench): none
+    assert "take_block_loop" not in r.fallback_source
+
+
+# ---------------------------------------------------------------- runs
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    from cuset.execute.cpu import CpuBackend, compile_program
+
+    backend = CpuBackend(seed=3, workers=2)
+    workdir = tmp_path_factory.mktemp("block-loops")
+    compiled = compile_program((FIXTURES / "block_loops.cu").read_text(), workdir, timeout=300, backend=backend)
+    assert compiled.ok, compiled.detail
+    assert "cuset-cpu: kernel paths: colsum: block loop" in compiled.step.stdout
+
+    def run(mode: str, order: str, loops: bool) -> tuple[subprocess.CompletedProcess, bytes, dict[str, str]]:
+        run_dir = workdir / f"{mode}-{order.replace(':', '-')}-{int(loops)}"
+        run_dir.mkdir(exist_ok=True)
+        env = dict(backend.invocation(compiled.executable, order).env, CUSET_CPU_REPORT_PATHS="1",
+                   PATH=os.environ.get("PATH", ""))
+        if not loops:
+            env["CUSET_CPU_BLOCK_LOOP"] = "0"
+        p = subprocess.run([str(compiled.executable), mode], cwd=run_dir, env=env, capture_output=True, text=True,
+                           timeout=120)
+        out = (run_dir / "out.bin").read_bytes() if (run_dir / "out.bin").exists() else b""
+        return p, out, kernel_paths(p.stderr)
+
+    return run
+
+
+LOOP_KERNELS = {"colsum", "matmul", "early_exit", "elementwise"}
+
+
+@pytest.mark.parametrize("order", ["forward", "random:3"])
+def test_private_loops_agree_bit_for_bit_with_the_fibers(program, order):
+    on, out_on, paths_on = program("private", order, True)
+    off, out_off, _ = program("private", order, False)
+    assert on.returncode == off.returncode == 0, (on.stderr, off.stderr)
+    assert len(out_on) == 4 * (60000 + 500) and out_on == out_off
+    assert paths_on == {"grid_stride": "block loop", "ragged": "block loop"}
+    import struct
+    ragged = struct.unpack("500f", out_on[-2000:])
+    assert any(v < 0 for v in ragged) and any(v > 0 for v in ragged)  # early returns and full runs both happen
+
+
+@pytest.mark.parametrize("order", ["forward", "random:3", "parallel:3"])
+def test_block_loops_and_fibers_give_bit_identical_outputs(program, order):
+    on, out_on, paths_on = program("loops", order, True)
+    off, out_off, paths_off = program("loops", order, False)
+    assert on.returncode == off.returncode == 0, (on.stderr, off.stderr)
+    assert len(out_on) == 4 * (300 * 200 * 2 + 100 * 70 + 2 * 200)
+    assert out_on == out_off and on.stdout == off.stdout
+    assert paths_on == dict.fromkeys(LOOP_KERNELS, "block loop")
+    assert paths_off == dict.fromkeys(LOOP_KERNELS, "fibers")
+
+
+def test_orders_agree_where_gxx_contracts_the_versions_differently(program):
+    # Every order runs the same version of a kernel, so FMA contraction (which may
+    # differ between the block loop and the fiber version) never reads as a race.
+    outs = {order: program("contract", order, True)[1] for order in ("forward", "random:3", "parallel:3")}
+    assert len(outs["forward"]) == 4 * 200 and len(set(outs.values())) == 1
+
+
+def test_early_exits_and_skips_really_happen(program):
+    # Not a vacuous comparison: some threads of early_exit returned inside the
+    # hoisted loop (no final -acc written) and others ran to the end.
+    import struct
+
+    _, out, _ = program("loops", "forward", True)
+    floats = struct.unpack(f"{len(out) // 4}f", out)
+    tail = floats[-2 * 200:]
+    returned = sum(1 for v in tail[200:] if v == 0.0)
+    assert 0 < returned < 200
+
+
+@pytest.mark.parametrize("mode", ["divergent", "shuffle", "shared_race"])
+def test_kernels_on_fibers_are_unchanged(program, mode):
+    for order in ("forward", "random:3"):
+        on, out_on, paths_on = program(mode, order, True)
+        off, out_off, _ = program(mode, order, False)
+        assert (on.returncode, on.stdout, out_on) == (off.returncode, off.stdout, out_off), mode
+        assert set(paths_on.values()) <= {"fibers"}, paths_on
+
+
+def test_shared_memory_race_still_differs_from_forward(program):
+    _, forward, _ = program("shared_race", "forward", True)
+    _, random, _ = program("shared_race", "random:3", True)
+    assert forward != random  # the pipeline reports this as `race`
+
+
+def test_divergent_barriers_are_still_an_error(program):
+    on, _, _ = program("divergent", "forward", True)
+    assert on.returncode == 90 and "CUSET-CPU: runtime_error:" in on.stderr and "__syncthreads" in on.stderr, \
+        on.stderr
+
+
+def test_race_between_blocks_only_parallel_shows_is_still_seen(program):
+    forward, _, paths = program("block_race", "forward", True)
+    assert paths == {"block_race": "block loop"}
+    assert parse_kv(forward.stdout)["total"] == "64"
+    random, _, _ = program("block_race", "random:3", True)
+    assert parse_kv(random.stdout)["total"] == "64"   # blocks one at a time: no lost update
+    totals = set()
+    for seed in range(1, 6):
+        p, _, _ = program("block_race", f"parallel:{seed}", True)
+        totals.add(parse_kv(p.stdout)["total"])
+    assert totals - {"64"}  # lost updates: differs from forward, reported as `race`
+
+
+pytestmark = needs_gxx
+
+
+def test_pragma_unroll_is_dropped_and_other_directives_keep_the_fibers():
+    loop = "for (int i = 0; i < 64; ++i) s += a[i * n + c];"
+    head = "__global__ void k(const float* a, float* o, int n) { int c = blockIdx.x * blockDim.x + threadIdx.x; float s = 0;"
+    [pragma] = plan_kernels(head + "\n#pragma unroll 4\n" + loop + " o[c] = s; }\n")
+    assert pragma.loop and pragma.hoisted == 1 and "#pragma" not in pragma.text and "\n" not in pragma.text
+    [ifdef] = plan_kernels(head + "\n#ifdef X\n" + loop + "\n#endif\n o[c] = s; }\n")
+    assert not ifdef.loop and ifdef.reason == "preprocessor directive in the body"
