@@ -2,12 +2,18 @@
 helpers in tests/ importable (`from sandbox_tools import ...`)."""
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.append(str(Path(__file__).parent))
+# A runner's terminal size (pytest-xdist workers inherit COLUMNS=80) must not decide how
+# the CLI's console, created when cuset.cli is first imported, lays out tables: tests
+# that need a width give it to CliRunner, which sets it for the command alone.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
 
 BENCH_CU = r'''#include <cuda_runtime.h>
 #include <fstream>

@@ -23,19 +23,26 @@ from cuset.errors import CusetError
 
 _JOB = "cuset_rewrite_job.py"
 _JOB_CODE = """\
-import pickle
-from cuset.execute.cpu.features import find_unsupported
-from cuset.execute.cpu.rewriter import rewrite
-with open("sources.pickle", "rb") as fh:
-    job = pickle.load(fh)
-results = []
-for source in job["sources"]:
-    rewritten = rewrite(source, block_loops=job["block_loops"])
-    results.append((rewritten, find_unsupported(list(rewritten.tokens), list(rewritten.decls))))
-with open("results.pickle.tmp", "wb") as fh:
-    pickle.dump(results, fh)
 import os
-os.replace("results.pickle.tmp", "results.pickle")
+# Said with preallocated bytes and no traceback: past RLIMIT_AS, formatting one can fail too.
+OUT_OF_MEMORY = b"MemoryError: the rewriter exceeded its memory limit\\n"
+try:
+    import pickle
+    from cuset.execute.cpu.features import find_unsupported
+    from cuset.execute.cpu.rewriter import rewrite
+    with open("sources.pickle", "rb") as fh:
+        job = pickle.load(fh)
+    results = []
+    for source in job["sources"]:
+        rewritten = rewrite(source, block_loops=job["block_loops"])
+        results.append((rewritten, find_unsupported(list(rewritten.tokens), list(rewritten.decls))))
+    with open("results.pickle.tmp", "wb") as fh:
+        pickle.dump(results, fh)
+    os.replace("results.pickle.tmp", "results.pickle")
+except MemoryError:
+    results = rewritten = job = None
+    os.write(2, OUT_OF_MEMORY)
+    os._exit(3)
 """
 PRELOAD = ("cuset.execute.cpu.rewriter", "cuset.execute.cpu.features", "cuset.execute.cpu.block_loop")
 # Address space of one rewrite (RLIMIT_AS): the rewriter's trees and token lists of a
