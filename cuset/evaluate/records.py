@@ -44,6 +44,12 @@ class SampleResult:
     robust_status: Status | None = None
     robust_detail: str = ""
     robust_check: str = ""          # strict | cases (failures), cases_unavailable (a pass without new cases)
+    # KernelBench (ExecResult.kernel); None/()/"" for CUDABench programs (and in older results files).
+    kernel_launches: int | None = None      # the candidate's own kernel launches in the checked calls (CPU runtime)
+    extension_calls: int | None = None      # calls of its extensions' functions in the checked calls
+    extensions_built: int | None = None     # extensions built for it that its run loaded
+    extensions_failed: tuple[str, ...] = ()  # load_inline calls it made whose build failed
+    passed_without_kernel: str = ""         # a pass that ran none of its own kernels: why (WITHOUT_KERNEL)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -71,6 +77,7 @@ class SampleResult:
             backend=exec_result.backend, code_sha256=code_sha256, steps=tuple(exec_result.steps),
             notes=tuple(notes), reasoning_tokens=reasoning_tokens, robust_status=exec_result.robust_status,
             robust_detail=exec_result.robust_detail, robust_check=exec_result.robust_check,
+            **_kernel_fields(exec_result),
         )
 
     def to_json(self) -> dict:
@@ -97,7 +104,17 @@ class SampleResult:
         kw["steps"] = tuple(StepResult(**s) for s in d.get("steps", ()))
         kw["timings"] = dict(d.get("timings") or {})
         kw["notes"] = tuple(d.get("notes") or ())
+        kw["extensions_failed"] = tuple(d.get("extensions_failed") or ())
+        kw["passed_without_kernel"] = d.get("passed_without_kernel") or ""
         return cls(**kw)
+
+
+def _kernel_fields(r: ExecResult) -> dict:
+    k = r.kernel
+    if k is None:
+        return {}
+    return {"kernel_launches": k.launches, "extension_calls": k.calls, "extensions_built": k.built,
+            "extensions_failed": tuple(k.failed), "passed_without_kernel": k.without_kernel() if r.passed else ""}
 
 
 def _status(value, where: str, name: str) -> Status | None:
