@@ -149,7 +149,8 @@ def aggregate(task_rows: Sequence[dict], samples: Sequence[SampleResult], ks: Se
 def kernel_counts(samples: Sequence[SampleResult]) -> dict:
     """KernelBench passes by what they ran: {} without KernelBench results; else the passes
     that launched their own kernels and those that did not, by why (WITHOUT_KERNEL)."""
-    kb = [r for r in samples if r.extensions_built is not None]
+    kb = [r for r in samples if r.extensions_built is not None or any(s.name.startswith("kernelbench")
+                                                                         for s in r.steps)]
     if not kb:
         return {}
     passes = [r for r in kb if r.passed]

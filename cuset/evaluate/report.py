@@ -134,7 +134,7 @@ def kernel_section(summary: Summary) -> list[str]:
     without = o.get("passed_without_kernel", {})
     n_pass = o["n_passed_with_kernel"] + sum(without.values())
     lines = ["## KernelBench: what the passes ran", "",
-             f"{o['n_kernelbench']} KernelBench sample(s). Compilation = every `load_inline` extension the answer "
+             f"{o['n_kernelbench']} KernelBench sample(s) reached the harness. Compilation = every `load_inline` extension the answer "
              "asked for was built (an answer that asks for none compiles trivially); the official-harness "
              "compilation also needs its run to finish every trial.", "",
              f"Passed: {n_pass} sample(s), of which {o['n_passed_with_kernel']} launched kernels of their own in "
