@@ -125,3 +125,14 @@ def test_claims_accept_evidence_and_refuse_malformed_evidence():
                      ({"loaded": ["k"] * 65}, "not a list of at most"), ({"kernel_launches": 1.5}, "is a float")]:
         with pytest.raises(claims.Unbelievable, match=why):
             claims.checked_record({"status": "ran", **bad}, "candidate")
+
+
+def test_eval_options_from_the_command_line():
+    from cuset.config import ConfigError, load_config
+    from cuset.evaluate.config import EvalConfig
+
+    opts = load_config(EvalConfig, overrides=["strict_kernels=true", "eval_mode=eval"]).options()
+    assert (opts.strict_kernels, opts.eval_mode) == (True, "eval")
+    assert (EvalConfig().options().strict_kernels, EvalConfig().options().eval_mode) == (False, "train")
+    with pytest.raises(ConfigError, match="eval_mode: must be one of 'train', 'eval', got 'inference'"):
+        load_config(EvalConfig, overrides=["eval_mode=inference"])
