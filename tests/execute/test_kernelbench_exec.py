@@ -363,3 +363,19 @@ def test_eval_mode_switches_both_models():
     assert trained.status is Status.WRONG and (trained.check, trained.trial) == ("trials", 0)
     with pytest.raises(ValueError, match="eval_mode='inference': use one of"):
         verify(reference, running_stats, eval_mode="inference")
+
+
+def test_strict_kernels_fails_a_pure_torch_pass():
+    """Issue 38: a pass that launched none of its own kernels is `passed_without_kernel`
+    (recorded, still a pass); with strict_kernels it is a failure."""
+    from cuset.execute.registry import get_backend
+
+    pure_torch = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+                 "        return torch.relu(x)\n"
+    task = dataclasses.replace(TASK, n_trials=1)
+    lenient = evaluate_program(task, pure_torch, backend=get_backend("cpu"), options=OPTIONS)
+    assert lenient.status is Status.PASSED and lenient.kernel.without_kernel() == "no_kernel_called"
+    strict = evaluate_program(task, pure_torch, backend=get_backend("cpu"),
+                              options=dataclasses.replace(OPTIONS, strict_kernels=True))
+    assert strict.status is Status.WRONG
+    assert strict.detail.startswith("strict_kernels: passed without its own kernels: no kernel of its own launched")
