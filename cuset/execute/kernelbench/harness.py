@@ -37,7 +37,8 @@ then `os._exit`): no exception the candidate could catch. The parent builds it (
 refuses it: then the parent's verdict, `unsupported` or `compile_error`, stands) and
 runs the candidate again. A build that failed raises torch's own error on the next
 run (catchable, as on a GPU); the parent knows it was asked for. `cpp_extension.load`
-ends the run as `unsupported` the same way.
+(sources in files) ends the run as `unsupported` the same way on the CPU; on the GPU
+both build with nvcc in this process, a failed build raising torch's own error.
 
 Evidence of kernel work: every extension returned is wrapped to count calls of its
 functions; on the CPU the runtime linked into each extension also counts its kernel
@@ -326,41 +327,42 @@ def install_cpu_device_map(candidate_path):
 
 
 class GpuExtensions:
-    """The real load_inline, building under the run dir. A failed build raises torch's own
-    error (as it does on any GPU machine) and is named in the run's record."""
+    """The real load_inline (and load), building under the run dir. A failed build raises
+    torch's own error (as it does on any GPU machine) and is named in the run's record."""
 
     def __init__(self, build_dir):
         from torch.utils import cpp_extension
 
         self.build_dir = build_dir
-        self.real = cpp_extension.load_inline
+        self.real = {"load_inline": cpp_extension.load_inline, "load": cpp_extension.load}
         self.loaded = {}
         self.build_failed = []
         self.counted = Counted()
 
     def load_inline(self, name, *args, **kwargs):
+        return self.build("load_inline", name, args, kwargs)
+
+    def load(self, name, *args, **kwargs):
+        return self.build("load", name, args, kwargs)
+
+    def build(self, how, name, args, kwargs):
         kwargs.setdefault("build_directory", None)
         if kwargs["build_directory"] is None:
-            path = os.path.join(self.build_dir, hashlib.sha256(repr((name, args, sorted(kwargs.items()))).encode())
-                                .hexdigest()[:16])
+            path = os.path.join(self.build_dir, hashlib.sha256(repr((how, name, args, sorted(kwargs.items())))
+                                                               .encode()).hexdigest()[:16])
             os.makedirs(path, exist_ok=True)
             kwargs["build_directory"] = path
         try:
-            module = self.real(name, *args, **kwargs)
+            module = self.real[how](name, *args, **kwargs)
         except RuntimeError as e:
             if "Ninja is required" in str(e):  # the machine's fault, not the candidate's (verify checks it first)
-                end_run({"status": "runtime_error", "detail": f"load_inline needs ninja on the evaluating machine: {e}"})
+                end_run({"status": "runtime_error", "detail": f"{how} needs ninja on the evaluating machine: {e}"})
             if "Error building extension" in str(e):
                 self.build_failed.append(str(name))
             raise
         if module not in self.loaded:
             self.loaded[module] = self.counted.wrap(module)
         return self.loaded[module]
-
-    def load(self, name, sources, *args, **kwargs):
-        end_run({"status": "unsupported", "detail": "torch.utils.cpp_extension.load (extension sources in files) "
-                                                    "is not supported; KernelBench candidates pass their sources "
-                                                    "to load_inline"})
 
     def launches(self):
         return None   # counted by the CPU runtime only: on the GPU, calls of the extension functions
