@@ -44,6 +44,10 @@ class EvalConfig:
                                        "(re-extract from `response`); auto = compat in compat mode, else record",
                           choices=("auto", "record", "default", "compat"))
     cases: list[int] = option(default_factory=lambda: [0], help="input cases; gen.py sees CUSET_CASE=<i> (0 = default input)")
+    eval_mode: str = option("train", help="KernelBench: run the reference and the candidate as built (train mode, "
+                                          "KernelBench's protocol) or both after .eval() (dropout off, batch norm "
+                                          "on running statistics), as harnesses that call .eval() do",
+                            choices=("train", "eval"))
     robust: bool = option(False, help="robust verification next to the plain verdict: input cases 0..robust_cases-1 "
                                       "(gen.py's constant seeds offset by the case) and every element of every "
                                       "output against the reference; reports show plain and robust Pass@k. Not "
@@ -123,7 +127,8 @@ class EvalConfig:
         disk = int(sb.run_disk_mb * (1 << 20)) if sb.run_disk_mb is not None else None
         return EvalOptions(tuple(self.cases), self.timeouts(), self.compat, budget, policy,
                            int(sb.cpu_memory_gb * (1 << 30)), program_memory_bytes=memory, run_disk_bytes=disk,
-                           robust=self.robust, robust_cases=self.robust_cases, strict_kernels=self.strict_kernels)
+                           robust=self.robust, robust_cases=self.robust_cases, strict_kernels=self.strict_kernels,
+                           eval_mode=self.eval_mode)
 
     def backend_name(self) -> str:
         """gpu or cpu (auto asks the NVIDIA driver)."""

@@ -16,6 +16,13 @@ Each verify runs the reference and the candidate in separate sandboxed processes
 and compares in this one (cuset.execute.kernelbench.verify): a candidate cannot
 forge the comparison or read the expected outputs.
 
+What ran: `ExecResult.kernel` (KernelEvidence of the plain verdict's forward-order
+run) says which extensions were built, which failed, and how many of the candidate's
+own kernels launched in the checked calls. A pass that launched none is a pass
+without its own kernels (`KernelEvidence.without_kernel()` names why); with
+`EvalOptions.strict_kernels` it is a failure: `compile_error` when a build it asked
+for failed, else `wrong`.
+
 Reward hacking (cuset.evaluate.kernelbench_hacks): the static rules run on every
 answer's text in this process; the rules that fired are the result's `hack`, and with
 `EvalOptions.strict_kernels` a flagged pass is `wrong` (detail "strict_kernels: ...").
@@ -33,7 +40,7 @@ from cuset.evaluate.kernelbench_hacks import check_answer, summary_line
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.kernelbench.build import ExtensionBuilder
 from cuset.execute.kernelbench.verify import DEFAULT_SEED, Check, KbVerdict, plain_checks, verify
-from cuset.execute.result import ExecResult, Status
+from cuset.execute.result import WITHOUT_KERNEL, ExecResult, Status
 
 ROBUST_SEED = 10_000   # far from the plain seeds (42, 43, ...): inputs and parameters both change
 LOG_IN_DETAIL = 1500   # characters of a compiler log / traceback kept in the detail
@@ -74,11 +81,13 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options=None, cache
     common = dict(backend=name, atol=task.atol, rtol=task.rtol, cache=cache, workdir=workdir,
                   compile_timeout=opts.timeouts.compile, step_timeout=opts.timeouts.run, sandbox=opts.sandbox,
                   program_memory_bytes=opts.program_memory_bytes, run_disk_bytes=opts.run_disk_bytes,
-                  extra_env=dict(opts.extra_env))
+                  extra_env=dict(opts.extra_env), eval_mode=opts.eval_mode)
     try:
         plain = verify(task.reference_src, code, checks=plain_checks(task.n_trials) if code else None, **common)
         if plain.passed and name == "cpu":
             plain = _thread_order_check(task, code, plain, common)
+        if opts.strict_kernels:
+            plain = strict_kernel_verdict(plain)
         robust = None
         if opts.robust and plain.passed:
             robust = verify(task.reference_src, code, checks=robust_checks(task, opts.robust_cases), **common)
@@ -98,7 +107,7 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options=None, cache
                           robust_check="" if robust.passed else robust.check.split("[")[0])
     timings["total"] = time.perf_counter() - t0
     status, detail, hack = static_hack_verdict(task, code, plain, opts)
-    return ExecResult(status, detail, steps, timings, name, **fields, hack=hack)
+    return ExecResult(status, detail, steps, timings, name, kernel=plain.kernel, **fields, hack=hack)
 
 
 STRICT_KERNELS_DETAIL = "strict_kernels: the answer passed, but reward-hack rules fired"
@@ -116,6 +125,20 @@ def static_hack_verdict(task, code: str | None, plain: KbVerdict, opts) -> tuple
     return plain.status, _detail(plain), hack
 
 
+def strict_kernel_verdict(v: KbVerdict) -> KbVerdict:
+    """strict_kernels: a pass that ran none of its own kernels fails (compile_error when a
+    build it asked for failed, its fallback having passed; else wrong)."""
+    why = v.kernel.without_kernel() if v.passed and v.kernel is not None else ""
+    if not why:
+        return v
+    if why == "build_failed":
+        return dataclasses.replace(v, status=Status.COMPILE_ERROR,
+                                   detail=f"strict_kernels: {', '.join(v.kernel.failed)} failed to build and the "
+                                          "answer passed on its torch fallback")
+    return dataclasses.replace(v, status=Status.WRONG, detail=f"strict_kernels: passed without its own kernels: "
+                                                              f"{WITHOUT_KERNEL[why]}")
+
+
 def _thread_order_check(task, code: str, forward: KbVerdict, common: dict) -> KbVerdict:
     """The plain trials again with the CPU runtime's random thread order (shuffled
     blocks, thread starts and resumptions; shared memory starting as NaN bytes): a
@@ -125,7 +148,7 @@ def _thread_order_check(task, code: str, forward: KbVerdict, common: dict) -> Kb
     order = verify(task.reference_src, code, checks=[Check("order", (DEFAULT_SEED, DEFAULT_SEED + 1))],
                    **{**common, "extra_env": env})
     steps, timings = forward.steps + order.steps, {**forward.timings, **{f"order_{k}": v for k, v in order.timings.items()}}
-    if order.passed:
+    if order.passed:   # the forward-order run's kernel evidence stands (the same program, the same calls)
         return dataclasses.replace(forward, steps=steps, timings=timings)
     status = Status.RACE if order.status is Status.WRONG else order.status
     return dataclasses.replace(order, status=status, steps=steps, timings=timings,

@@ -134,6 +134,7 @@ def aggregate(task_rows: Sequence[dict], samples: Sequence[SampleResult], ks: Se
     out["avg_tokens"] = fmean(tokens) if tokens else None
     out.update(reasoning_token_averages(samples))
     out["statuses"] = dict(Counter(r.status.value for r in samples))
+    out.update(kernel_counts(samples))
     if any("n_robust_passed" in t for t in task_rows):
         for k in ks:
             out[f"robust_function@{k}"] = _mean_or_none([t[f"robust_function@{k}"] for t in task_rows])
@@ -144,6 +145,18 @@ def aggregate(task_rows: Sequence[dict], samples: Sequence[SampleResult], ks: Se
         for key in ("n_robust_passed", "n_robust_unknown", "robust_not_applicable"):
             out[key] = sum(t[key] for t in task_rows)
     return out
+
+
+def kernel_counts(samples: Sequence[SampleResult]) -> dict:
+    """KernelBench passes by what they ran: {} without KernelBench results; else the passes
+    that launched their own kernels and those that did not, by why (WITHOUT_KERNEL)."""
+    kb = [r for r in samples if r.extensions_built is not None or any(s.name.startswith("kernelbench")
+                                                                         for s in r.steps)]
+    if not kb:
+        return {}
+    passes = [r for r in kb if r.passed]
+    return {"n_kernelbench": len(kb), "n_passed_with_kernel": sum(not r.passed_without_kernel for r in passes),
+            "passed_without_kernel": dict(Counter(r.passed_without_kernel for r in passes if r.passed_without_kernel))}
 
 
 def reasoning_token_averages(samples: Sequence[SampleResult]) -> dict:

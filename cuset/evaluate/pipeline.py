@@ -92,6 +92,8 @@ class EvalOptions:
     program_memory_bytes: int | None = 8 << 30
     run_disk_bytes: int | None = None          # None: 64 MiB + 2x the declared outputs
     extra_env: dict[str, str] = field(default_factory=dict)
+    # KernelBench: both models as built ("train", KernelBench's protocol) or both after .eval()
+    eval_mode: str = "train"
     # Robust verification: besides the plain verdict, check `robust_cases` input cases
     # and every element of every output (ExecResult.robust_*). Off in compat mode.
     robust: bool = False

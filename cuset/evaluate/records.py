@@ -46,6 +46,12 @@ class SampleResult:
     robust_check: str = ""          # strict | cases (failures), cases_unavailable (a pass without new cases)
     hack: tuple[str, ...] = ()      # KernelBench: reward-hack rules that fired, "rule:line"
     perf: dict | None = None        # perf=true: times and metrics of a passing program (cuset.evaluate.perf.records)
+    # KernelBench (ExecResult.kernel); None/()/"" for CUDABench programs (and in older results files).
+    kernel_launches: int | None = None      # the candidate's own kernel launches in the checked calls (CPU runtime)
+    extension_calls: int | None = None      # calls of its extensions' functions in the checked calls
+    extensions_built: int | None = None     # extensions built for it that its run loaded
+    extensions_failed: tuple[str, ...] = ()  # load_inline calls it made whose build failed
+    passed_without_kernel: str = ""         # a pass that ran none of its own kernels: why (WITHOUT_KERNEL)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -74,6 +80,7 @@ class SampleResult:
             notes=tuple(notes), reasoning_tokens=reasoning_tokens, robust_status=exec_result.robust_status,
             robust_detail=exec_result.robust_detail, robust_check=exec_result.robust_check,
             hack=tuple(exec_result.hack), perf=exec_result.perf,
+            **_kernel_fields(exec_result),
         )
 
     def to_json(self) -> dict:
@@ -101,7 +108,17 @@ class SampleResult:
         kw["timings"] = dict(d.get("timings") or {})
         kw["notes"] = tuple(d.get("notes") or ())
         kw["hack"] = tuple(d.get("hack") or ())
+        kw["extensions_failed"] = tuple(d.get("extensions_failed") or ())
+        kw["passed_without_kernel"] = d.get("passed_without_kernel") or ""
         return cls(**kw)
+
+
+def _kernel_fields(r: ExecResult) -> dict:
+    k = r.kernel
+    if k is None:
+        return {}
+    return {"kernel_launches": k.launches, "extension_calls": k.calls, "extensions_built": k.built,
+            "extensions_failed": tuple(k.failed), "passed_without_kernel": k.without_kernel() if r.passed else ""}
 
 
 def _status(value, where: str, name: str) -> Status | None:

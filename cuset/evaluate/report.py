@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cuset.evaluate.metrics import Summary
 from cuset.evaluate.perf.report import perf_section
+from cuset.execute.result import WITHOUT_KERNEL
 from cuset.io import atomic_write_text
 
 COLUMNS = ("compile@1", "function@1", "compile@3", "function@3")
@@ -45,6 +46,8 @@ def render_markdown(summary: Summary) -> str:
         lines += ["## Per family (unbiased pass@k)", "", HEADER.format(scope="family")]
         lines += [_row(f"{name} ({fam['n_tasks']} tasks)", fam, fam["avg_tokens"]) for name, fam in summary.families.items()]
         lines.append("")
+    if "n_kernelbench" in o:
+        lines += kernel_section(summary)
     if "n_robust_passed" in o:
         lines += robust_section(summary)
     if o.get("avg_reasoning_tokens") is not None:
@@ -127,8 +130,42 @@ def robust_section(summary: Summary) -> list[str]:
     return lines
 
 
+def kernel_section(summary: Summary) -> list[str]:
+    """KernelBench: what compilation means there, and what its passes ran."""
+    o = summary.overall
+    without = o.get("passed_without_kernel", {})
+    n_pass = o["n_passed_with_kernel"] + sum(without.values())
+    lines = ["## KernelBench: what the passes ran", "",
+             f"{o['n_kernelbench']} KernelBench sample(s) reached the harness. Compilation = every `load_inline` extension the answer "
+             "asked for was built (an answer that asks for none compiles trivially); the official-harness "
+             "compilation also needs its run to finish every trial.", "",
+             f"Passed: {n_pass} sample(s), of which {o['n_passed_with_kernel']} launched kernels of their own in "
+             "the checked calls and " + f"{sum(without.values())} none (`passed_without_kernel`)"
+             + (":" if without else ".")]
+    lines += [f"- {why}: {n} ({WITHOUT_KERNEL.get(why, 'see the results')})"
+              for why, n in sorted(without.items(), key=lambda kv: -kv[1])]
+    strict = summary.meta.get("strict_kernels")
+    if strict:
+        lines += ["", "strict_kernels=true: a pass without its own kernels is a failure here (counted under its "
+                      "failure status, not above)."]
+    elif strict is not None and without:
+        lines += ["", "strict_kernels=false: they count as passes in every number above, as KernelBench counts "
+                      "them; strict_kernels=true makes them failures."]
+    lines.append("")
+    return lines
+
+
 def judge_line(meta: dict) -> str:
     """Who judged compilation; in bold when it was not nvcc (not the paper's metric)."""
+    if meta.get("kernelbench_compile_judge"):
+        kb = f"KernelBench extensions compiled by {meta['kernelbench_compile_judge']}"
+        if meta.get("kernelbench_only"):
+            return kb
+        return f"{_cudabench_judge(meta)}; {kb}"
+    return _cudabench_judge(meta)
+
+
+def _cudabench_judge(meta: dict) -> str:
     judge = meta.get("compile_judge")
     if judge is None:
         return "compilation judged by: not recorded"

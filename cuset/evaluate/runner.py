@@ -55,16 +55,34 @@ def code_for(rec: GenerationRecord, extractor: str, kind: str = "cudabench") -> 
 
 def sample_result(task_id: int | str, task_name: str, family: str, rec: GenerationRecord, code: str | None,
                   r: ExecResult) -> SampleResult:
-    compiles = [s for s in r.steps if s.name == "compile"]
-    runs = [s for s in r.steps if s.name.startswith("run[")]
+    compiled, ran_ok = compiled_and_ran(r)
     return SampleResult.from_exec(
         r, task_id=task_id, task_name=task_name, family=family, sample=rec.sample,
-        compiled=bool(compiles) and compiles[-1].returncode == 0 and not compiles[-1].timed_out,
-        ran_ok=bool(runs) and all(s.returncode == 0 and not s.timed_out for s in runs),
+        compiled=compiled, ran_ok=ran_ok,
         n_tokens=rec.n_tokens, code_sha256=hashlib.sha256(code.encode()).hexdigest() if code else None,
         notes=devicemap.notes(s for s in r.steps if s.name.startswith(("gen[", "compare["))),
         reasoning_tokens=rec.reasoning_tokens,
     )
+
+
+# Verdicts decided before a KernelBench candidate's run could finish its trials for want of a build.
+# (`unsupported`: an extension the CPU build refuses, a GPU-only package: nothing it asked for was built)
+_KB_NOT_COMPILED = (Status.NO_CODE, Status.COMPILE_ERROR, Status.UNSUPPORTED, Status.SKIPPED, Status.INFRA_ERROR)
+
+
+def compiled_and_ran(r: ExecResult) -> tuple[bool, bool]:
+    """(compiled, ran_ok) of one result. CUDABench: the last compile step succeeded, and
+    every run[...] step exited 0. KernelBench (`r.kernel`, or a verdict reached without a
+    run): every extension the candidate asked for was built (an answer that builds none
+    compiles trivially), and its harness run finished every trial (its outputs then decide)."""
+    if r.kernel is not None or any(s.name.startswith("kernelbench") for s in r.steps):
+        k = r.kernel
+        compiled = r.status not in _KB_NOT_COMPILED and (k is None or k.all_built)
+        return compiled, k is not None and k.ran
+    compiles = [s for s in r.steps if s.name == "compile"]
+    runs = [s for s in r.steps if s.name.startswith("run[")]
+    return (bool(compiles) and compiles[-1].returncode == 0 and not compiles[-1].timed_out,
+            bool(runs) and all(s.returncode == 0 and not s.timed_out for s in runs))
 
 
 EVALUATOR_FAILURE = "the evaluator failed on this sample"
@@ -100,6 +118,13 @@ def missing_task_ids(task_ids, gens: Sequence[GenerationRecord], tasks, generati
 
 def _tasks_label(tasks) -> str:
     return str(tasks) if isinstance(tasks, (str, os.PathLike)) else "the task list"
+
+
+def kernelbench_compile_judge(backend) -> str:
+    """Who builds KernelBench `load_inline` extensions on this backend (never nvcc-checked on the CPU)."""
+    if backend.name == "gpu":
+        return "nvcc (torch's load_inline on the GPU)"
+    return "g++ (the CPU backend's build of load_inline extensions; nvcc not used)"
 
 
 def compile_judge_of(backend) -> str:
@@ -212,6 +237,7 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
     all_results = [r for r in load_results(results_path) if r.key in {g.key for g in gens}]
     meta = {
         "backend": backend.name, "compile_judge": compile_judge_of(backend), "fingerprint": cache.fingerprint,
+        **_kernelbench_meta(backend, cfg, [task_by_id[t] for t in {g.task_id for g in gens} if t in task_by_id]),
         "compat": cfg.compat, "allow_missing": cfg.allow_missing, "missing_counted_as_failed": len(missing),
         "extract": cfg.extractor, "cases": list(cfg.cases), "robust": cfg.robust,
         "robust_cases": cfg.robust_cases if cfg.robust else None, "strict_kernels": cfg.strict_kernels,
@@ -235,6 +261,14 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
                         missing_as_failed=cfg.allow_missing, meta=meta)
     write_report(summary, results_path.parent)
     return summary
+
+
+def _kernelbench_meta(backend, cfg: EvalConfig, tasks: list) -> dict:
+    kinds = {getattr(t, "kind", "cudabench") for t in tasks}
+    if "kernelbench" not in kinds:
+        return {}
+    return {"kernelbench_compile_judge": kernelbench_compile_judge(backend), "kernelbench_only": kinds == {"kernelbench"},
+            "strict_kernels": cfg.strict_kernels, "eval_mode": cfg.eval_mode}
 
 
 def _run_local(ctx: EvalContext, todo: list[GenerationRecord], task_by_id: dict[int | str, AnyTask], invalid: dict[int | str, str],

@@ -74,6 +74,53 @@ class StepResult:
     diagnostics: str | None = None   # the CPU runtime's own channel (None: not used, read stderr)
 
 
+WITHOUT_KERNEL = {   # why a KernelBench pass ran none of its own kernels (KernelEvidence.without_kernel)
+    "no_kernel_called": "no kernel of its own launched in the checked calls (a pure-torch answer, or one whose "
+                        "kernels are never reached at these inputs)",
+    "build_failed": "an extension it asked for failed to build and it went on without it (torch's fallback)",
+}
+
+
+@dataclass(frozen=True)
+class KernelEvidence:
+    """What a KernelBench candidate did with its own kernels (cuset.execute.kernelbench.verify).
+    `built` and `failed` are the parent's own facts (it built every extension); `launches`
+    and `calls` are counted in the candidate's process and believed only when an extension
+    it loaded was built."""
+
+    built: int = 0                     # extensions built that its run loaded
+    failed: tuple[str, ...] = ()       # load_inline names it asked for whose build failed
+    launches: int | None = None        # launches of its own kernels in the checked calls (CPU runtime; None on GPU)
+    calls: int = 0                     # calls of its extensions' functions in the checked calls
+    ran: bool = False                  # its run finished every trial (KernelBench's "ran without error")
+
+    @property
+    def kernel_ran(self) -> bool:
+        """Its own kernels ran in the checked calls: launches where counted, else extension calls."""
+        return (self.launches if self.launches is not None else self.calls) > 0
+
+    @property
+    def all_built(self) -> bool:
+        return not self.failed
+
+    def without_kernel(self) -> str:
+        """"" when its own kernels ran; else the WITHOUT_KERNEL category."""
+        if self.kernel_ran:
+            return ""
+        return "build_failed" if self.failed else "no_kernel_called"
+
+    def to_json(self) -> dict:
+        return {"built": self.built, "failed": list(self.failed), "launches": self.launches, "calls": self.calls,
+                "ran": self.ran}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "KernelEvidence | None":
+        if d is None:
+            return None
+        return cls(int(d.get("built", 0)), tuple(d.get("failed", ())), d.get("launches"), int(d.get("calls", 0)),
+                   bool(d.get("ran", False)))
+
+
 @dataclass(frozen=True)
 class ExecResult:
     """The outcome of evaluating one program on one task (or one input case)."""
@@ -93,6 +140,7 @@ class ExecResult:
     hack: tuple[str, ...] = ()
     # `perf=true`: the timing of a passing program (cuset.evaluate.perf.records); None when not timed
     perf: dict | None = None
+    kernel: KernelEvidence | None = None   # KernelBench: the candidate's own kernels (None for CUDABench programs)
 
     @property
     def passed(self) -> bool:
@@ -109,6 +157,7 @@ class ExecResult:
         d = asdict(self)
         d["status"] = self.status.value
         d["robust_status"] = self.robust_status.value if self.robust_status is not None else None
+        d["kernel"] = self.kernel.to_json() if self.kernel is not None else None
         return d
 
     @classmethod
@@ -120,6 +169,7 @@ class ExecResult:
             robust_status=Status(d["robust_status"]) if d.get("robust_status") else None,
             robust_detail=d.get("robust_detail", ""), robust_check=d.get("robust_check", ""),
             hack=tuple(d.get("hack") or ()), perf=d.get("perf"),
+            kernel=KernelEvidence.from_json(d.get("kernel")),
         )
 
     def dumps(self) -> str:

@@ -20,13 +20,18 @@ class GenerationRecordError(CusetError, ValueError):
     """A generations line whose fields are missing or malformed (path:line in the message)."""
 
 
+# What answers produced outside cuset (another harness's outputs, a public release) may
+# leave out: generation facts cuset cannot know for them.
+IMPORTED_DEFAULTS = {"level": None, "n_tokens": None, "finish_reason": None, "seconds": 0.0}
+
+
 @dataclass(frozen=True)
 class GenerationRecord:
     task_id: int | str           # CUDABench: integer; KernelBench: the task name
     task_name: str
     sample: int                 # 0-based sample index within the task
     model: str
-    level: int                  # prompt level 1, 2 or 3
+    level: int | None           # prompt level 1, 2 or 3 (None: an imported answer, not prompted by cuset)
     response: str               # raw model output
     code: str | None            # extracted program, None if none was found
     n_tokens: int | None        # generated tokens, counted with the model's tokenizer
@@ -46,14 +51,14 @@ class GenerationRecord:
     def from_json(cls, d: dict, where: str = "record") -> "GenerationRecord":
         names = [f.name for f in fields(cls)]
         optional = ("reasoning", "reasoning_tokens")  # later additions: older files lack them
-        missing = [n for n in names if n not in d and n not in optional]
+        missing = [n for n in names if n not in d and n not in optional and n not in IMPORTED_DEFAULTS]
         if missing:
             raise GenerationRecordError(f"{where}: missing field(s) {', '.join(missing)} "
                              f"(a generations line needs {', '.join(names)})")
         if not valid_task_id(d["task_id"]) or not isinstance(d["sample"], int) or isinstance(d["sample"], bool):
             raise GenerationRecordError(f"{where}: task_id must be an integer (CUDABench) or a non-empty string "
                              f"(KernelBench) and sample an integer, got {d['task_id']!r} and {d['sample']!r}")
-        return cls(**{n: d[n] for n in names if n in d})
+        return cls(**{**IMPORTED_DEFAULTS, **{n: d[n] for n in names if n in d}})
 
 
 def iter_generations(path: str | os.PathLike) -> Iterator[GenerationRecord]:

@@ -107,22 +107,37 @@ def _number(node: ast.expr) -> int | float | None:
 def _module_constants(tree: ast.Module) -> dict[str, int | float]:
     consts: dict[str, int | float] = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name, value = node.targets[0].id, node.value
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            name, value = node.target.id, node.value
+        if isinstance(node, ast.Assign):
+            pairs = [pair for target in node.targets for pair in _bindings(target, node.value)]
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            pairs = _bindings(node.target, node.value)
         else:
             continue
-        number = _number(value)
-        if number is None:
-            consts.pop(name, None)  # rebound to something else: no longer a plain constant
-        else:
-            consts[name] = number
+        for name, value in pairs:
+            number = _number(value) if value is not None else None
+            if number is None:
+                consts.pop(name, None)  # rebound to something else: no longer a plain constant
+            else:
+                consts[name] = number
     return consts
 
 
+def _bindings(target, value) -> list[tuple[str, ast.expr | None]]:
+    """(name, value expression) of each name `target = value` binds: `dim = 4`, `a = b = 4`
+    and `height, width = 32, 32` (a value that is not a literal tuple of the same length
+    binds each name to None: not a constant)."""
+    if isinstance(target, ast.Name):
+        return [(target.id, value)]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        parts = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) \
+            else [None] * len(target.elts)
+        return [pair for t, v in zip(target.elts, parts) for pair in _bindings(t, v)]
+    return []
+
+
 def module_constants(src: str) -> dict[str, int | float]:
-    """Module-level `name = <int or float literal>` assignments (the last binding wins)."""
+    """Module-level `name = <int or float literal>` assignments, tuple assignments
+    (`height, width = 32, 32`) included (the last binding wins)."""
     return _module_constants(ast.parse(src))
 
 

@@ -5,7 +5,9 @@ from cuset.execute.result import Status, StepResult
 
 FIELDS = {"task_id", "task_name", "family", "sample", "status", "detail", "compiled", "ran_ok", "passed",
           "n_tokens", "timings", "backend", "code_sha256", "steps", "notes", "reasoning_tokens",
-          "robust_status", "robust_detail", "robust_check", "hack", "perf"}
+          "robust_status", "robust_detail", "robust_check", "hack", "perf",
+          # KernelBench's evidence of kernel work (issue 38); None/[]/"" for CUDABench programs
+          "kernel_launches", "extension_calls", "extensions_built", "extensions_failed", "passed_without_kernel"}
 
 
 def result(sample=0, status=Status.PASSED):

@@ -347,3 +347,35 @@ def test_correct_candidate_passes_on_a_gpu():
     v = verify(REFERENCE, (FIXTURES / "relu_off_by_one.py").read_text(), backend="gpu", n_trials=2,
                compile_timeout=600)
     assert v.status is Status.WRONG and v.trial == 0
+
+
+def test_eval_mode_switches_both_models():
+    """Issue 38: KernelBench runs both models as built (train mode); eval_mode="eval" calls
+    .eval() on both, as harnesses that do so. Batch norm normalises by the batch in train
+    mode and by its running statistics (0 and 1 when new) in eval mode."""
+    reference = REFERENCE.replace("super().__init__()", "super().__init__()\n        self.bn = nn.BatchNorm1d(dim)") \
+        .replace("return torch.relu(x)", "return self.bn(x)")
+    # what batch norm computes in eval mode with fresh running statistics
+    running_stats = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+                    "        return x / (1 + 1e-5) ** 0.5\n"
+    assert verify(reference, running_stats, n_trials=1, step_timeout=30, eval_mode="eval").status is Status.PASSED
+    trained = verify(reference, running_stats, n_trials=1, step_timeout=30)
+    assert trained.status is Status.WRONG and (trained.check, trained.trial) == ("trials", 0)
+    with pytest.raises(ValueError, match="eval_mode='inference': use one of"):
+        verify(reference, running_stats, eval_mode="inference")
+
+
+def test_strict_kernels_fails_a_pure_torch_pass():
+    """Issue 38: a pass that launched none of its own kernels is `passed_without_kernel`
+    (recorded, still a pass); with strict_kernels it is a failure."""
+    from cuset.execute.registry import get_backend
+
+    pure_torch = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
+                 "        return torch.relu(x)\n"
+    task = dataclasses.replace(TASK, n_trials=1)
+    lenient = evaluate_program(task, pure_torch, backend=get_backend("cpu"), options=OPTIONS)
+    assert lenient.status is Status.PASSED and lenient.kernel.without_kernel() == "no_kernel_called"
+    strict = evaluate_program(task, pure_torch, backend=get_backend("cpu"),
+                              options=dataclasses.replace(OPTIONS, strict_kernels=True))
+    assert strict.status is Status.WRONG
+    assert strict.detail.startswith("strict_kernels: passed without its own kernels: no kernel of its own launched")

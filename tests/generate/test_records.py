@@ -40,3 +40,16 @@ def test_bad_line_names_file_line_and_fields(tmp_path):
     path.write_text("not json\n" + json.dumps(rec().to_json()) + "\n")
     with pytest.raises(ValueError, match="g.jsonl:1: invalid JSON"):
         load_generations(path)
+
+
+def test_imported_answers_may_leave_out_generation_facts(tmp_path):
+    """Issue 38: answers produced outside cuset carry no level, token count, finish reason or time."""
+    path = tmp_path / "imported.jsonl"
+    path.write_text(json.dumps({"task_id": "kb_relu", "task_name": "ReLU", "sample": 0, "model": "public-release",
+                                "response": "", "code": "class ModelNew: ..."}) + "\n")
+    (loaded,) = load_generations(path)
+    assert (loaded.level, loaded.n_tokens, loaded.finish_reason, loaded.seconds) == (None, None, None, 0.0)
+    assert loaded.code == "class ModelNew: ..."
+    path.write_text(json.dumps({"task_id": "kb_relu", "sample": 0, "model": "m", "code": "x"}) + "\n")
+    with pytest.raises(ValueError, match=r"imported.jsonl:1: missing field\(s\) task_name, response"):
+        load_generations(path)

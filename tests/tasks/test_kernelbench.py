@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from cuset.generate.extract import extract_code, extract_modelnew, extract_modelnew_compat, get_extractor
 from cuset.tasks import KernelBenchTask, Task, TaskValidationError, load_tasks, render_prompt, save_tasks
-from cuset.tasks.kernelbench import check_reference, module_constants
+from cuset.tasks.kernelbench import check_reference, module_constants, validate_kernelbench_record
 from cuset.tasks.kernelbench_prompts import (
     COMPAT_INSTRUCTION, COMPAT_STATEMENT, COMPAT_SYSTEM, EXAMPLE_ARCH, EXAMPLE_NEW_ARCH,
 )
@@ -94,8 +94,18 @@ def test_mixed_file_keeps_cudabench_records_byte_identical(tmp_path, make_record
 
 def test_module_constants_read_without_running():
     assert module_constants(REF) == {"batch_size": 16, "dim": 1024, "scale": 0.5}
-    src = "a = 1\nb = -2.5\nc = 'x'\nd = 3\nd = f(3)\ne, f = 1, 2\nflag = True\n"
+    src = "a = 1\nb = -2.5\nc = 'x'\nd = 3\nd = f(3)\nflag = True\n"
     assert module_constants(src) == {"a": 1, "b": -2.5}
+
+
+def test_tuple_assigned_constants_are_constants():
+    """Issue 38: `height, width = 32, 32` (as KernelBench references write them) and `a = b = 4`."""
+    src = "height, width = 32, -16\nm = n = 4\n(p, (q, r)) = 1, (2.5, 3)\ns, t = size()\nu, v = 1, 2, 3\n" \
+          "w, x = 5, 6\nw = 'x'\n"
+    assert module_constants(src) == {"height": 32, "width": -16, "m": 4, "n": 4, "p": 1, "q": 2.5, "r": 3, "x": 6}
+    ref = REF.replace("dim = 1024", "dim, other = 1024, 7")
+    errs = validate_kernelbench_record({**kb_record(reference_src=ref), "shape_variants": [{"dim": 512, "other": 3}]})
+    assert errs == []
 
 
 def test_reference_is_never_executed(tmp_path):

@@ -16,9 +16,10 @@ verified against the task's PyTorch reference, in the sandbox.
   torch/extension.h (pybind11): 16.5 s for an empty one from its precompiled header,
   ~34 s without one.
 - `harness.py`: the trusted script run inside the sandbox (seeded trials, shape and
-  value variants, backward check, device mapping to the CPU, per-step watchdog).
-- `verify`: the parent side (static discovery of load_inline calls, builds, runs,
-  verdict). cuset.evaluate.kernelbench.evaluate_kernelbench builds on it.
+  value variants, backward check, device mapping to the CPU, per-step watchdog,
+  extension requests that end the run, counts of the candidate's kernel launches).
+- `verify`: the parent side (static discovery of load_inline calls, builds on
+  demand, refusals, runs, verdict, KernelEvidence). cuset.evaluate.kernelbench.evaluate_kernelbench builds on it.
 """
 
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec

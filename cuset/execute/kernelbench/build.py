@@ -48,7 +48,8 @@ CUDA_NAME = "cuda.cu"
 MAIN_NAME = "main.cpp"
 BINDINGS_NAME = "cuset_bindings.cpp"
 MODULE_PREFIX = "cuset_kb_ext_"
-BUILDER_VERSION = 3   # part of the fingerprint: bump when the generated sources or the feature checks change
+LAUNCHES_FUNCTION = "_cuset_kernel_launches"   # in every CPU extension: its runtime's launch count (harness.py)
+BUILDER_VERSION = 4   # part of the fingerprint: bump when the generated sources or the feature checks change
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _TORCH_CUDA_NS = re.compile(r"\b(?:at|c10)\s*::\s*cuda\s*::")
 
@@ -202,7 +203,12 @@ def bindings_source(spec: ExtensionSpec) -> str:
     for k, f in enumerate(spec.functions):
         lines.append(f"static PyObject* cuset_kb_fn_{k}(PyObject*, PyObject* args) "
                      f'{{ return cuset_kb::invoke("{f}", &{f}, args); }}')
+    # The CPU runtime's count of this extension's kernel launches (each extension links its own runtime).
+    lines += ['extern "C" unsigned long long cuset_rt_kernel_launches(void);',
+              f"static PyObject* cuset_kb_launches(PyObject*, PyObject*) "
+              f"{{ return PyLong_FromUnsignedLongLong(cuset_rt_kernel_launches()); }}"]
     table = ", ".join(f'{{"{f}", cuset_kb_fn_{k}, METH_VARARGS, "{f}"}}' for k, f in enumerate(spec.functions))
+    table += f', {{"{LAUNCHES_FUNCTION}", cuset_kb_launches, METH_NOARGS, "kernel launches (cuset)"}}'
     mod = spec.module_name()
     lines += [f"static PyMethodDef cuset_kb_methods[] = {{{table}, {{nullptr, nullptr, 0, nullptr}}}};",
               f'static PyModuleDef cuset_kb_module = {{PyModuleDef_HEAD_INIT, "{mod}", nullptr, -1, cuset_kb_methods}};',

@@ -40,7 +40,11 @@ REFERENCE_STATUSES = frozenset(s.value for s in Status if s is not Status.PASSED
 
 # field -> accepted types (bool is not an int here)
 _FIELDS = {"status": (str,), "detail": (str,), "log": (str,), "check": (str,), "trial": (int,), "seed": (int,),
-           "max_abs_err": (int, float), "step": (dict,), "specs": (list,)}
+           "max_abs_err": (int, float), "step": (dict,), "specs": (list,),
+           # a `ran` record's evidence of kernel work (the parent believes only what it can check, see verify)
+           "loaded": (list,), "kernel_launches": (int,), "extension_calls": (int,), "build_failed": (list,)}
+_NAME_LISTS = ("loaded", "build_failed")
+MAX_NAMES = 64               # extensions a record may say it loaded (or failed to build)
 _PROGRESS = {"step": (str,), "timeout": (int, float), "check": (str,), "trial": (int,), "seed": (int,)}
 _SPEC_FIELDS = ("name", "cpp_sources", "cuda_sources", "functions")
 
@@ -92,6 +96,14 @@ def checked_record(value, role: str) -> dict:
         record[key] = printable(value[key][:TEXT_LIMIT]) if isinstance(value[key], str) else value[key]
     if "step" in record:
         record["step"] = checked_progress(record["step"])
+    for key in _NAME_LISTS:
+        if key in record and (len(record[key]) > MAX_NAMES or not all(isinstance(n, str) for n in record[key])):
+            raise Unbelievable(f"{VERDICT_FILE}: field {key!r} is not a list of at most {MAX_NAMES} names")
+        if key in record:
+            record[key] = [printable(n[:200]) for n in record[key]]
+    for key in ("kernel_launches", "extension_calls"):
+        if key in record and record[key] < 0:
+            raise Unbelievable(f"{VERDICT_FILE}: field {key!r} is negative")
     if status == NEED_EXTENSIONS:
         record["specs"] = _checked_specs(record.get("specs"))
     else:

@@ -6,9 +6,18 @@
 CPU backend: the candidate's `load_inline` calls are found in its source (string
 constants; `extract_specs`) and built by the parent through the compile cache
 (`build.ExtensionBuilder`: compiles sandboxed, content-addressed); the harness
-(harness.py) runs sandboxed with copies of the built extensions and, when the
-candidate asks for an extension not found statically (sources computed at run
-time), stops with `need_extensions`: the parent builds those and runs it again.
+(harness.py) runs sandboxed with copies of the built extensions. Any other
+`load_inline` call the candidate makes (sources computed at run time, calls in
+`__init__` or `forward`) ends its process at once with `need_extensions` (no
+exception it could catch): the parent builds it, within the sample's BuildBudget,
+and runs the candidate again. The parent decides what a request it cannot serve
+means: a build it refuses (features the CPU cannot run, pybind11 bindings) is
+`unsupported`, one over the budget `compile_error`, whatever the candidate would
+have done next. A build that failed (the compiler rejected the sources) is raised
+in the candidate's next run as torch's own error, as on a GPU: a candidate that
+falls back to torch and passes is a pass without its own kernels
+(`KernelEvidence.without_kernel` = "build_failed"); one that fails anyway fails
+with the build's `compile_error`.
 GPU backend: the harness calls the real `load_inline` (nvcc) inside the
 sandbox, with the GPU devices visible; the comparisons are the same code.
 
@@ -57,7 +66,7 @@ from cuset.execute.kernelbench import claims
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
 from cuset.execute.kernelbench.compare import BadOutput, judge, read_files, tensor_bytes
 from cuset.execute.process import clean_env
-from cuset.execute.result import Status, StepResult, printable, truncate_log
+from cuset.execute.result import KernelEvidence, Status, StepResult, printable, truncate_log
 from cuset.execute import disk_quota
 from cuset.execute.sandbox import SandboxPolicy, run_sandboxed, warn_once
 from cuset.execute.untrusted_files import UnsafeOutput, copy_output, remove_tree
@@ -67,13 +76,15 @@ HARNESS = Path(__file__).resolve().parent / "harness.py"
 DIAG_FD_ENV = "CUSET_CPU_DIAG_FD"   # the CPU runtime's diagnostics channel (runtime/src/diag.cpp)
 DIAGNOSTICS_LIMIT = 64 << 10
 DETAIL_LIMIT = 2000                 # characters of a verdict's detail kept
-MAX_BUILD_ROUNDS = 4                # harness runs asking for extensions not found in the source
 MAX_EXTENSIONS = 8                  # distinct load_inline extensions one sample may build (BuildBudget)
+# Each run asks for one extension at most (the request ends it): one run per extension, and the last.
+MAX_BUILD_ROUNDS = MAX_EXTENSIONS + 1
 MAX_STATIC_BUILDS = 4               # of those, built from the source before the candidate runs
 MAX_SOURCE_CHARS = 1 << 20          # a candidate longer than this is refused before the parent parses it
 RUN_DISK_SLACK = 256 << 20          # a candidate run dir's quota beyond twice the reference's outputs
 DEFAULT_SEED = 42
 VALUE_VARIANTS = ("negative", "zeros", "large")
+EVAL_MODES = ("train", "eval")      # both models as built (KernelBench), or both after .eval()
 REFERENCE_CACHE_BYTES = 256 << 20  # reference runs kept in memory (see _ReferenceCache)
 
 
@@ -112,6 +123,7 @@ class KbVerdict:
     log: str = ""                      # compiler log or traceback
     steps: tuple[StepResult, ...] = ()
     timings: dict = field(default_factory=dict)
+    kernel: KernelEvidence | None = None   # None when no candidate ran to its end (no code, the reference failed)
 
     @property
     def passed(self) -> bool:
@@ -133,7 +145,7 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
            step_timeout: float = 60.0, import_timeout: float | None = None,
            sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
            run_disk_bytes: int | None = None, build_budget_seconds: float | None = None,
-           extra_env: dict[str, str] | None = None) -> KbVerdict:
+           extra_env: dict[str, str] | None = None, eval_mode: str = "train") -> KbVerdict:
     """Verify `candidate_src` (defines ModelNew) against `reference_src` (Model,
     get_inputs, get_init_inputs). `checks` replaces the single check built from
     n_trials/seed/constant_overrides/value_variant/backward.
@@ -147,6 +159,8 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     t0 = time.perf_counter()
     if backend not in ("cpu", "gpu"):
         raise ValueError(f"backend={backend!r}: KernelBench verification runs on 'cpu' or 'gpu'")
+    if eval_mode not in EVAL_MODES:
+        raise ValueError(f"eval_mode={eval_mode!r}: use one of {EVAL_MODES}")
     if candidate_src is None or not candidate_src.strip():
         return KbVerdict(Status.NO_CODE, "no code was extracted from the response")
     if len(candidate_src) > MAX_SOURCE_CHARS:   # bounds the parent's own parse of it
@@ -170,7 +184,8 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     # file permissions protect it) and finds no other
     os.chmod(run_root, 0o711)
     common = (backend, checks, run_root, atol, rtol, compile_timeout, step_timeout, import_timeout, sandbox,
-              program_memory_bytes, extra_env or {}, timings)
+              program_memory_bytes, extra_env or {}, timings, eval_mode)
+    evidence = None
     try:
         # 1. The reference alone: inputs (shared) and expected outputs (read into this process, then deleted).
         inputs = run_root / "inputs"
@@ -186,39 +201,90 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
         quota = run_disk_bytes if run_disk_bytes is not None else \
             RUN_DISK_SLACK + 2 * sum(tensor_bytes(t) for _, t in expected.values())
         # 2. The candidate alone, on copies of the inputs; 3. the comparison, here.
+        asked_failed: dict[str, dict] = {}   # failed builds the candidate asked for: raised in its next runs
         for _ in range(MAX_BUILD_ROUNDS):
-            run_dir = _candidate_dir(run_root, candidate_src, inputs, manifest, quota)
-            record, step = _run_harness("candidate", run_dir, manifest, *common)
+            shown = {k: e for k, e in manifest.items() if "path" in e or k in asked_failed}
+            run_dir = _candidate_dir(run_root, candidate_src, inputs, shown, quota)
+            record, step = _run_harness("candidate", run_dir, shown, *common)
             steps.append(step)
             if disk_quota.is_mounted(run_dir) and disk_quota.is_full(run_dir):  # whatever it did after ENOSPC
                 record = {"status": "disk_limit", "detail": f"the candidate filled its {quota / (1 << 20):.0f} MiB "
                                                             "disk quota"}
                 break
             if record.get("status") != "need_extensions":
+                evidence = _evidence(record, backend, manifest, asked_failed)
                 tc = time.perf_counter()
                 record = judge([c.to_json() for c in checks], expected, run_dir / "outputs", record, atol, rtol)
                 timings["compare"] = time.perf_counter() - tc
+                record = _after_failed_build(record, asked_failed, evidence)
                 break
             _discard(run_dir)
-            specs = [ExtensionSpec.from_json(s) for s in record["specs"]]
-            if backend != "cpu" or all(s.key() in manifest for s in specs):
-                record = {"status": "runtime_error", "detail": "load_inline asked again for extensions already built "
-                                                               "(sources that change between runs?)"}
+            record = _serve(record, backend, manifest, shown, asked_failed, budget, cache, steps, timings)
+            if record is not None:
                 break
-            over = budget.refuses([s for s in specs if s.key() not in manifest], manifest)
-            if over is not None:
-                record = {"status": "compile_error", "detail": over}
-                break
-            budget.build(cache, specs, manifest, steps, timings)
         else:
-            record = {"status": "runtime_error", "detail": f"still building new extensions after "
+            record = {"status": "runtime_error", "detail": f"still asking for new extensions after "
                                                            f"{MAX_BUILD_ROUNDS} runs of the candidate"}
     finally:
         if own_cache:
             cache.close()
         _discard(run_root, run_root=True)
     timings["total"] = time.perf_counter() - t0
-    return _verdict(record, tuple(steps), timings)
+    return dataclasses.replace(_verdict(record, tuple(steps), timings), kernel=evidence)
+
+
+def _serve(record: dict, backend: str, manifest: dict, shown: dict, asked_failed: dict, budget: "BuildBudget",
+           cache: CompileCache | None, steps: list, timings: dict) -> dict | None:
+    """A run ended asking for extensions: build them (None: run the candidate again), or
+    the verdict the parent decides (a refusal, the budget, a request that makes no sense)."""
+    specs = [ExtensionSpec.from_json(s) for s in record["specs"]]
+    if backend != "cpu" or any(s.key() in shown for s in specs):
+        return {"status": "runtime_error", "detail": "load_inline asked again for extensions already built "
+                                                     "(sources that change between runs?)"}
+    new = [s for s in specs if s.key() not in manifest]
+    if new:
+        over = budget.refuses(new, manifest)
+        if over is not None:
+            return {"status": "compile_error", "detail": over}
+        budget.build(cache, new, manifest, steps, timings)
+    for spec in specs:
+        entry = manifest[spec.key()]
+        if "path" in entry:
+            continue
+        if entry["status"] != Status.COMPILE_ERROR.value:   # refused (unsupported): decided here
+            return {**entry, "detail": f"{entry['detail']} (asked for by the candidate: a refusal decides the "
+                                       "verdict, whatever its code does next)"}
+        asked_failed[spec.key()] = entry
+    return None
+
+
+def _evidence(record: dict, backend: str, manifest: dict, asked_failed: dict) -> KernelEvidence:
+    """The candidate's kernel work as the parent believes it. CPU: the builds are the
+    parent's own facts, and the run's counts are taken only when it loaded an extension
+    built here. GPU: the run built its extensions itself, so all of it is the run's word."""
+    loaded = record.get("loaded", [])
+    if backend == "cpu":
+        built = len([k for k in set(loaded) if "path" in manifest.get(k, {})])
+        failed = tuple(e["detail"].split(":")[0] for e in asked_failed.values())
+    else:
+        built = len(set(loaded))
+        failed = tuple(f"load_inline({n!r})" for n in record.get("build_failed", []))
+    # CPU: counted by the runtime of every extension (none reported: none believed); GPU: not counted
+    launches = record.get("kernel_launches", 0) if backend == "cpu" else None
+    return KernelEvidence(built=built, failed=failed,
+                          launches=None if launches is None else (launches if built else 0),
+                          calls=record.get("extension_calls", 0) if built else 0,
+                          ran=record.get("status") == "ran")
+
+
+def _after_failed_build(record: dict, asked_failed: dict, evidence: KernelEvidence) -> dict:
+    """A run that failed after a build it asked for had failed (the build's error not caught,
+    or a fallback that crashed) fails with that build's compile_error."""
+    if record.get("status") != Status.RUNTIME_ERROR.value or not evidence.failed:
+        return record
+    first = next(iter(asked_failed.values()), {"status": Status.COMPILE_ERROR.value,
+                                               "detail": f"{evidence.failed[0]} failed to build", "log": ""})
+    return {**first, "detail": f"{first['detail']} (the candidate then failed: {record.get('detail', '')})"}
 
 
 def _reference(reference_src: str, backend: str, checks: list[Check], run_root: Path, common: tuple,
@@ -226,7 +292,7 @@ def _reference(reference_src: str, backend: str, checks: list[Check], run_root: 
     """The reference's expected values (from this process's cache or a sandboxed run), its
     inputs placed in run_root/inputs: (expected, None), or (None, (failure record, step))."""
     inputs = run_root / "inputs"
-    key = _reference_key(reference_src, backend, checks)
+    key = _reference_key(reference_src, backend, checks, common[-1])
     cached = _REFERENCES.get(key)
     if cached is None:
         ref_dir = _run_dir(run_root, "reference.py", reference_src)
@@ -252,7 +318,8 @@ def _reference(reference_src: str, backend: str, checks: list[Check], run_root: 
 def reference_outputs(reference_src: str, checks: list[Check], *, backend: str = "cpu",
                       workdir: str | Path | None = None, compile_timeout: float = 120.0, step_timeout: float = 60.0,
                       sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
-                      extra_env: dict[str, str] | None = None) -> tuple[dict | None, KbVerdict | None]:
+                      extra_env: dict[str, str] | None = None,
+                      eval_mode: str = "train") -> tuple[dict | None, KbVerdict | None]:
     """What `verify` compares candidates with: the reference's values per trial, as
     {"c<check>_t<trial>": (meta, tensors)} (decode a meta's "outputs" with
     `compare.decode`), from this process's cache or a sandboxed run of the reference.
@@ -261,7 +328,7 @@ def reference_outputs(reference_src: str, checks: list[Check], *, backend: str =
     run_root = Path(tempfile.mkdtemp(prefix="kb-", dir=workdir))
     os.chmod(run_root, 0o711)
     common = (backend, checks, run_root, 0.0, 0.0, compile_timeout, step_timeout, None, sandbox,
-              program_memory_bytes, extra_env or {}, timings)
+              program_memory_bytes, extra_env or {}, timings, eval_mode)
     try:
         expected, failure = _reference(reference_src, backend, checks, run_root, common, timings)
     finally:
@@ -414,9 +481,9 @@ def _policy(base: SandboxPolicy, backend: str, timeout: float, program_memory_by
                          gpu_devices=backend == "gpu", hide=base.hide, program_memory_bytes=program_memory_bytes)
 
 
-def _reference_key(reference_src: str, backend: str, checks: list[Check]) -> str:
+def _reference_key(reference_src: str, backend: str, checks: list[Check], eval_mode: str = "train") -> str:
     # Check names only label the messages: the same seeds under another name share the run.
-    spec = [reference_src, backend, HARNESS.read_text(), [{**c.to_json(), "name": ""} for c in checks]]
+    spec = [reference_src, backend, HARNESS.read_text(), [{**c.to_json(), "name": ""} for c in checks], eval_mode]
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
 
@@ -521,7 +588,7 @@ def _read_expected(directory: Path, checks: list[Check]) -> dict:
 
 def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path, atol, rtol, compile_timeout,
                  step_timeout, import_timeout, sandbox, program_memory_bytes, extra_env,
-                 timings) -> tuple[dict, StepResult]:
+                 timings, eval_mode) -> tuple[dict, StepResult]:
     extensions = {}
     (run_dir / "ext").mkdir()
     for key, entry in manifest.items():
@@ -538,7 +605,7 @@ def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path,
     timeout = 2 * import_timeout + n_steps * step_timeout
     cfg = {"role": role, "backend": backend, "reference_path": str(run_dir / "reference.py"),
            "candidate_path": str(run_dir / "candidate.py"), "extensions": extensions,
-           "checks": [c.to_json() for c in checks], "step_timeout": step_timeout,
+           "checks": [c.to_json() for c in checks], "step_timeout": step_timeout, "eval_mode": eval_mode,
            "import_timeout": import_timeout, "progress_path": str(run_dir / "progress.json"),
            "verdict_path": str(run_dir / "verdict.json"), "timeout_path": str(run_dir / "timeout.txt"),
            "build_dir": str(run_dir / "build"), "inputs_dir": str(run_dir / "inputs"),

@@ -174,6 +174,9 @@ __attribute__((constructor(102))) static void runtime_init() {
 
 // ---------------------------------------------------------------- launches
 static KernelSite g_site;
+// Launches that passed validation: KernelBench reads it (cuset_rt_kernel_launches) to tell a
+// pass that ran the candidate's own kernels from one that fell back to torch.
+static unsigned long long g_kernel_launches = 0;
 static LaunchConfig g_cfg(1, 1);
 static std::map<const void*, std::pair<const char*, ErasedLauncher>>& kernel_registry() {
   static std::map<const void*, std::pair<const char*, ErasedLauncher>> r;
@@ -238,6 +241,7 @@ bool begin_launch(const KernelSite& site, const LaunchConfig& cfg) {
   }
   g_site = site;
   g_cfg = cfg;
+  ++g_kernel_launches;
   return true;
 }
 
@@ -959,6 +963,8 @@ cudaError_t cudaEventDestroy(cudaEvent_t e) {
 }
 
 // ================================================================ launch (C API)
+extern "C" unsigned long long cuset_rt_kernel_launches(void) { return g_kernel_launches; }
+
 cudaError_t cudaLaunchKernel(const void* func, dim3 g, dim3 b, void** args, size_t smem, cudaStream_t stream) {
   return launch_registered(func, LaunchConfig(g, b, smem, stream), args);
 }
