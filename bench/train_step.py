@@ -52,6 +52,8 @@ SEQ, PROMPT, VOCAB, HIDDEN, LAYERS = 1024, 256, 151_936, 256, 4
 
 # --- one case, in its own process --------------------------------------------------------------
 
+DEFAULT_OUT = ROOT / "runs" / "bench" / "train_step"
+
 def _status_kib(field: str) -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -288,7 +290,9 @@ def main(argv=None):
     ap.add_argument("--precision", default="fp32", choices=("fp32", "bf16"), help="bf16: mixed precision (GPU only)")
     ap.add_argument("--seq", type=int, default=SEQ, help="tokens per sequence (a quarter of them prompt)")
     ap.add_argument("--vocab", type=int, default=VOCAB, help="vocabulary of the model (the LM head's width)")
-    ap.add_argument("--out", default=str(ROOT / "runs" / "bench" / "train_step"))
+    ap.add_argument("--out", default=str(DEFAULT_OUT),
+                    help="results.json/.md go here; with a directory other than the default the run's record "
+                         "(commit, machine, load) goes here too, not to bench/results/train_step.json")
     ap.add_argument("--case", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--model", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--work", default=None, help=argparse.SUPPRESS)
@@ -344,9 +348,12 @@ def main(argv=None):
     (out / "results.json").write_text(json.dumps({"results": results, "args": vars(args), "runners": runners}, indent=2))
     (out / "results.md").write_text(header + md + "\n")
     print(header + md)
+    # The committed result (bench/results/train_step.json) comes from a run with the default --out;
+    # a run with its own --out (the GPU rehearsal, an experiment) keeps its record there instead.
+    own_out = Path(args.out).resolve() != DEFAULT_OUT.resolve()
     record.write({"args": vars(args), "model": {"hidden": HIDDEN, "layers": LAYERS, "vocab": VOCAB, "seq": SEQ,
                                                 "prompt": PROMPT}, "torch_threads": torch.get_num_threads(),
-                  "results": results, "table_md": header + md})
+                  "results": results, "table_md": header + md}, path=out / "record.json" if own_out else None)
 
 
 if __name__ == "__main__":

@@ -131,11 +131,19 @@ def test_commands_are_shown_as_a_user_types_them(rehearsal):
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("rehearsal")
+    committed = _bench_results()
     proc = subprocess.run([sys.executable, str(SCRIPT), "--dry-run", "--out", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=3600)
     md = (out / "summary.md").read_text() if (out / "summary.md").is_file() else "(no summary.md)"
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:] + md
+    # the rehearsal's bench runs keep their records in its own out dir, never in bench/results/
+    assert _bench_results() == committed
+    assert json.loads((out / "train-step" / "record.json").read_text())["script"] == "bench/train_step.py"
     return out, json.loads((out / "summary.json").read_text())
+
+
+def _bench_results() -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in (ROOT / "bench" / "results").glob("*.json")}
 
 
 @pytest.mark.slow
