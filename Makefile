@@ -29,8 +29,12 @@ $(STAMP): pyproject.toml
 	fi
 	touch $(STAMP)
 
+# One pytest worker per core (pytest-xdist), a test file's tests on one worker so that
+# its module fixtures (a demo run, the rehearsal's dry run) are built once; the slowest
+# tests are listed at the end so the suite's cost stays visible.
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not gpu" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/cuset demo $(DEMO_ARGS)
