@@ -379,3 +379,23 @@ def test_strict_kernels_fails_a_pure_torch_pass():
                               options=dataclasses.replace(OPTIONS, strict_kernels=True))
     assert strict.status is Status.WRONG
     assert strict.detail.startswith("strict_kernels: passed without its own kernels: no kernel of its own launched")
+
+
+@pytest.mark.skipif(not __import__("sandbox_tools").may_mount(), reason="per-run disk quotas need root with CAP_SYS_ADMIN")
+def test_a_reference_that_fills_its_disk_quota_is_stopped_there(monkeypatch, tmp_path):
+    # A third-party task's reference runs with its own tmpfs quota too (`cuset tasks check`
+    # runs every reference): filling it is the reference's disk_limit, not the host's disk.
+    import importlib
+
+    verify_module = importlib.import_module("cuset.execute.kernelbench.verify")  # the module, not the function
+
+    monkeypatch.setattr(verify_module, "REFERENCE_RUN_DISK_BYTES", 16 << 20)
+    greedy = REFERENCE.replace("import torch", "import torch\nbuf = b'\\0' * (1 << 20)\ntry:\n"
+                                                "    for i in range(64):\n        open(f'f{i}', 'wb').write(buf)\n"
+                                                "except OSError:\n    pass", 1)
+    assert greedy != REFERENCE
+    expected, failure = verify_module.reference_outputs(greedy, verify_module.plain_checks(1), workdir=tmp_path)
+    assert expected is None and failure.status is Status.DISK_LIMIT
+    assert "the task's reference filled its 16 MiB disk quota" in failure.detail
+    expected, failure = verify_module.reference_outputs(REFERENCE, verify_module.plain_checks(1), workdir=tmp_path)
+    assert failure is None and expected

@@ -82,6 +82,9 @@ MAX_BUILD_ROUNDS = MAX_EXTENSIONS + 1
 MAX_STATIC_BUILDS = 4               # of those, built from the source before the candidate runs
 MAX_SOURCE_CHARS = 1 << 20          # a candidate longer than this is refused before the parent parses it
 RUN_DISK_SLACK = 256 << 20          # a candidate run dir's quota beyond twice the reference's outputs
+# The reference's run dir: its own tmpfs too (a third-party task's reference is not ours either;
+# `cuset tasks check` runs every one of them). Far above any KernelBench problem's tensors.
+REFERENCE_RUN_DISK_BYTES = 4 << 30
 DEFAULT_SEED = 42
 VALUE_VARIANTS = ("negative", "zeros", "large")
 EVAL_MODES = ("train", "eval")      # both models as built (KernelBench), or both after .eval()
@@ -295,8 +298,11 @@ def _reference(reference_src: str, backend: str, checks: list[Check], run_root: 
     key = _reference_key(reference_src, backend, checks, common[-1])
     cached = _REFERENCES.get(key)
     if cached is None:
-        ref_dir = _run_dir(run_root, "reference.py", reference_src)
+        ref_dir = _run_dir(run_root, "reference.py", reference_src, REFERENCE_RUN_DISK_BYTES)
         record, step = _run_harness("reference", ref_dir, {}, *common)
+        if disk_quota.is_mounted(ref_dir) and disk_quota.is_full(ref_dir):
+            record = {"status": "disk_limit", "detail": f"the task's reference filled its "
+                                                        f"{REFERENCE_RUN_DISK_BYTES >> 20} MiB disk quota"}
         if record.get("status") != "ran":
             return None, (record, step)
         try:
