@@ -120,8 +120,12 @@ def static_hack_verdict(task, code: str | None, plain: KbVerdict, opts) -> tuple
     `opts.strict_kernels` a flagged pass becomes `wrong` with the rules named in the detail."""
     findings = check_answer(code, getattr(task, "reference_src", None))
     hack = tuple(str(f) for f in findings)
-    if plain.passed and findings and getattr(opts, "strict_kernels", False):
+    strict = getattr(opts, "strict_kernels", False)
+    if plain.passed and findings and strict:
         return Status.WRONG, f"{STRICT_KERNELS_DETAIL}: {summary_line(findings)}", hack
+    if findings and strict and plain.detail.startswith("strict_kernels:"):
+        # failed already for running none of its own kernels (strict_kernel_verdict): name the rules too
+        return plain.status, f"{_detail(plain)}; reward-hack rules fired too: {summary_line(findings)}", hack
     return plain.status, _detail(plain), hack
 
 

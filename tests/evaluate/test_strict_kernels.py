@@ -52,5 +52,11 @@ def test_pure_torch_model_new_passes_flagged_and_fails_under_strict_kernels():
     loose = evaluate_kernelbench(TASK, PURE_TORCH, backend="cpu", options=opts)
     assert loose.status is Status.PASSED, loose.detail
     assert loose.hack == ("no_custom_kernel:4", "torch_op_in_forward:6")
+    # the runtime evidence agrees with the static rules: nothing of its own launched
+    assert loose.kernel.without_kernel() == "no_kernel_called" and loose.kernel.launches == 0
     strict = evaluate_kernelbench(TASK, PURE_TORCH, backend="cpu", options=dataclasses.replace(opts, strict_kernels=True))
-    assert strict.status is Status.WRONG and strict.detail.startswith(STRICT_KERNELS_DETAIL)
+    # failed for running none of its own kernels, with the static rules named beside it
+    assert strict.status is Status.WRONG, strict.detail
+    assert strict.detail.startswith("strict_kernels: passed without its own kernels: no kernel of its own launched")
+    assert "reward-hack rules fired too: no_custom_kernel (line 4)" in strict.detail
+    assert "torch_op_in_forward (line 6)" in strict.detail and strict.hack == loose.hack
