@@ -51,6 +51,9 @@ RACE = textwrap.dedent("""
         while not stop.is_set():
             disk_quota.mount_tmpfs(quota, 1 << 20)
             disk_quota.unmount(quota)
+    # the probe first (cached for the process), before any churn: it retries set-up races
+    # BWRAP_SETUP_ATTEMPTS times, which the control sets to 1, and must not be what fails
+    sandbox.resolve_mode("bwrap")
     t = threading.Thread(target=churn)
     t.start()
     counts = {"started": 0, "failed": 0, "setup_failed": 0, "other_errors": []}
