@@ -49,6 +49,68 @@ def run_regime(cfg: DemoConfig) -> Path:
     return write_map(doc, out)
 
 
+def calibrate(cfg: DemoConfig, checkpoints: list[int]) -> Path:
+    """Which warm-up lengths give which base strength: one warm-up of max(checkpoints) steps that
+    saves the model at every multiple of the smallest spacing, then each checkpoint in
+    `checkpoints` scored on the fine-tuning references as a level's base is (NLL per token and
+    the mechanism statistics). A level of k steps schedules its learning rate over k steps, a
+    checkpoint at step k of a longer warm-up over max(checkpoints): the calibration picks the
+    levels, each level's own base is measured again when it runs. Writes calibration.json and
+    calibration.md in `cfg.out`; resumable (finished checkpoints are not scored twice)."""
+    import math
+    import shutil
+
+    import numpy as np
+
+    from cuset.demo.run import DemoRun, base_mechanism
+    from cuset.experiment import StepLog
+    from cuset.train.run import SUMMARY_NAME, train
+
+    checkpoints = sorted(set(checkpoints))
+    if not checkpoints or checkpoints[0] < 1:
+        raise ValueError(f"calibration checkpoints must be warm-up steps >= 1, got {checkpoints}")
+    out = Path(cfg.out) if cfg.out else Path("runs") / time.strftime("regime-calibration-%Y%m%d-%H%M%S")
+    run = DemoRun(replace(cfg, warmup_steps=checkpoints[-1], out=str(out)), out)
+    out.mkdir(parents=True, exist_ok=True)
+    steps = StepLog(out, "calibration")
+    steps.run("data", run.make_data)
+    steps.run("base_model", run.make_base_model)
+    every = math.gcd(*checkpoints)
+    train_cfg = replace(run.warmup_config(), save_steps=every, save_total_limit=None)
+    if not (Path(train_cfg.output_dir) / SUMMARY_NAME).exists():
+        steps.run("warmup", lambda: train(train_cfg, resume=True))
+    path = out / "calibration.json"
+    doc = json.loads(path.read_text()) if path.exists() else {"levels": {}}
+    for k in [0] + checkpoints:
+        if str(k) in doc["levels"]:
+            continue
+        model = run.pretrained_model if k == 0 else Path(train_cfg.output_dir) / f"checkpoint-{k}"
+        if k and not (model / "tokenizer_config.json").exists():
+            for f in run.pretrained_model.iterdir():  # the warm-up never changes the tokenizer
+                if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
+                    shutil.copy(f, model / f.name)
+        samples, _, _ = run._score(run.train_tasks, limit=64, model=str(model))
+        nll = np.concatenate([-np.log(np.clip(s.confidences, 1e-12, 1.0)) for s in samples])
+        doc["levels"][str(k)] = {"warmup_steps": k, "nll": float(nll.mean()), "n_examples": len(samples),
+                                 "mechanism": base_mechanism(samples, tau=cfg.tau)}
+        atomic_write_text(path, json.dumps(doc, indent=1))
+    doc.update(warmup_steps_total=checkpoints[-1], warmup_lr=cfg.warmup_lr, n_warmup=cfg.n_warmup,
+               seconds=StepLog(out, "calibration").seconds)
+    atomic_write_text(path, json.dumps(doc, indent=1))
+    lines = ["# Base-strength calibration", "",
+             f"One warm-up of {checkpoints[-1]} steps (lr {cfg.warmup_lr}, {cfg.n_warmup} warm-up tasks); each "
+             "checkpoint scored on the first 64 fine-tuning references.", "",
+             "| Warm-up step | NLL | Low tokens (p <= tau) | Low CUDA-sensitive | Low neutral | Mean p sensitive | "
+             "Mean p neutral |", "|---|---|---|---|---|---|---|"]
+    for row in sorted(doc["levels"].values(), key=lambda r: r["warmup_steps"]):
+        m = row["mechanism"]
+        lines.append(f"| {row['warmup_steps']} | {row['nll']:.3f} | {_share(m['fit'].get('share_low'))} | "
+                     f"{_share(m['fit'].get('share_low_sensitive'))} | {_share(m['fit'].get('share_low_neutral'))} | "
+                     f"{m['mean_conf_sensitive']:.3f} | {m['mean_conf_neutral']:.3f} |")
+    atomic_write_text(out / "calibration.md", "\n".join(lines) + "\n")
+    return out / "calibration.md"
+
+
 def dropped_over_training(train_log: Path) -> dict:
     """Share of target tokens the objective left out of the loss (`dropped_frac`, token-weighted per
     logged step): at the first and last logged step and averaged over the logged steps."""

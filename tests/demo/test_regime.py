@@ -76,3 +76,33 @@ def test_map_rows_come_from_each_levels_files(regime_run):
     assert (regime_run / "regime.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (regime_run / "regime.md").read_text()
     assert "| [4](base-k4/report.md) |" in md and "CuSeT (sample weight at mean 1 per step) - SFT" in md
+
+
+def test_calibration_scores_each_checkpoint_as_a_level_scores_its_base(regime_run):
+    """`--calibrate 2,4`: one 4-step warm-up from the same pretrained model, checkpoints at 2 and
+    4. Step 0 is the weak level's base and a 4-step warm-up schedules its learning rate as the
+    k = 4 level's does, so those two rows must equal the levels' own base NLL."""
+    weak, warm = regime_run / "base-k0", regime_run / "base-k4"
+    cwd = os.getcwd()
+    os.chdir(regime_run.parent)
+    try:
+        res = CliRunner().invoke(app, ["demo", "--regime", "--fast", "--calibrate", "4,2", "--out", "cal",
+                                       "progress=false", f"pretrained={(weak / 'models' / 'vanilla').resolve()}"])
+    finally:
+        os.chdir(cwd)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    cal = regime_run.parent / "cal"
+    doc = json.loads((cal / "calibration.json").read_text())
+    assert sorted(doc["levels"], key=int) == ["0", "2", "4"] and doc["warmup_steps_total"] == 4
+    assert doc["levels"]["0"]["nll"] == pytest.approx(json.loads((weak / "base_nll.json").read_text())["nll"], rel=1e-6)
+    assert doc["levels"]["4"]["nll"] == pytest.approx(json.loads((warm / "base_nll.json").read_text())["nll"], rel=1e-5)
+    assert doc["levels"]["4"]["nll"] < doc["levels"]["0"]["nll"]
+    assert (cal / "warmup" / "checkpoint-2").is_dir() and "| 2 |" in (cal / "calibration.md").read_text()
+
+
+def test_calibrate_needs_regime_and_integer_steps(tmp_path):
+    res = CliRunner().invoke(app, ["demo", "--fast", "--calibrate", "2,4", "--out", str(tmp_path / "x")])
+    assert res.exit_code != 0 and "use it with --regime" in res.output
+    res = CliRunner().invoke(app, ["demo", "--regime", "--fast", "--calibrate", "2,four", "--out", str(tmp_path / "y")])
+    assert res.exit_code != 0 and "comma-separated warm-up steps" in res.output
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
