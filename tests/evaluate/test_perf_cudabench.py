@@ -208,3 +208,6 @@ def test_cuset_eval_perf_true_records_reports_and_compares(tmp_path, monkeypatch
     rows = {r["metric"]: r for r in doc["paired"][0]["rows"]}
     assert rows["roofline_score"]["mean_a"] == pytest.approx((0.25 + 0.5) / 2)
     assert rows["roofline_score"]["mean_b"] == pytest.approx((0.5 + 0.0) / 2)
+    md = (tmp_path / "report" / "report.md").read_text()
+    device = results[(1, 0)].perf["device"]   # the host's nvidia-smi's word (here: none), never the CSV's
+    assert f"| 1 | on {device} | n/a | n/a | n/a | n/a | 0.500 | 0.500 | 0.029 |" in md
