@@ -1,41 +1,80 @@
-"""Time the bundled KernelBench answers on a GPU, KernelBench's way (perf=true): each
-task's correct answer is verified on the GPU backend, then timed against PyTorch eager and
-torch.compile (warm-up, trials, L2 flushed before each trial, CUDA events; reference and
-answer in separate sandboxed runs), with the static reward-hack rules on every answer.
-Prints one line per task and the run's speedups and fast_p; writes
-bench/results/kernel_perf.json.
+"""Time and profile the bundled suites on a GPU (perf=true), within a hard time budget.
 
-    .venv/bin/python bench/kernel_perf.py [--trials 100] [--warmup 3] [--budget-s 420] [--no-compile]
+    .venv/bin/python bench/kernel_perf.py                     # both suites, 7.5 minutes at most
+    .venv/bin/python bench/kernel_perf.py --suites kernelbench --trials 100 --budget-s 450
 
-Needs an NVIDIA GPU (the timing is GPU time): on a machine without one it refuses and
-exits 2 rather than report a CPU time. A task that would start after --budget-s seconds
-is skipped (default 420: the run ends within 8 minutes on one GPU). CUDABench programs are
-not timed here: their Nsight Compute profiling is not wired into the evaluation yet
-(the roofline arithmetic is cuset.execute.perf.ncu), and this script says so.
+- KernelBench (benchmarks/kernelbench): each task's correct answer is verified on the GPU
+  backend, then timed KernelBench's way against PyTorch eager and torch.compile (warm-up,
+  trials, L2 flushed before each trial, CUDA events; reference and answer in separate
+  sandboxed runs), with the static reward-hack rules on every answer;
+- CUDABench (benchmarks/cuset-bench.jsonl): each task's reference program is verified,
+  then profiled under Nsight Compute (`ncu --metrics ... --csv`) for the official
+  roofline score, BU and CE; without `ncu` every row says "ncu not installed".
+
+Prints one line per task and each suite's summary (speedups and fast_p; mean roofline
+score, BU, CE); writes bench/results/kernel_perf.json.
+
+Under 8 minutes by design: the suites run one after the other, each in a worker process
+with its own share of `--budget-s` (default 450 s: KernelBench 60 %, CUDABench the rest,
+what one leaves unused goes to the next). At the end of its share a worker is stopped
+(SIGTERM, then SIGKILL 15 s later; its sandboxed steps die with it) and the tasks it did
+not finish are listed as "not finished within the budget", never guessed. The per-step
+timeouts are bounded too (--step-timeout), so one slow task cannot take a whole share.
+Worst case: the budget + 2 x 15 s + start-up, i.e. under 8 minutes with the default.
+
+Needs an NVIDIA GPU (the timing is GPU time): on a machine without one it says so and
+exits 2 rather than report a CPU time (no traceback).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import json
+import queue
+import signal
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "benchmarks" / "kernelbench"
+CUDABENCH = ROOT / "benchmarks" / "cuset-bench.jsonl"
+SUITES = ("kernelbench", "cudabench")
+SHARE = {"kernelbench": 0.6, "cudabench": 1.0}   # of the budget left when the suite starts
+STOP_GRACE_S = 15.0
 NO_GPU = ("bench/kernel_perf.py times kernels on a GPU and none answers here (`nvidia-smi -L` fails or is "
           "missing): no timing is taken on the CPU; run it on a machine with an NVIDIA GPU")
+ROW = "ROW "   # a worker's result lines start with this (anything else it prints is passed through)
+
+
+def parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--suites", default=",".join(SUITES), help="comma-separated: kernelbench, cudabench")
+    ap.add_argument("--trials", type=int, default=100, help="KernelBench: timed forward calls per side")
+    ap.add_argument("--warmup", type=int, default=3, help="KernelBench: untimed forward calls before the trials")
+    ap.add_argument("--no-compile", action="store_true", help="KernelBench: do not time torch.compile(Model)")
+    ap.add_argument("--budget-s", type=float, default=450.0, help="hard limit of the whole run's work (seconds)")
+    ap.add_argument("--step-timeout", type=float, default=120.0,
+                    help="seconds for any one step (a build, a run, a timing run, the run under ncu)")
+    ap.add_argument("--cudabench-tasks", type=int, default=0,
+                    help="CUDABench: profile only the first N tasks (0 = all that fit in the budget)")
+    ap.add_argument("--worker", choices=SUITES, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.suites = [s.strip() for s in args.suites.split(",") if s.strip()]
+    unknown = set(args.suites) - set(SUITES)
+    if unknown:
+        ap.error(f"--suites: unknown {', '.join(sorted(unknown))} (choose from {', '.join(SUITES)})")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--trials", type=int, default=100, help="timed forward calls per side")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed forward calls before the trials")
-    ap.add_argument("--no-compile", action="store_true", help="do not time torch.compile(Model)")
-    ap.add_argument("--budget-s", type=float, default=420.0, help="no task starts after this many seconds")
-    args = ap.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse(argv)
     sys.path.insert(0, str(ROOT))
+    if args.worker:
+        return worker(args)
     from cuset.execute.registry import gpu_available
 
     if not gpu_available():
@@ -45,50 +84,161 @@ def main(argv: list[str] | None = None) -> int:
     from _record import start_record
 
     record = start_record()
+    t0 = time.monotonic()
+    deadline = t0 + args.budget_s
+    rows, suites = [], {}
+    for i, suite in enumerate(args.suites):
+        left = deadline - time.monotonic()
+        share = left * (SHARE[suite] if i < len(args.suites) - 1 else 1.0)
+        got, not_reached, stopped = run_suite(worker_command(suite, argv), share)
+        rows += got
+        suites[suite] = {"seconds_allowed": share, "stopped_at_budget": stopped, "not_reached": not_reached,
+                         "done": len(got)}
+        if not_reached:
+            print(f"{suite}: not finished within the budget ({len(not_reached)}): "
+                  f"{', '.join(map(str, not_reached))}")
+    summary = summarize(rows)
+    for kind, s in summary.items():
+        print(f"\n{kind}: {json.dumps(s)}")
+    record.write({"trials": args.trials, "warmup": args.warmup, "compile_baseline": not args.no_compile,
+                  "budget_s": args.budget_s, "seconds": time.monotonic() - t0, "suites": suites,
+                  "summary": summary, "rows": rows})
+    return 0
+
+
+def worker_command(suite: str, argv: list[str]) -> list[str]:
+    return [sys.executable, str(Path(__file__).resolve()), *argv, "--worker", suite]
+
+
+def run_suite(command: list[str], seconds: float) -> tuple[list[dict], list, bool]:
+    """Run one suite's worker for at most `seconds`: (its rows, the tasks it did not finish,
+    whether the budget stopped it). The worker prints `ROW {"planned": [...]}` first, then
+    one `ROW {...}` per finished task (with a printable "line")."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, bufsize=1)
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout] + [lines.put(None)], daemon=True).start()
+    end = time.monotonic() + seconds
+    rows, planned, stopped = [], [], False
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, end - time.monotonic()))
+        except queue.Empty:
+            stopped = True
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            break
+        if line is None:
+            break
+        if line.startswith(ROW):
+            row = json.loads(line[len(ROW):])
+            if "planned" in row:
+                planned = row["planned"]
+                continue
+            rows.append(row)
+            print(row["line"], flush=True)
+        else:
+            print(line, end="", flush=True)
+    proc.wait()
+    done = {r["task"] for r in rows}
+    return rows, [t for t in planned if t not in done], stopped
+
+
+def emit(obj: dict) -> None:
+    print(ROW + json.dumps(obj), flush=True)
+
+
+def worker(args) -> int:
+    """One suite, one JSON row per task on stdout. SIGTERM (the budget) ends it cleanly."""
+    def stop(*_):
+        raise SystemExit(3)
+
+    signal.signal(signal.SIGTERM, stop)
+    return (kernelbench_worker if args.worker == "kernelbench" else cudabench_worker)(args)
+
+
+def perf_options(args):
+    from cuset.evaluate.perf.options import PerfOptions
+
+    return PerfOptions(warmup=args.warmup, trials=args.trials, compile_baseline=not args.no_compile,
+                       run_timeout=args.step_timeout, step_timeout=args.step_timeout,
+                       profile_timeout=args.step_timeout)
+
+
+def eval_options(args):
+    from cuset.evaluate.pipeline import EvalOptions, Timeouts
+
+    t = args.step_timeout
+    return EvalOptions(timeouts=Timeouts(gen=t, compile=t, run=t, compare=t))
+
+
+def kernelbench_worker(args) -> int:
     from cuset.evaluate.kernelbench_hacks import check_answer
     from cuset.evaluate.perf.measure import measure
-    from cuset.evaluate.perf.options import PerfOptions
-    from cuset.evaluate.perf.summary import perf_summary
-    from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
-    from cuset.evaluate.records import SampleResult
+    from cuset.evaluate.pipeline import evaluate_program
     from cuset.execute.registry import get_backend
     from cuset.tasks import load_tasks
 
     tasks, _ = load_tasks(BUNDLE, strict=True)
-    backend = get_backend("gpu")
-    opts = EvalOptions(timeouts=Timeouts(compile=600, run=120))
-    perf_opts = PerfOptions(warmup=args.warmup, trials=args.trials, compile_baseline=not args.no_compile)
-    t0 = time.perf_counter()
-    by_task, rows, skipped = {}, [], []
+    emit({"planned": [t.id for t in tasks]})
+    backend, opts, perf_opts = get_backend("gpu"), eval_options(args), perf_options(args)
     for task in tasks:
-        if time.perf_counter() - t0 > args.budget_s:
-            skipped.append(task.id)
-            continue
         code = (BUNDLE / "solutions" / f"{task.id}.correct.py").read_text()
         r = evaluate_program(task, code, backend=backend, options=opts)
-        r = dataclasses.replace(r, perf=measure(task, code, r, backend.name, perf_opts))
-        s = SampleResult.from_exec(r, task_id=task.id, task_name=task.task_name, family=task.family_name, sample=0,
-                                   compiled=True, ran_ok=r.passed, n_tokens=None, code_sha256=None)
-        by_task[task.id] = [s]
-        p = r.perf or {}
-        speed = (f"{p['candidate_ms']['mean']:.4f} ms, eager {p['eager_ms']['mean']:.4f} ms, "
-                 f"{p['speedup_eager']:.2f}x" + (f", vs compile {p['speedup_compile']:.2f}x"
-                                                 if p.get("speedup_compile") else "")
-                 if p.get("status") == "measured" else f"{p.get('status')}: {p.get('reason', '')}")
+        perf = measure(task, code, r, backend, perf_opts, eval_options=opts)
         hacks = [str(f) for f in check_answer(code, task.reference_src)]
-        print(f"{task.id:<26} {r.status.value:<8} {speed}" + (f"  hack {hacks}" if hacks else ""), flush=True)
-        rows.append({"task": task.id, "status": r.status.value, "hack": hacks, "perf": r.perf})
-    summary = perf_summary(by_task, perf_opts.suspect_speedup) or {}
-    kb = summary.get("kernelbench", {})
-    if kb:
-        print(f"\nspeedup over eager: median {kb['speedup_eager']['median']}, geomean {kb['speedup_eager']['geomean']}"
-              f"; fast_p {kb['fast_p']}; vs torch.compile fast_p {kb['fast_p_compile']}")
-    if skipped:
-        print(f"skipped after the {args.budget_s:g} s budget: {', '.join(skipped)}")
-    print("CUDABench: not timed (Nsight Compute profiling is not wired into the evaluation yet)")
-    record.write({"trials": args.trials, "warmup": args.warmup, "compile_baseline": not args.no_compile,
-                  "seconds": time.perf_counter() - t0, "skipped": skipped, "summary": summary, "rows": rows})
+        speed = (f"{perf['candidate_ms']['mean']:.4f} ms, eager {perf['eager_ms']['mean']:.4f} ms, "
+                 f"{perf['speedup_eager']:.2f}x" + (f", vs compile {perf['speedup_compile']:.2f}x"
+                                                    if perf.get("speedup_compile") else "")
+                 if perf.get("status") == "measured" else f"{perf.get('status')}: {perf.get('reason', '')}")
+        emit({"task": task.id, "task_name": task.task_name, "kind": "kernelbench", "status": r.status.value,
+              "detail": r.detail[:300], "hack": hacks, "perf": perf,
+              "line": f"{task.id:<26} {r.status.value:<8} {speed}" + (f"  hack {hacks}" if hacks else "")})
     return 0
+
+
+def cudabench_worker(args) -> int:
+    from cuset.evaluate.perf.measure import measure
+    from cuset.evaluate.pipeline import evaluate_program
+    from cuset.evaluate.workspace import Workspace
+    from cuset.execute.compile_cache import CompileCache
+    from cuset.execute.registry import get_backend
+    from cuset.tasks import load_tasks
+
+    tasks, _ = load_tasks(CUDABENCH, strict=True)
+    if args.cudabench_tasks:
+        tasks = tasks[:args.cudabench_tasks]
+    emit({"planned": [t.id for t in tasks]})
+    backend, opts, perf_opts = get_backend("gpu"), eval_options(args), perf_options(args)
+    with Workspace(gen_timeout=args.step_timeout) as ws, CompileCache(backend, timeout=args.step_timeout) as cache:
+        for task in tasks:
+            r = evaluate_program(task, task.bench_cu, backend=backend, cache=cache, workspace=ws, options=opts)
+            perf = measure(task, task.bench_cu, r, backend, perf_opts, eval_options=opts, cache=cache, workspace=ws)
+            roof = perf.get("roofline") or {}
+            what = (f"score {roof['score']:.3f}, BU {roof['bandwidth_utilisation']:.3f}, "
+                    f"CE {roof['compute_efficiency']:.3f} ({perf['launches']} launches)"
+                    if perf.get("status") == "measured" else f"{perf.get('status')}: {perf.get('reason', '')}")
+            emit({"task": task.id, "task_name": task.task_name, "kind": "cudabench", "status": r.status.value,
+                  "detail": r.detail[:300], "hack": [], "perf": perf,
+                  "line": f"{task.id:<4} {task.task_name[:30]:<30} {r.status.value:<8} {what}"})
+    return 0
+
+
+def summarize(rows: list[dict]) -> dict:
+    """The perf section of the rows (cuset.evaluate.perf.summary), per benchmark."""
+    from cuset.evaluate.perf.summary import perf_summary
+    from cuset.evaluate.records import SampleResult
+    from cuset.execute.result import Status
+
+    by_task = {r["task"]: [SampleResult(r["task"], r["task_name"], r["kind"], 0, Status(r["status"]),
+                                        passed=r["status"] == "passed", hack=tuple(r["hack"]), perf=r["perf"])]
+               for r in rows}
+    s = perf_summary(by_task) or {}
+    return {k: s[k] for k in ("kernelbench", "cudabench") if k in s} or {"measured": False,
+                                                                        "reason": s.get("reason", "")}
 
 
 if __name__ == "__main__":

@@ -55,9 +55,10 @@ class EvalConfig:
     robust_cases: int = option(3, help="robust=true: input cases checked, 0..robust_cases-1 (case 0 = the original data)")
     strict_kernels: bool = option(False, help="fail a KernelBench pass that ran none of its own kernels or that a reward-hack rule flagged")
     perf: bool = option(False, help="time every program that passed on the GPU backend (KernelBench: CUDA events, "
-                                    "speedup vs eager and torch.compile, fast_p); on the CPU backend the report says "
-                                    "'not measured on the CPU backend'")
-    perf_timing: PerfOptions = option(default_factory=PerfOptions, help="perf=true: warm-up, trials, timeouts")
+                                    "speedup vs eager and torch.compile, fast_p; CUDABench: a run under Nsight "
+                                    "Compute, the official roofline score, BU and CE); on the CPU backend the report "
+                                    "says 'not measured on the CPU backend'")
+    perf_timing: PerfOptions = option(default_factory=PerfOptions, help="perf=true: warm-up, trials, timeouts, ncu")
     workers: int = option(0, help="samples evaluated in parallel; 0 = one per core (executor=ray: per node of "
                                   "the embedded cluster; on an existing cluster Ray's resources decide)")
     executor: str = option("local", help="where samples run: local (threads of this process) or ray (tasks on a "

@@ -147,6 +147,9 @@ def aggregate(task_rows: Sequence[dict], samples: Sequence[SampleResult], ks: Se
     return out
 
 
+WITHOUT_KERNEL_KEPT = 1000   # passes without a kernel listed by sample in summary.json
+
+
 def kernel_counts(samples: Sequence[SampleResult]) -> dict:
     """KernelBench passes by what they ran: {} without KernelBench results; else the passes
     that launched their own kernels and those that did not, by why (WITHOUT_KERNEL)."""
@@ -155,8 +158,12 @@ def kernel_counts(samples: Sequence[SampleResult]) -> dict:
     if not kb:
         return {}
     passes = [r for r in kb if r.passed]
+    without = sorted((r for r in passes if r.passed_without_kernel), key=lambda r: (task_id_order(r.task_id), r.sample))
     return {"n_kernelbench": len(kb), "n_passed_with_kernel": sum(not r.passed_without_kernel for r in passes),
-            "passed_without_kernel": dict(Counter(r.passed_without_kernel for r in passes if r.passed_without_kernel))}
+            "passed_without_kernel": dict(Counter(r.passed_without_kernel for r in without)),
+            # which samples (the first WITHOUT_KERNEL_KEPT; every record says it in results.jsonl)
+            "passed_without_kernel_samples": [{"task_id": r.task_id, "task_name": r.task_name, "sample": r.sample,
+                                               "why": r.passed_without_kernel} for r in without[:WITHOUT_KERNEL_KEPT]]}
 
 
 def reasoning_token_averages(samples: Sequence[SampleResult]) -> dict:

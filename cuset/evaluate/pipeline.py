@@ -257,15 +257,16 @@ def _policy_for(task: Task, backend: Backend, ws: Workspace, opts: EvalOptions) 
 
 
 def _run_program(name: str, inv, run_dir: Path, policy: SandboxPolicy, opts: EvalOptions,
-                 env: dict[str, str]) -> StepResult:
+                 env: dict[str, str], readonly: tuple[Path, ...] = ()) -> StepResult:
     """One sandboxed run; with the backend's diagnostics channel (an anonymous file
     whose fd only the runtime is told about) read back into the step."""
     if inv.diagnostics_env is None:
-        return run_sandboxed(name, list(inv.argv), run_dir=run_dir, timeout=opts.timeouts.run, policy=policy, env=env)
+        return run_sandboxed(name, list(inv.argv), run_dir=run_dir, timeout=opts.timeouts.run, policy=policy, env=env,
+                             readonly=readonly)
     with tempfile.TemporaryFile() as channel:
         fd = channel.fileno()
         step = run_sandboxed(name, list(inv.argv), run_dir=run_dir, timeout=opts.timeouts.run, policy=policy,
-                             env={**env, inv.diagnostics_env: str(fd)}, pass_fds=(fd,))
+                             env={**env, inv.diagnostics_env: str(fd)}, pass_fds=(fd,), readonly=readonly)
         channel.seek(0)
         said = channel.read(DIAGNOSTICS_LIMIT)
     return dataclasses.replace(step, diagnostics=truncate_log(said))
@@ -333,22 +334,41 @@ def run_once(task: Task, case: int, prepared: PreparedData, executable: Path, ba
     `_run_case` runs it, and keep its run dir: (run dir holding its outputs, "") or
     (None, why it failed). The caller discards the dir (`ws.discard`). For looking at a
     program's outputs (e.g. `cuset tasks check` corrupting a reference's); not a verdict."""
+    run_dir, why, _ = run_wrapped(task, case, prepared, executable, backend, ws, opts)
+    return run_dir, why
+
+
+def run_wrapped(task: Task, case: int, prepared: PreparedData, executable: Path, backend: Backend, ws: Workspace,
+                opts: EvalOptions, *, wrapper: tuple[str, ...] = (), readonly: tuple[Path, ...] = (),
+                name: str | None = None, min_file_bytes: int = 0,
+                keep_failed: bool = False) -> tuple[Path | None, str, StepResult]:
+    """`run_once`, with the program's argv behind `wrapper` (e.g. a profiler: `ncu ... ./kernel`,
+    which runs inside the same sandbox, under the same limits and `opts.timeouts.run`), the
+    `readonly` paths visible in the sandbox (the wrapper's installation), and a file-size
+    limit of at least `min_file_bytes` (the wrapper's own output file). Returns
+    (run dir, "", step) or (None, why it failed, step); with `keep_failed` the run dir
+    also comes back with a failure (the wrapper's log may say why). The caller discards it."""
     policy = _policy_for(task, backend, ws, opts)
+    if policy.file_size_bytes is not None and policy.file_size_bytes < min_file_bytes:
+        policy = dataclasses.replace(policy, file_size_bytes=min_file_bytes)
     input_digests = {s.name: file_digest(prepared.input_path(s.name)) for s in task.inputs}
-    quota = _disk_quota(task, executable, opts)
+    quota = _disk_quota(task, executable, opts) + min_file_bytes
     order = backend.run_orders[0]
     run_dir = ws.new_run_dir(prepared, task, quota)
     inv = backend.invocation(_place_executable(executable, run_dir), order)
+    if wrapper:
+        inv = dataclasses.replace(inv, argv=[*wrapper, *inv.argv])
     started = time.time_ns()
-    step = _run_program(f"run[case={case},order={order}]", inv, run_dir, policy, opts,
-                        {"CUSET_CASE": str(case), **opts.extra_env, **inv.env})
+    step = _run_program(name or f"run[case={case},order={order}]", inv, run_dir, policy, opts,
+                        {"CUSET_CASE": str(case), **opts.extra_env, **inv.env}, readonly)
     failure = _limit_failure(step, run_dir, quota, opts) or _run_failure(step, backend, opts.timeouts.run)
     problem = (f"{failure[0].value}: {failure[1]}" if failure is not None else
                output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data"))
     if problem is not None:
-        ws.discard(run_dir)
-        return None, f"case {case}, order {order}: {problem}"
-    return run_dir, ""
+        if not keep_failed:
+            ws.discard(run_dir)
+        return run_dir if keep_failed else None, f"case {case}, order {order}: {problem}", step
+    return run_dir, "", step
 
 
 def _place_executable(executable: Path, run_dir: Path) -> Path:

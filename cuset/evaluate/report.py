@@ -94,6 +94,7 @@ def render_markdown(summary: Summary) -> str:
 ROBUST_COLUMNS = ("function@1", "robust_function@1", "function@3", "robust_function@3")
 ROBUST_HEADER = ("| {scope} | Pass@1 Function | Pass@1 Function (robust) | Pass@3 Function | Pass@3 Function (robust) |\n"
                  "|---|---:|---:|---:|---:|")
+WITHOUT_KERNEL_LISTED = 50   # passes without a kernel listed by sample in report.md
 ROBUST_LISTED = 20   # samples listed by name in report.md (all of them are in summary.json)
 CHECK_MEANING = {"strict": "an output element the task's checker did not catch differs from the reference",
                  "cases": "another input case (seeds offset) failed"}
@@ -144,6 +145,13 @@ def kernel_section(summary: Summary) -> list[str]:
              + (":" if without else ".")]
     lines += [f"- {why}: {n} ({WITHOUT_KERNEL.get(why, 'see the results')})"
               for why, n in sorted(without.items(), key=lambda kv: -kv[1])]
+    listed = o.get("passed_without_kernel_samples") or []
+    if listed:
+        lines += ["", "Which samples passed without a kernel of their own"
+                  + (f" (the first {WITHOUT_KERNEL_LISTED} of {sum(without.values())}; every record in results.jsonl "
+                     "has `passed_without_kernel`)" if sum(without.values()) > WITHOUT_KERNEL_LISTED else "") + ":"]
+        lines += [f"- {s['task_id']}" + (f" ({s['task_name']})" if s['task_name'] != str(s['task_id']) else "")
+                  + f" sample {s['sample']}: {s['why']}" for s in listed[:WITHOUT_KERNEL_LISTED]]
     strict = summary.meta.get("strict_kernels")
     if strict:
         lines += ["", "strict_kernels=true: a pass without its own kernels is a failure here (counted under its "

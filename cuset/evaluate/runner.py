@@ -186,10 +186,9 @@ class EvalContext:
         except Exception as e:  # noqa: BLE001 - the backstop: one sample never stops the run
             r = evaluator_failure(e, self.backend.name)
         if self.cfg.perf:
-            r = dataclasses.replace(r, perf=measure(task, code, r, self.backend.name, self.cfg.perf_timing,
-                                                    sandbox=self.options.sandbox, workdir=self.workspace.runs_dir(),
-                                                    program_memory_bytes=self.options.program_memory_bytes,
-                                                    extra_env=dict(self.options.extra_env)))
+            r = dataclasses.replace(r, perf=measure(task, code, r, self.backend, self.cfg.perf_timing,
+                                                    eval_options=self.options, cache=self.cache,
+                                                    workspace=self.workspace))
         if r.status is Status.NO_CODE and split_reasoning(rec.response).unterminated:
             r = dataclasses.replace(r, detail=UNTERMINATED_DETAIL)  # counted under its own reason
         return sample_result(task.id, task.task_name, task.family_name, rec, code, r)

@@ -59,6 +59,26 @@ def test_every_shipped_eval_config_loads():
         load_config(EvalConfig, p)
 
 
+def test_shipped_configs_show_the_kernel_and_perf_options_at_their_defaults():
+    """configs/eval show perf, strict_kernels and eval_mode (issues 38, 40); gpu.yaml every
+    perf_timing option, at the defaults, so the file cannot drift from the code."""
+    import dataclasses
+    from pathlib import Path
+
+    import yaml
+
+    from cuset.evaluate.perf.options import PerfOptions
+
+    root = Path(__file__).resolve().parents[2] / "configs" / "eval"
+    for name in ("gpu.yaml", "cpu.yaml"):
+        raw = yaml.safe_load((root / name).read_text())
+        assert {"perf", "strict_kernels", "eval_mode"} <= set(raw), name
+        assert (raw["perf"], raw["strict_kernels"], raw["eval_mode"]) == (False, False, "train"), name
+    timing = yaml.safe_load((root / "gpu.yaml").read_text())["perf_timing"]
+    assert set(timing) == {f.name for f in dataclasses.fields(PerfOptions)}
+    assert PerfOptions(**timing) == PerfOptions()
+
+
 def test_eval_command_on_the_cpu_backend(tmp_path):
     from pathlib import Path
 

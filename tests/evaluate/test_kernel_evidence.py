@@ -109,6 +109,12 @@ def test_report_lines_per_category():
     first = lines.index(next(line for line in lines if line.startswith("- build_failed: 2")))
     assert lines[first + 1].startswith("- no_kernel_called: 1")
     assert "strict_kernels=false: they count as passes" in md
+    # and which samples, in task and sample order, in summary.json and report.md
+    assert [(d["sample"], d["why"]) for d in summary.overall["passed_without_kernel_samples"]] == [
+        (1, "no_kernel_called"), (2, "build_failed"), (3, "build_failed")]
+    listed = lines.index("Which samples passed without a kernel of their own:")
+    assert lines[listed + 1:listed + 4] == ["- kb (K) sample 1: no_kernel_called", "- kb (K) sample 2: build_failed",
+                                            "- kb (K) sample 3: build_failed"]
     assert "compilation judged by nvcc" not in md
     assert judge_line(meta) == ("KernelBench extensions compiled by g++ (the CPU backend's build of load_inline "
                                 "extensions; nvcc not used)")
@@ -136,3 +142,16 @@ def test_eval_options_from_the_command_line():
     assert (EvalConfig().options().strict_kernels, EvalConfig().options().eval_mode) == (False, "train")
     with pytest.raises(ConfigError, match="eval_mode: must be one of 'train', 'eval', got 'inference'"):
         load_config(EvalConfig, overrides=["eval_mode=inference"])
+
+
+def test_a_long_list_of_passes_without_kernel_is_cut_in_the_report_and_says_so():
+    from cuset.evaluate.report import WITHOUT_KERNEL_LISTED
+
+    results = [sample(i, Status.PASSED, "no_kernel_called") for i in range(WITHOUT_KERNEL_LISTED + 5)]
+    summary = summarize(results, meta={"backend": "cpu", "compile_judge": "nvcc", "strict_kernels": False})
+    assert len(summary.overall["passed_without_kernel_samples"]) == WITHOUT_KERNEL_LISTED + 5
+    md = render_markdown(summary)
+    assert (f"Which samples passed without a kernel of their own (the first {WITHOUT_KERNEL_LISTED} of "
+            f"{WITHOUT_KERNEL_LISTED + 5}; every record in results.jsonl has `passed_without_kernel`):") in md
+    assert f"- kb (K) sample {WITHOUT_KERNEL_LISTED - 1}: no_kernel_called" in md
+    assert f"- kb (K) sample {WITHOUT_KERNEL_LISTED}: no_kernel_called" not in md

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from cuset.evaluate.config import EvalConfig
-from cuset.evaluate.perf.measure import CUDABENCH_NOT_WIRED, measure
+from cuset.evaluate.perf.measure import measure
 from cuset.evaluate.perf.options import PerfOptions
-from cuset.evaluate.perf.records import NOT_ON_CPU, NOT_PASSED
+from cuset.evaluate.perf.records import NCU_NOT_INSTALLED, NOT_ON_CPU, NOT_PASSED
 from cuset.execute.result import ExecResult, Status
 from cuset.tasks import load_tasks
 
@@ -24,7 +24,8 @@ def test_nothing_is_timed_on_the_cpu_backend_or_for_a_failure():
     assert measure(CudaBenchTask(), "int main(){}", passed, "cpu", PerfOptions()) == {
         "status": "not_measured", "kind": "cudabench", "reason": NOT_ON_CPU}
     assert measure(CudaBenchTask(), "x", ExecResult(Status.WRONG), "gpu", PerfOptions())["reason"] == NOT_PASSED
-    assert measure(CudaBenchTask(), "x", passed, "gpu", PerfOptions())["reason"] == CUDABENCH_NOT_WIRED
+    # no ncu by that name: said per sample, before anything runs
+    assert measure(CudaBenchTask(), "x", passed, "gpu", PerfOptions(ncu="no-such-ncu"))["reason"] == NCU_NOT_INSTALLED
 
 
 def test_perf_options_are_config_keys_and_bad_counts_are_refused():
@@ -51,3 +52,33 @@ def test_a_bundled_kernelbench_answer_is_timed_on_the_gpu():
     assert perf["speedup_compile"] is not None and perf["device"]
     wrong = (BUNDLE / "solutions" / "kb_gelu.wrong.py").read_text()
     assert time_kernelbench(tasks["kb_gelu"], wrong, options=PerfOptions(warmup=1, trials=5))["status"] == "failed"
+
+
+@pytest.mark.gpu
+def test_a_bundled_cudabench_reference_is_profiled_with_the_real_ncu(tmp_path):
+    """cuset eval perf=true on the GPU backend: a bundled CUDABench reference passes and is
+    profiled by Nsight Compute; its roofline numbers are ratios of a real GPU's peaks."""
+    import shutil
+
+    from cuset.evaluate import EvalConfig, evaluate_file, load_results
+    from cuset.execute.registry import gpu_available
+    from cuset.generate.records import GenerationRecord, save_generations
+
+    if not gpu_available() or shutil.which("nvcc") is None or shutil.which("ncu") is None:
+        pytest.skip("needs an NVIDIA GPU, nvcc and ncu")
+    tasks = {t.id: t for t in load_tasks(Path(__file__).resolve().parents[2] / "benchmarks" / "cuset-bench.jsonl")[0]}
+    task = tasks[min(tasks)]
+    save_generations(tmp_path / "gens.jsonl", [GenerationRecord(task.id, task.task_name, 0, "reference", 1,
+                                                                f"```cuda\n{task.bench_cu}```", task.bench_cu, 1,
+                                                                "stop", 0.0)])
+    out = tmp_path / "out" / "results.jsonl"
+    cfg = EvalConfig(backend="gpu", cache_dir=str(tmp_path / "cache"), progress=False, workers=1, perf=True,
+                     allow_missing=True)
+    evaluate_file([task], tmp_path / "gens.jsonl", out, cfg)
+    (r,) = load_results(out)
+    assert r.passed, r.detail
+    assert r.perf["status"] == "measured", r.perf
+    roof = r.perf["roofline"]
+    assert 0 < roof["bandwidth_utilisation"] <= 1.5 and 0 <= roof["compute_efficiency"] <= 1.5
+    assert roof["score"] == pytest.approx(max(roof["bandwidth_utilisation"], roof["compute_efficiency"]))
+    assert r.perf["launches"] >= 1 and r.perf["device"] and "unknown" not in r.perf["device"]

@@ -75,7 +75,7 @@ def test_cpu_backend_says_not_measured_and_never_reports_a_time():
 def test_cudabench_means_over_measured_and_official_mean_with_failures_as_zero():
     def cb(task, sample, score=None, bu=0.0, ce=0.0):
         perf = cudabench_measured({"kernel": "k", "score": score, "bandwidth_utilisation": bu,
-                                   "compute_efficiency": ce, "kernels": []}, device="H100") if score is not None \
+                                   "compute_efficiency": ce, "kernels": []}, device="H100", launches=1) if score is not None \
             else not_measured("cudabench", "not timed: the program did not pass")
         return SampleResult(task, str(task), "fam", sample, Status.PASSED if score is not None else Status.WRONG,
                             passed=score is not None, perf=perf)
@@ -103,3 +103,26 @@ def test_report_md_has_the_performance_section():
     assert "- a sample 0: 4.00x" in md
     cpu = render_markdown(summarize([kb("a", 0, perf=not_measured("kernelbench", NOT_ON_CPU))]))
     assert "Kernel speed: not measured on the CPU backend." in cpu and "x |" not in cpu
+
+
+def test_cudabench_passes_without_a_score_are_counted_by_reason():
+    from cuset.evaluate.perf.records import NCU_NOT_INSTALLED
+    from cuset.evaluate.report import render_markdown
+
+    def cb(sample, perf):
+        return SampleResult(5, "5", "fam", sample, Status.PASSED, passed=True, perf=perf)
+
+    measured = cudabench_measured({"kernel": "k", "score": 0.4, "bandwidth_utilisation": 0.4,
+                                   "compute_efficiency": 0.1, "kernels": []}, device="H100", launches=2)
+    unreadable = {"status": "unreadable", "kind": "cudabench", "reason": "ncu.csv:9: bad"}
+    results = [cb(0, measured), cb(1, not_measured("cudabench", NCU_NOT_INSTALLED)),
+               cb(2, not_measured("cudabench", NCU_NOT_INSTALLED)), cb(3, unreadable)]
+    s = summarize(results)
+    c = s.overall["perf"]["cudabench"]
+    assert c["unmeasured"] == {NCU_NOT_INSTALLED: 2, "unreadable: ncu.csv:9: bad": 1}
+    assert c["mean_score"] == pytest.approx(0.4) and c["mean_score_all"] == pytest.approx(0.1)
+    md = render_markdown(s)
+    assert "| 1 of 4 | 0.400 | 0.400 | 0.100 | 0.100 |" in md
+    assert "Passes without a roofline score (3):" in md and f"- 2 x {NCU_NOT_INSTALLED}" in md
+    only_missing = render_markdown(summarize(results[1:3]))
+    assert f"Kernel speed: {NCU_NOT_INSTALLED}. No time is reported." in only_missing

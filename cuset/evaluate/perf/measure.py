@@ -4,10 +4,10 @@ Only programs that passed are timed, only on the GPU backend, each timing in the
 with its own timeout. On the CPU backend nothing is timed: the record says "not measured
 on the CPU backend" (no CPU time is ever reported as a kernel's speed).
 
-CUDABench programs are scored with Nsight Compute (`ncu`, cuset.execute.perf.ncu): where
-no `ncu` is installed their record says so; profiling them from the evaluation is not
-wired yet (see `bench/kernel_perf.py`, which refuses rather than guess), so a GPU run
-records `not_measured` with that reason for them.
+- KernelBench answers: CUDA events, KernelBench's way (cuset.evaluate.perf.kernelbench_runner);
+- CUDABench programs: Nsight Compute metrics and the official roofline score
+  (cuset.evaluate.perf.cudabench_runner); where no `ncu` is installed each record says
+  "ncu not installed: not measured".
 """
 
 from __future__ import annotations
@@ -15,30 +15,43 @@ from __future__ import annotations
 import logging
 
 from cuset.evaluate.perf.options import PerfOptions
-from cuset.evaluate.perf.records import FAILED, NOT_ON_CPU, NOT_PASSED, not_measured
+from cuset.evaluate.perf.records import FAILED, NCU_NOT_INSTALLED, NOT_ON_CPU, NOT_PASSED, not_measured
 from cuset.execute.result import ExecResult, printable
 
 log = logging.getLogger(__name__)
-CUDABENCH_NOT_WIRED = ("not measured: CUDABench programs are profiled with Nsight Compute, which the evaluation "
-                       "does not run yet (the roofline arithmetic is cuset.execute.perf.ncu)")
 
 
-def measure(task, code: str | None, result: ExecResult, backend_name: str, options: PerfOptions, *,
-            sandbox=None, workdir=None, program_memory_bytes: int | None = None,
-            extra_env: dict | None = None) -> dict:
+def measure(task, code: str | None, result: ExecResult, backend, options: PerfOptions, *,
+            eval_options=None, cache=None, workspace=None) -> dict:
+    """The perf record of one sample. `backend` is the backend object (or its name); the
+    CUDABench profile reuses the evaluation's compile `cache`, `workspace` and
+    `eval_options` (EvalOptions: sandbox, cases, limits), which it needs."""
+    from cuset.evaluate.pipeline import EvalOptions
+
     kind = getattr(task, "kind", "cudabench")
+    backend_name = backend if isinstance(backend, str) else backend.name
     if backend_name != "gpu":
         return not_measured(kind, NOT_ON_CPU)
     if not result.passed or not code:
         return not_measured(kind, NOT_PASSED)
-    if kind != "kernelbench":
-        return not_measured(kind, CUDABENCH_NOT_WIRED)
-    from cuset.evaluate.perf.kernelbench_runner import time_kernelbench
-    from cuset.execute.sandbox import SandboxPolicy
-
+    opts = eval_options or EvalOptions()
     try:
-        return time_kernelbench(task, code, options=options, sandbox=sandbox or SandboxPolicy(), workdir=workdir,
-                                program_memory_bytes=program_memory_bytes, extra_env=extra_env)
+        if kind == "kernelbench":
+            from cuset.evaluate.perf.kernelbench_runner import time_kernelbench
+
+            return time_kernelbench(task, code, options=options, sandbox=opts.sandbox,
+                                    workdir=workspace.runs_dir() if workspace is not None else None,
+                                    program_memory_bytes=opts.program_memory_bytes, extra_env=dict(opts.extra_env))
+        from cuset.evaluate.perf.cudabench_runner import ncu_path, profile_cudabench
+
+        ncu = ncu_path(options.ncu)
+        if ncu is None:
+            return not_measured(kind, NCU_NOT_INSTALLED)
+        if isinstance(backend, str) or cache is None or workspace is None:
+            raise ValueError("profiling a CUDABench program needs the backend object, its compile cache and the "
+                             "evaluation's workspace")
+        return profile_cudabench(task, code, backend=backend, cache=cache, workspace=workspace, options=opts,
+                                 perf=options, ncu=ncu)
     except Exception as e:  # noqa: BLE001 - a bug of ours: the sample keeps its verdict, gets no time
         log.error("timing %s failed", getattr(task, "id", "?"), exc_info=e)
         return {"status": FAILED, "kind": kind, "reason": printable(f"the timing raised {type(e).__name__}: {e}")[:500]}

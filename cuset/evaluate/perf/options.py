@@ -19,7 +19,14 @@ class PerfOptions:
     step_timeout: float = option(300.0, help="seconds for one step of a timing run (import, build, trials)")
     seed: int = option(42, help="seed of the timed inputs and of the models' parameters")
     suspect_speedup: float = option(2.0, help="speedups over eager above this are listed for review")
+    ncu: str = option("ncu", help="CUDABench: the Nsight Compute CLI (a name on PATH or a path); a sample whose "
+                                  "program passed is profiled with it (`ncu --metrics ... --csv`) for the official "
+                                  "roofline score; where it is missing each record says 'ncu not installed'")
+    profile_timeout: float = option(300.0, help="CUDABench: seconds for the program's run under ncu (it replays "
+                                                "every kernel once per metric pass, so far slower than a plain run)")
 
     def __post_init__(self):
+        if self.profile_timeout <= 0:
+            raise ValueError(f"perf profile_timeout={self.profile_timeout}: need a positive number of seconds")
         if self.warmup < 0 or self.trials < 1:
             raise ValueError(f"perf warmup={self.warmup}, trials={self.trials}: need warmup >= 0 and trials >= 1")

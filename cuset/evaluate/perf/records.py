@@ -10,7 +10,11 @@
 - {"status": "unbelievable", "kind": ..., "reason": ...}: the timing run's record failed the
    parent's checks (cuset.execute.perf.claims): no time, never a speedup
 - {"status": "failed", "kind": ..., "reason": ...}: the timing run itself failed (timeout,
-   crash, outputs that differ from the reference on the timed inputs)
+   crash, outputs that differ from the reference on the timed inputs; CUDABench: the run
+   under ncu failed, compare.py refused its outputs, or ncu had no access to the counters)
+- {"status": "unreadable", "kind": "cudabench", "reason": ...}: the profiler's output file
+  (written inside the sandbox, next to the program) could not be read as ncu CSV: missing,
+  oversized, a link, malformed rows, metrics missing (the reason names file, line and field)
 
 Speeds are only ever GPU numbers: on the CPU backend nothing is timed.
 """
@@ -18,9 +22,12 @@ Speeds are only ever GPU numbers: on the CPU backend nothing is timed.
 from __future__ import annotations
 
 MEASURED, NOT_MEASURED, UNBELIEVABLE, FAILED = "measured", "not_measured", "unbelievable", "failed"
-STATUSES = (MEASURED, NOT_MEASURED, UNBELIEVABLE, FAILED)
+UNREADABLE = "unreadable"
+STATUSES = (MEASURED, NOT_MEASURED, UNBELIEVABLE, FAILED, UNREADABLE)
 NOT_ON_CPU = "not measured on the CPU backend"
 NOT_PASSED = "not timed: the program did not pass"
+NCU_NOT_INSTALLED = ("ncu not installed: not measured (CUDABench's score needs Nsight Compute; install it or set "
+                     "perf_timing.ncu to its path)")
 
 
 def not_measured(kind: str, reason: str) -> dict:
@@ -36,5 +43,12 @@ def kernelbench_measured(candidate: dict, eager: dict, compiled: dict | None, *,
             "speedup_compile": compiled["mean"] / candidate["mean"] if compiled else None}
 
 
-def cudabench_measured(roofline: dict, *, device: str) -> dict:
-    return {"status": MEASURED, "kind": "cudabench", "device": device, "roofline": roofline}
+def cudabench_measured(roofline: dict, *, device: str, launches: int) -> dict:
+    """A CUDABench profile: the program's roofline (its scoring kernel's BU, CE and score, and
+    every kernel's metrics) and how many kernel launches ncu profiled."""
+    return {"status": MEASURED, "kind": "cudabench", "device": device, "launches": launches, "roofline": roofline}
+
+
+def perf_problem(status: str, kind: str, reason: str) -> dict:
+    """A record without a measurement: failed, unbelievable or unreadable, with why."""
+    return {"status": status, "kind": kind, "reason": reason}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cuset.evaluate.perf.records import NOT_ON_CPU
 from cuset.evaluate.perf.summary import FAST_P
 
 SUSPECT_LISTED = 20
@@ -17,8 +18,9 @@ def perf_section(perf: dict | None) -> list[str]:
         return []
     lines = ["## Performance", ""]
     if not perf.get("measured"):
-        lines += [f"Kernel speed: {perf.get('reason') or 'not measured'}. No time is reported (a CPU time is no GPU "
-                  "number).", ""]
+        reason = perf.get("reason") or "not measured"
+        lines += [f"Kernel speed: {reason}. No time is reported"
+                  + (" (a CPU time is no GPU number)." if reason == NOT_ON_CPU else "."), ""]
         return lines
     lines += [f"Timed on: {', '.join(perf.get('devices') or ['?'])}. Timing records: "
               + ", ".join(f"{k} {v}" for k, v in sorted(perf.get("statuses", {}).items())) + ".", ""]
@@ -52,4 +54,9 @@ def perf_section(perf: dict | None) -> list[str]:
                   f"| {cb['n_measured']} of {cb['n_passed']} | {_num(cb['mean_score'], '{:.3f}')} | "
                   f"{_num(cb['mean_bandwidth_utilisation'], '{:.3f}')} | {_num(cb['mean_compute_efficiency'], '{:.3f}')} | "
                   f"{_num(cb['mean_score_all'], '{:.3f}')} |", ""]
+        unmeasured = cb.get("unmeasured") or {}
+        if unmeasured:
+            lines.append(f"Passes without a roofline score ({sum(unmeasured.values())}):")
+            lines += [f"- {n} x {why}" for why, n in list(unmeasured.items())[:SUSPECT_LISTED]]
+            lines.append("")
     return lines

@@ -142,4 +142,14 @@ def _cudabench(tasks: dict) -> dict:
         out[f"mean_{key}"] = fmean(m[key] for m in measured) if measured else None
     # the official harness's average: every sample, failures (and unmeasured ones) scored 0
     out["mean_score_all"] = fmean((believed_roofline(r) or {}).get("score", 0.0) for r in samples)
+    # why passes went unscored ("ncu not installed: ...", "unreadable: ncu.csv:12: ..."), counted
+    out["unmeasured"] = dict(Counter(_why_unmeasured(r.perf) for r in samples
+                                     if r.passed and not believed_roofline(r)).most_common())
     return out
+
+
+def _why_unmeasured(perf: dict | None) -> str:
+    if not perf:
+        return "no perf record"
+    reason = str(perf.get("reason", ""))
+    return reason if perf.get("status") == NOT_MEASURED else f"{perf.get('status')}: {reason}"

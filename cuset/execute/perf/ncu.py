@@ -60,6 +60,7 @@ NO_FLOPS = 1e-9                  # FLOP/s below this: a kernel without floating-
 BELIEVABLE_RATIO = 1.5           # BU or CE beyond this is no measurement (counters are within ~1 of peak)
 HEADER = ("ID", "Kernel Name", "Metric Name", "Metric Value")
 PREFIX = {"": 1.0, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15}
+NCU_MESSAGE = re.compile(r"==[A-Z]+==")
 PER_TIME = {"second": 1.0, "msecond": 1e3, "usecond": 1e6, "nsecond": 1e9}
 
 
@@ -126,14 +127,17 @@ def unit_scale(unit: str) -> float:
 def parse_ncu_csv(text: str, source: str = "ncu csv") -> list[NcuRow]:
     """The metric rows of ncu's CSV; lines before its header (==PROF== lines, the program's
     own output) are skipped. Raises NcuCsvError naming the line of a bad row."""
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if all(f'"{h}"' in line for h in HEADER)), None)
+    # ncu's own messages (==PROF==, ==WARNING==, ==ERROR== lines) may come before and after the table
+    numbered = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if not NCU_MESSAGE.match(line)]
+    start = next((i for i, (_, line) in enumerate(numbered) if all(f'"{h}"' in line for h in HEADER)), None)
     if start is None:
         raise NcuCsvError(f"{source}: no ncu CSV header (a line with {', '.join(HEADER)}); was ncu run with --csv "
                           "and did it profile any kernel?")
-    reader = csv.DictReader(io.StringIO("\n".join(lines[start:])))
+    reader = csv.DictReader(io.StringIO("\n".join(line for _, line in numbered[start:])))
+    line_of = [n for n, _ in numbered[start + 1:]]
     rows = []
-    for offset, rec in enumerate(reader, start=start + 2):
+    for k, rec in enumerate(reader):
+        offset = line_of[k] if k < len(line_of) else "?"   # one CSV record per line, as ncu writes them
         if rec.get("ID") is None or rec.get("Metric Value") is None:
             raise NcuCsvError(f"{source}:{offset}: a row with fewer columns than the header")
         raw = rec["Metric Value"].replace(",", "").strip()

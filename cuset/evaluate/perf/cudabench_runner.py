@@ -1,0 +1,135 @@
+"""Profile one passing CUDABench program with Nsight Compute, the official harness's way.
+
+    perf = profile_cudabench(task, code, backend=gpu, cache=cache, workspace=ws, options=eval_opts,
+                             perf=PerfOptions())
+    perf["roofline"]["score"]
+
+The official harness (`eval_eff_only`) runs every passing program once more under
+`ncu --metrics <its list> --csv` and scores the CSV (cuset.execute.perf.ncu). Here:
+
+1. the program's executable comes from the compile cache (it was just built to pass),
+   its inputs from the workspace (gen.py's data of the first input case, as verified);
+2. `ncu --metrics ... --csv --log-file ncu.csv <program>` runs in the program's
+   sandbox (pipeline.run_wrapped: a fresh run dir with copies of the inputs, the
+   program's limits, the GPU devices), with its own timeout (`profile_timeout`: ncu
+   replays every kernel once per metric pass) and ncu's install dir bound read-only;
+3. the run's outputs pass the same checks as any run (declared size, written by this
+   run) and compare.py once more: a program that only passes unprofiled is `failed`;
+4. ncu.csv is the program's neighbour (same uid, same dir: the program could have
+   written it), so it is hostile input: read through untrusted_files (no links, a
+   regular file of at most NCU_CSV_LIMIT bytes), parsed strictly, and the ratios
+   checked (ncu.check_believable). Each failure is a named perf status of this
+   sample (`unreadable`, `unbelievable`, `failed`, see cuset.evaluate.perf.records);
+   none raises.
+
+Without an `ncu` the caller records "ncu not installed: not measured" (no other timer
+stands in for the official score: a CUDA-event time is not the roofline score).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import subprocess
+from functools import lru_cache
+from pathlib import Path
+
+from cuset.evaluate.perf.options import PerfOptions
+from cuset.evaluate.perf.records import FAILED, UNBELIEVABLE, UNREADABLE, cudabench_measured, perf_problem
+from cuset.evaluate.pipeline import EvalOptions, compare_outputs, run_wrapped
+from cuset.execute.perf.ncu import NCU_METRICS, NcuCsvError, check_believable, parse_ncu_csv, program_roofline
+from cuset.execute.result import printable
+from cuset.execute.untrusted_files import UnsafeOutput, read_bounded
+
+NCU_FILE = "ncu.csv"
+# ncu writes about 3 KB of CSV per profiled launch (14 metrics): 16 MiB is ~5,000 launches,
+# far beyond a CUDABench program; more is refused, never read.
+NCU_CSV_LIMIT = 16 << 20
+NO_PERMISSION = re.compile(r"ERR_NVGPUCTRPERM[^\n]*")
+KIND = "cudabench"
+
+
+def ncu_path(name: str) -> Path | None:
+    """The ncu executable (resolved through links, so its installation can be bound into
+    the sandbox), or None when there is none."""
+    found = shutil.which(name)
+    return Path(found).resolve() if found else None
+
+
+def ncu_argv(ncu: Path) -> tuple[str, ...]:
+    """The wrapper in front of the program: the official harness's metric list, CSV, to a file."""
+    return (str(ncu), "--metrics", ",".join(NCU_METRICS), "--csv", "--log-file", NCU_FILE)
+
+
+@lru_cache(maxsize=None)
+def gpu_name(device: str) -> str:
+    """The host's name for GPU `device` (nvidia-smi), never the profiled program's word."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "unknown GPU (nvidia-smi not installed)"
+    try:
+        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader", "-i", device.split(",")[0]],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown GPU (nvidia-smi: {type(e).__name__})"
+    name = out.stdout.strip().splitlines()[:1]
+    return printable(name[0])[:100] if out.returncode == 0 and name else "unknown GPU (nvidia-smi failed)"
+
+
+def profile_cudabench(task, code: str, *, backend, cache, workspace, options: EvalOptions, perf: PerfOptions,
+                      ncu: Path) -> dict:
+    """The perf record (cuset.evaluate.perf.records) of a passing CUDABench program."""
+    outcome = cache.submit(code).result()
+    if not outcome.ok:
+        return perf_problem(FAILED, KIND, f"the program no longer compiles: {printable(outcome.detail)[:300]}")
+    case = options.cases[0]
+    prepared = workspace.prepare(task, case)
+    if prepared.problem:
+        return perf_problem(FAILED, KIND, f"the task's data are unusable (case {case}): {prepared.problem}")
+    opts = dataclasses.replace(options, timeouts=dataclasses.replace(options.timeouts, run=perf.profile_timeout))
+    run_dir, why, step = run_wrapped(task, case, prepared, outcome.executable, backend, workspace, opts,
+                                     wrapper=ncu_argv(ncu), readonly=(ncu.parent,), name=f"profile[case={case}]",
+                                     min_file_bytes=NCU_CSV_LIMIT + (1 << 20), keep_failed=True)
+    try:
+        return _judge_profile(task, case, prepared, run_dir, why, step, backend, workspace, options)
+    finally:
+        workspace.discard(run_dir)
+
+
+def _judge_profile(task, case, prepared, run_dir: Path, why: str, step, backend, workspace,
+                   options: EvalOptions) -> dict:
+    said = f"{step.stderr}\n{step.stdout}"
+    try:
+        raw = read_bounded(run_dir, NCU_FILE, NCU_CSV_LIMIT)
+    except UnsafeOutput as e:
+        raw, unsafe = None, f"{NCU_FILE}: {printable(str(e))[:300]}"
+    else:
+        unsafe = ""
+    text = raw.decode("utf-8", errors="replace") if raw is not None else ""
+    denied = NO_PERMISSION.search(said) or NO_PERMISSION.search(text)
+    if denied:   # ncu's own refusal, in its log or on the terminal, whatever the program then did
+        return perf_problem(FAILED, KIND, "ncu may not read the GPU's performance counters "
+                                          f"({printable(denied.group(0))[:200]}): allow profiling for non-admin "
+                                          "users (NVreg_RestrictProfilingToAdminUsers=0) or run as an admin")
+    if why:
+        return perf_problem(FAILED, KIND, f"the run under ncu failed: {printable(why)[:400]}")
+    ok, why_not, _ = compare_outputs(task, case, prepared, run_dir, workspace, options, f"profile-compare[case={case}]")
+    if not ok:
+        return perf_problem(FAILED, KIND, f"on the profiled run, compare.py: {printable(why_not)[:400]}")
+    if unsafe:
+        return perf_problem(UNREADABLE, KIND, unsafe)
+    if raw is None:
+        tail = printable(said.strip().splitlines()[-1] if said.strip() else "")[:300]
+        return perf_problem(UNREADABLE, KIND, f"ncu wrote no {NCU_FILE} (its last words: {tail!r})")
+    try:
+        rows = parse_ncu_csv(text, NCU_FILE)
+        program = program_roofline(rows, NCU_FILE)
+    except NcuCsvError as e:
+        return perf_problem(UNREADABLE, KIND, printable(str(e))[:500])
+    try:
+        check_believable(program, NCU_FILE)
+    except NcuCsvError as e:
+        return perf_problem(UNBELIEVABLE, KIND, printable(str(e))[:500])
+    return cudabench_measured(program.to_json(), device=gpu_name(str(getattr(backend, "device", "0"))),
+                              launches=len({r.launch for r in rows}))
