@@ -23,7 +23,6 @@ are what to compare).
 
 from __future__ import annotations
 
-import datetime
 import importlib.metadata
 import os
 import platform
@@ -34,6 +33,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from cuset import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = ROOT / "bench" / "results"
@@ -53,12 +54,7 @@ def _run(argv: list[str]) -> str | None:
 
 def git_state() -> dict:
     """HEAD and the uncommitted changes (bench/results/ excluded) of the checkout the script runs from."""
-    commit = (_run(["git", "rev-parse", "HEAD"]) or "").strip()
-    if not commit:
-        return {"commit": None, "dirty": None, "note": "not a git checkout (or git is missing)"}
-    status = _run(["git", "status", "--porcelain", "--", ".", f":(exclude){RESULTS_DIR.relative_to(ROOT)}"]) or ""
-    changed = [line[3:] for line in status.splitlines() if line.strip()]  # "XY path"
-    return {"commit": commit, "dirty": bool(changed), "changed_paths": changed[:50]}
+    return provenance.git_state(ROOT, exclude=(str(RESULTS_DIR.relative_to(ROOT)),))
 
 
 def _cpu_model() -> str:
@@ -107,9 +103,7 @@ def machine() -> dict:
     }
 
 
-def load_average() -> dict:
-    one, five, fifteen = os.getloadavg()
-    return {"1min": round(one, 2), "5min": round(five, 2), "15min": round(fifteen, 2)}
+load_average = provenance.load_average
 
 
 @dataclass(frozen=True)
@@ -153,5 +147,5 @@ def start_record(variant: str = "", argv: list[str] | None = None) -> BenchRecor
     shown = os.path.relpath(Path(argv[0]).resolve(), ROOT) if argv[0].endswith(".py") else argv[0]
     return BenchRecord(
         script=script, variant=variant, command=shlex.join(["python", shown, *argv[1:]]), argv=argv[1:],
-        date_utc=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        date_utc=provenance.utc_now(),
         git=git_state(), machine=machine(), load_before=load_average())

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cuset.demo.config import DemoConfig
 from cuset.io import atomic_write_text
+from cuset.provenance import provenance
 
 METRIC = "function@1"
 
@@ -46,6 +47,7 @@ def run_regime(cfg: DemoConfig) -> Path:
         levels.append(run)
     doc = regime_map([(steps, run.out) for steps, run in zip(cfg.regime_level_list(), levels)], out)
     doc["wall_s"] = round(time.perf_counter() - started, 1)
+    doc["provenance"] = provenance()  # of the map; each level's report.json keeps its own
     return write_map(doc, out)
 
 
@@ -95,7 +97,7 @@ def calibrate(cfg: DemoConfig, checkpoints: list[int]) -> Path:
                                  "mechanism": base_mechanism(samples, tau=cfg.tau)}
         atomic_write_text(path, json.dumps(doc, indent=1))
     doc.update(warmup_steps_total=checkpoints[-1], warmup_lr=cfg.warmup_lr, n_warmup=cfg.n_warmup,
-               seconds=StepLog(out, "calibration").seconds)
+               seconds=StepLog(out, "calibration").seconds, provenance=provenance())
     atomic_write_text(path, json.dumps(doc, indent=1))
     lines = ["# Base-strength calibration", "",
              f"One warm-up of {checkpoints[-1]} steps (lr {cfg.warmup_lr}, {cfg.n_warmup} warm-up tasks); each "
@@ -193,7 +195,7 @@ def _share(x) -> str:
 
 
 def regime_markdown(doc: dict) -> str:
-    from cuset.demo.report import row_label
+    from cuset.demo.report import PREMISE_MAX_LOW, WEAK_MIN_LOW, regime_of, row_label
 
     levels = doc["levels"]
     arms = sorted({m for row in levels for m in row["methods"]}, key=_arm_order(doc))
@@ -215,20 +217,23 @@ def regime_markdown(doc: dict) -> str:
     lines += ["", "![map](regime.png)", "", "## Each base before fine-tuning (fine-tuning references)", "",
               "Low = target tokens at p <= tau, the ones CuSeT's confidence mask leaves out of the loss. The paper's "
               "premise (its Fig. 1): a base that finds most target tokens likely, CUDA-sensitive tokens less "
-              "confident than neutral ones.", "",
+              f"confident than neutral ones. Regime: premise = at most {100 * PREMISE_MAX_LOW:.0f}% low tokens and "
+              f"sensitive tokens significantly less confident (KS p < 0.05); weak = over {100 * WEAK_MIN_LOW:.0f}% "
+              "low tokens; between otherwise.", "",
               "| k | NLL | Low tokens | Low CUDA-sensitive | Low neutral | Mean p CUDA-sensitive | Mean p neutral "
-              "| KS D | KS p |", "|---|---|---|---|---|---|---|---|---|"]
+              "| KS D | KS p | Regime |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in levels:
         m = row["mechanism"]
         if not m:
-            lines.append(f"| {row['warmup_steps']} | {row['base_nll']:.3f} | not recorded | | | | | | |")
+            lines.append(f"| {row['warmup_steps']} | {row['base_nll']:.3f} | not recorded | | | | | | | |")
             continue
+        regime = regime_of({"mechanism": m})[0]
         fit, ks = m["fit"], m["ks"] or {}
         mean = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
         lines.append(f"| {row['warmup_steps']} | {row['base_nll']:.3f} | {_share(fit.get('share_low'))} | "
                      f"{_share(fit.get('share_low_sensitive'))} | {_share(fit.get('share_low_neutral'))} | "
                      f"{mean(m['mean_conf_sensitive'])} | {mean(m['mean_conf_neutral'])} | "
-                     f"{mean(ks.get('statistic'))} | {_p(ks.get('pvalue'))} |")
+                     f"{mean(ks.get('statistic'))} | {_p(ks.get('pvalue'))} | {regime} |")
     lines += ["", "## Tokens each arm left out of the loss over training", "",
               "dropped_frac of the training log: the share of target tokens whose loss coefficient is 0 (for CuSeT: "
               "p <= tau and outside the CUDA mask), at the first and last logged step and averaged over them "

@@ -11,6 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cuset.io import atomic_write_text
+from cuset.provenance import provenance
 
 BASE_LABEL = "Vanilla (pretrained base)"
 PASS_KEYS = ("compile@1", "compile@3", "function@1", "function@3")
@@ -99,7 +100,8 @@ def write_report(run) -> Path:
                             "cuda_token_share": t["data"]["cuda_tokens"] / max(1, t["data"]["supervised_tokens"])}
                         for m, t in trains.items()},
            "base_model": base_model_facts(run.vanilla), "timings_s": run.timings,
-           "time": run_time(run.timings, run.reused, time.perf_counter() - run.started)}
+           "time": run_time(run.timings, run.reused, time.perf_counter() - run.started),
+           "provenance": provenance()}
     return _write(add_statistics(doc, out), out)
 
 
@@ -276,6 +278,41 @@ def _warmup_text(cfg: dict) -> str:
             "variant, size) points that neither the fine-tuning nor the evaluation set holds (checked) (\"vanilla\").")
 
 
+# The regime a base is in, from its mechanism statistics on the fine-tuning references. The
+# paper's premise (its Fig. 1, on 4B-32B code models): the base already finds almost every target
+# token likely, so the few at p <= tau are replaceable noise the confidence mask may drop, and
+# CUDA-sensitive tokens are the less confident ones. Thresholds on the share of tokens at p <= tau:
+PREMISE_MAX_LOW = 0.05   # at most 5% dropped by the mask: "few tokens at p <= tau"
+WEAK_MIN_LOW = 0.10      # over 10%: the mask drops a tenth of what the model must learn
+
+
+def regime_of(nll: dict) -> tuple[str, str]:
+    """('premise' | 'between' | 'weak' | 'unknown', why) for a base, from base_nll.json."""
+    m = nll.get("mechanism")
+    if not m or m["fit"].get("share_low") is None:
+        return "unknown", "its mechanism statistics were not recorded"
+    low, ks = m["fit"]["share_low"], m.get("ks")
+    ordered = (ks is not None and m["mean_conf_sensitive"] < m["mean_conf_neutral"] and ks["pvalue"] < 0.05)
+    order = ("CUDA-sensitive tokens are significantly less confident than neutral ones" if ordered
+             else "CUDA-sensitive tokens are not significantly less confident than neutral ones")
+    if low <= PREMISE_MAX_LOW and ordered:
+        return "premise", f"{100 * low:.1f}% of target tokens at p <= tau (at most {100 * PREMISE_MAX_LOW:.0f}%) and {order}"
+    if low > WEAK_MIN_LOW:
+        return "weak", (f"{100 * low:.1f}% of target tokens at p <= tau (over {100 * WEAK_MIN_LOW:.0f}%): the mask "
+                        "drops tokens the model has yet to learn")
+    return "between", f"{100 * low:.1f}% of target tokens at p <= tau and {order}"
+
+
+REGIME_WORDS = {"premise": "the paper's premise holds on this base", "between": "between the weak and the premise regime",
+                "weak": "weak base: the paper's premise does not hold", "unknown": "not determined"}
+
+
+def regime_sentence(nll: dict, tau: float) -> str:
+    regime, why = regime_of(nll)
+    return (f"**Regime: {REGIME_WORDS[regime]}** ({why}; tau = {tau}; `cuset demo --regime` maps CuSeT against SFT "
+            "across base strengths).")
+
+
 def _mechanism_text(m: dict | None, tau: float) -> str:
     """The paper's premise on this base (fine-tuning references), as a clause."""
     if not m or not m["fit"].get("n_tokens"):
@@ -316,6 +353,8 @@ def _markdown(doc: dict) -> str:
         f"tasks, {seeds} seed(s) each. Each model generated {cfg['samples']} samples for each of {cfg['n_eval']} "
         f"held-out tasks (holdout: {cfg['holdout']}), which were compiled with nvcc and run on the CPU execution "
         "backend.",
+        "",
+        regime_sentence(nll, cfg["tau"]),
         "",
         "## Results (Table 2/3 shape)",
         "",

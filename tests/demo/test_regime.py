@@ -111,3 +111,24 @@ def test_calibrate_needs_regime_and_integer_steps(tmp_path):
     res = CliRunner().invoke(app, ["demo", "--regime", "--fast", "--calibrate", "2,four", "--out", str(tmp_path / "y")])
     assert res.exit_code == 2 and "comma-separated warm-up steps, e.g. 10,20,40; got '2,four'" in _words(res.output)
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def _nll(share_low, sensitive, neutral, pvalue):
+    return {"nll": 0.1, "mechanism": {"fit": {"share_low": share_low}, "mean_conf_sensitive": sensitive,
+                                      "mean_conf_neutral": neutral, "ks": {"statistic": 0.2, "pvalue": pvalue}}}
+
+
+def test_regime_of_a_base_from_its_mechanism_statistics():
+    from cuset.demo.report import regime_of
+
+    # the committed calibration's k = 0 and k = 40 rows (docs): weak, then the premise
+    assert regime_of(_nll(0.144, 0.579, 0.897, 1e-300))[0] == "weak"
+    assert regime_of(_nll(0.014, 0.924, 0.971, 1e-40))[0] == "premise"
+    assert regime_of(_nll(0.062, 0.765, 0.931, 1e-40))[0] == "between"
+    # few low tokens, but sensitive tokens not less confident, or not significantly: not the premise
+    assert regime_of(_nll(0.02, 0.95, 0.90, 1e-9))[0] == "between"
+    assert regime_of(_nll(0.02, 0.90, 0.95, 0.2))[0] == "between"
+    assert regime_of(_nll(0.05, 0.90, 0.95, 0.01))[0] == "premise"   # the bounds are inclusive
+    assert regime_of(_nll(0.1, 0.90, 0.95, 0.01))[0] == "between" and regime_of(_nll(0.1001, 0.9, 0.95, 0.01))[0] == "weak"
+    regime, why = regime_of({"nll": 1.0})
+    assert regime == "unknown" and "not recorded" in why
