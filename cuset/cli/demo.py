@@ -31,11 +31,12 @@ def register(root: typer.Typer) -> None:
                                     "warmed up for each of regime_levels steps (sft, cuset, cuset:noconf:noregion, "
                                     "cuset:wnorm; one seed), a table and figure of function Pass@1 minus SFT against "
                                     "base NLL (<out>/regime.md). With --fast: the same machinery in about a minute."),
-        calibrate: Optional[str] = typer.Option(None, "--calibrate", help="With --regime, run no map: one warm-up "
-                                                "that saves the base at each of these comma-separated steps (e.g. "
-                                                "10,20,40,80), each scored on the fine-tuning set (NLL, tokens at "
-                                                "p <= tau): which regime_levels give weak, mid and strong bases "
-                                                "(<out>/calibration.md)."),
+        calibrate: Optional[str] = typer.Option(None, "--calibrate", help="Run no fine-tuning: one warm-up of this "
+                                                "config's base that saves it at each of these comma-separated steps "
+                                                "(e.g. 10,20,40,80), each scored on the fine-tuning set (NLL, tokens "
+                                                "at p <= tau, regime): which warmup_steps / regime_levels give weak, "
+                                                "mid and strong bases (<out>/calibration.md). Combines with --fast, "
+                                                "--study and --regime (their configs)."),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/demo-<timestamp>); "
                                                "an existing one is resumed."),
         report_from: Optional[Path] = typer.Option(None, "--report-from", help="Run nothing: recompute the "
@@ -64,15 +65,15 @@ def register(root: typer.Typer) -> None:
         cfg = stage_config(ctx, DemoConfig, config, base=base)
         if out_dir is not None:
             cfg = replace(cfg, out=str(out_dir))
-        if calibrate is not None and not regime:
-            raise typer.BadParameter("--calibrate picks the levels of the base-strength map: use it with --regime")
-        if regime and calibrate is not None:
+        if calibrate is not None:
             from cuset.demo.regime import calibrate as run_calibration
 
             try:
                 steps = [int(x) for x in calibrate.split(",") if x.strip()]
+                if not steps or min(steps) < 1:
+                    raise ValueError
             except ValueError:
-                raise typer.BadParameter(f"--calibrate takes comma-separated warm-up steps, e.g. 10,20,40; got "
+                raise typer.BadParameter(f"--calibrate takes comma-separated warm-up steps >= 1, e.g. 10,20,40; got "
                                          f"{calibrate!r}") from None
             report = run_calibration(cfg, steps)
         elif regime:

@@ -105,11 +105,11 @@ def _words(output: str) -> str:
     return " ".join(output.replace("│", " ").split())
 
 
-def test_calibrate_needs_regime_and_integer_steps(tmp_path):
-    res = CliRunner().invoke(app, ["demo", "--fast", "--calibrate", "2,4", "--out", str(tmp_path / "x")])
-    assert res.exit_code == 2 and "use it with --regime" in _words(res.output)
+def test_calibrate_needs_integer_steps(tmp_path):
+    res = CliRunner().invoke(app, ["demo", "--fast", "--calibrate", "0,4", "--out", str(tmp_path / "x")])
+    assert res.exit_code == 2 and "warm-up steps >= 1, e.g. 10,20,40; got '0,4'" in _words(res.output)
     res = CliRunner().invoke(app, ["demo", "--regime", "--fast", "--calibrate", "2,four", "--out", str(tmp_path / "y")])
-    assert res.exit_code == 2 and "comma-separated warm-up steps, e.g. 10,20,40; got '2,four'" in _words(res.output)
+    assert res.exit_code == 2 and "comma-separated warm-up steps >= 1, e.g. 10,20,40; got '2,four'" in _words(res.output)
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
