@@ -64,6 +64,7 @@ def calibrate(cfg: DemoConfig, checkpoints: list[int]) -> Path:
 
     import numpy as np
 
+    from cuset.demo.report import regime_of
     from cuset.demo.run import DemoRun, base_mechanism
     from cuset.experiment import StepLog
     from cuset.train.run import SUMMARY_NAME, train
@@ -103,12 +104,12 @@ def calibrate(cfg: DemoConfig, checkpoints: list[int]) -> Path:
              f"One warm-up of {checkpoints[-1]} steps (lr {cfg.warmup_lr}, {cfg.n_warmup} warm-up tasks); each "
              "checkpoint scored on the first 64 fine-tuning references.", "",
              "| Warm-up step | NLL | Low tokens (p <= tau) | Low CUDA-sensitive | Low neutral | Mean p sensitive | "
-             "Mean p neutral |", "|---|---|---|---|---|---|---|"]
+             "Mean p neutral | Regime |", "|---|---|---|---|---|---|---|---|"]
     for row in sorted(doc["levels"].values(), key=lambda r: r["warmup_steps"]):
         m = row["mechanism"]
         lines.append(f"| {row['warmup_steps']} | {row['nll']:.3f} | {_share(m['fit'].get('share_low'))} | "
                      f"{_share(m['fit'].get('share_low_sensitive'))} | {_share(m['fit'].get('share_low_neutral'))} | "
-                     f"{m['mean_conf_sensitive']:.3f} | {m['mean_conf_neutral']:.3f} |")
+                     f"{m['mean_conf_sensitive']:.3f} | {m['mean_conf_neutral']:.3f} | {regime_of(row)[0]} |")
     atomic_write_text(out / "calibration.md", "\n".join(lines) + "\n")
     return out / "calibration.md"
 
