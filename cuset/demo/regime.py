@@ -195,6 +195,34 @@ def _share(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+def conclusion_lines(doc: dict) -> list[str]:
+    """Per CuSeT arm, the levels where it beats SFT significantly, loses significantly, or shows no
+    difference the data can tell, each level with its base's regime; written from the numbers,
+    whatever they say. With one run per arm the intervals cover task sampling only, so a
+    'significant' there is about these training runs, not the method (the powered run is needed)."""
+    from cuset.demo.report import REGIME_WORDS, regime_of, row_label
+
+    lines = []
+    arms = sorted({m for row in doc["levels"] for m in row["paired"]}, key=_arm_order(doc))
+    for arm in arms:
+        verdicts = {"beats": [], "loses to": [], "shows no significant difference from": [], "cannot be tested against": []}
+        for row in doc["levels"]:
+            p = row["paired"].get(arm)
+            if p is None:
+                continue
+            regime = regime_of({"mechanism": row["mechanism"]})[0] if row["mechanism"] else "unknown"
+            where = f"k = {row['warmup_steps']} (base NLL {row['base_nll']:.3f}, {REGIME_WORDS[regime]}: {_cell(p)})"
+            key = ("cannot be tested against" if p["p_value"] is None else "shows no significant difference from"
+                   if not p["significant"] else "beats" if p["delta"] > 0 else "loses to")
+            verdicts[key].append(where)
+        single = any(p["run_variance"] != "estimated" for row in doc["levels"]
+                     for p in [row["paired"].get(arm)] if p)
+        parts = [f"{verb} SFT at " + "; ".join(where) for verb, where in verdicts.items() if where]
+        lines.append(f"- {row_label(arm)} {' and '.join(parts)}."
+                     + (" One run per arm: the intervals cover task sampling only." if single else ""))
+    return lines or ["- No fine-tuned arm besides SFT was run."]
+
+
 def regime_markdown(doc: dict) -> str:
     from cuset.demo.report import PREMISE_MAX_LOW, WEAK_MIN_LOW, regime_of, row_label
 
@@ -215,7 +243,8 @@ def regime_markdown(doc: dict) -> str:
         sft_text = "n/a" if sft is None else f"{100 * sft['mean']:.1f}"
         lines.append(f"| [{row['warmup_steps']}]({row['dir']}/report.md) | {row['base_nll']:.3f} | {sft_text} | "
                      + " | ".join(_cell(row["paired"].get(m)) for m in others) + " |")
-    lines += ["", "![map](regime.png)", "", "## Each base before fine-tuning (fine-tuning references)", "",
+    lines += ["", "![map](regime.png)", "", "## What the map says", ""] + conclusion_lines(doc) + [
+              "", "## Each base before fine-tuning (fine-tuning references)", "",
               "Low = target tokens at p <= tau, the ones CuSeT's confidence mask leaves out of the loss. The paper's "
               "premise (its Fig. 1): a base that finds most target tokens likely, CUDA-sensitive tokens less "
               f"confident than neutral ones. Regime: premise = at most {100 * PREMISE_MAX_LOW:.0f}% low tokens and "

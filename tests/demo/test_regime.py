@@ -132,3 +132,28 @@ def test_regime_of_a_base_from_its_mechanism_statistics():
     assert regime_of(_nll(0.1, 0.90, 0.95, 0.01))[0] == "between" and regime_of(_nll(0.1001, 0.9, 0.95, 0.01))[0] == "weak"
     regime, why = regime_of({"nll": 1.0})
     assert regime == "unknown" and "not recorded" in why
+
+
+def _paired(delta, low, high, p, significant, run_variance="estimated"):
+    return {"delta": delta, "low": low, "high": high, "p_value": p, "p_holm": p, "significant": significant,
+            "n_tasks": 64, "n_seeds": [1, 1], "run_variance": run_variance, "sentence": ""}
+
+
+def test_the_maps_conclusion_is_what_each_levels_paired_comparison_says():
+    from cuset.demo.regime import conclusion_lines
+
+    weak, strong = _nll(0.144, 0.579, 0.897, 1e-300)["mechanism"], _nll(0.02, 0.889, 0.963, 1e-300)["mechanism"]
+    doc = {"metric": "function@1", "levels": [
+        {"warmup_steps": 0, "base_nll": 1.489, "mechanism": weak, "methods": {"sft": {}, "cuset": {}, "cuset:wnorm": {}},
+         "paired": {"cuset": _paired(-0.133, -0.18, -0.086, 1e-5, True),
+                    "cuset:wnorm": _paired(0.0, None, None, None, False)}},
+        {"warmup_steps": 40, "base_nll": 0.142, "mechanism": strong, "methods": {"sft": {}, "cuset": {}},
+         "paired": {"cuset": _paired(0.031, -0.02, 0.08, 0.21, False, "single_run")}}]}
+    cuset, wnorm = conclusion_lines(doc)
+    assert cuset.startswith("- CuSeT loses to SFT at k = 0 (base NLL 1.489, weak base")
+    assert "-13.3 [-18.0, -8.6] (significant)" in cuset
+    assert "and shows no significant difference from SFT at k = 40 (base NLL 0.142, the paper's premise holds" in cuset
+    assert "+3.1 [-2.0, +8.0]*" in cuset and cuset.endswith("the intervals cover task sampling only.")
+    assert "beats" not in cuset
+    assert wnorm.startswith("- CuSeT (sample weight at mean 1 per step) cannot be tested against SFT at k = 0")
+    assert conclusion_lines({"metric": "function@1", "levels": []}) == ["- No fine-tuned arm besides SFT was run."]
