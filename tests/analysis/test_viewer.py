@@ -18,7 +18,7 @@ from cuset.analysis.viewer.site import build_site, script_json
 from cuset.analysis.viewer.sources import ViewSourceError, load_records, locate_runs
 from cuset.cli.main import app
 from cuset.execute.result import Status, StepResult
-from viewer_runs import PAYLOAD, eval_run, index_data, sample_result, write_eval_dir
+from viewer_runs import PAYLOAD, STRICT_DETAIL, eval_run, index_data, sample_result, write_eval_dir
 
 
 def test_site_lists_every_sample_with_working_links(tmp_path):
@@ -58,9 +58,13 @@ def test_sample_pages_show_where_it_failed(tmp_path):
     assert '<span class="sp sp-launch_config">' in compile_page and '<span class="k">' in compile_page
     assert "Add two float32 vectors" not in compile_page and "Elementwise sum of two vectors." in compile_page  # level 2
     wrong = (pages / page_name(1, 0)).read_text()
-    cells = re.findall(r"<td>(.*?)</td>", wrong[wrong.index('id="mismatch"'):].split("</table>")[0])
-    assert cells == ["c", "3 of 1024", "7", "np.float32(2.0)", "np.float32(1.5)", "0.5", "0.25",
-                     "float32, rtol=1e-05, atol=1e-08*2"]
+    table = wrong[wrong.index('id="mismatch"'):].split("</table>")[0]
+    rows = [re.findall(r"<td>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
+    rule = "float32, rtol=1e-05, atol=1e-08*2; max abs error 1.5"
+    assert rows == [["c", "3 of 1024", "7", "2.0", "1.5", "0.5", "0.25", rule],      # the record's mismatch
+                    ["c", "3 of 1024", "9", "0.5", "-1.0", "1.5", "3", rule],
+                    ["c", "3 of 1024", "12", "4.0", "nan", "n/a", "n/a", rule]]
+    assert "recorded at evaluation (plain verdict, case 0, order forward; outputs rejected by compare.py" in wrong
     race = (pages / page_name(1, 1)).read_text()
     assert 'rejected under <b>random:1</b>, passed under forward' in race
     assert '<td id="order">random:1</td>' in race
@@ -89,6 +93,19 @@ def test_script_json_escapes_what_could_end_a_script():
     text = script_json({"a": "</script>&\u2028\u2029<!--"})
     assert not re.search("[<>&\u2028\u2029]", text)
     assert json.loads(text) == {"a": "</script>&\u2028\u2029<!--"}
+
+
+def test_a_record_without_mismatch_falls_back_to_its_detail_and_bad_ones_are_ignored():
+    old = sample_result(1, 0, Status.WRONG, detail=STRICT_DETAIL)           # a results file from before `mismatch`
+    facts = failure_facts(old)
+    assert facts.mismatch_source.startswith("parsed from the detail")
+    assert [(m.output, m.n_bad, m.index, m.got, m.expected, m.abs_error, m.rel_error) for m in facts.mismatches] == \
+        [("c", 3, "7", "np.float32(1.5)", "np.float32(2.0)", 0.5, 0.25)]
+    broken = {"outputs": [{"output": "c", "n_bad": "three"}, "junk", {"output": "d", "n_bad": 0, "n_total": 8}],
+              "not_compared": ["e: no reference file identified", 5]}
+    facts = failure_facts(sample_result(1, 0, Status.WRONG, detail="compare.py rejected", mismatch=broken))
+    assert [(m.output, m.n_bad, m.n_total, m.elements) for m in facts.mismatches] == [("d", 0, 8, ())]
+    assert facts.not_compared == ("e: no reference file identified",)
 
 
 def test_failure_facts_parsers():

@@ -18,17 +18,26 @@ PAYLOAD = ('</script><script>window.__cuset_pwned=1;document.title="pwned"</scri
            '<img src=x onerror="window.__cuset_pwned=2">')
 STRICT_DETAIL = ("case 0: strict check: output c: 3 of 1024 elements differ from c_ref.bin (float32, rtol=1e-05, "
                  "atol=1e-08*2); first at index 7: got np.float32(1.5), expected np.float32(2.0)")
+# What the evaluation records for that sample (cuset.evaluate.strict.mismatch_record's shape)
+MISMATCH = {"case": 0, "order": "forward", "verdict": "plain", "check": "compare.py", "not_compared": [],
+            "outputs": [{"output": "c", "reference": "c_ref.bin", "dtype": "float32", "rule": "rtol=1e-05, atol=1e-08*2",
+                         "n_bad": 3, "n_total": 1024, "max_abs_error": 1.5, "first": [
+                             {"index": 7, "at": "7", "got": "1.5", "expected": "2.0", "abs_error": 0.5, "rel_error": 0.25},
+                             {"index": 9, "at": "9", "got": "-1.0", "expected": "0.5", "abs_error": 1.5, "rel_error": 3.0},
+                             {"index": 12, "at": "12", "got": "nan", "expected": "4.0", "abs_error": None,
+                              "rel_error": None}]}]}
 RACE_DETAIL = ("case 0: outputs differ between thread orders forward, random:1; order random:1: compare.py "
                "rejected the outputs (printed 'F') (passes under forward)")
 COMPILE_LOG = 'kernel.cu(4): error: identifier "idx" is undefined\n      c[idx] = a[i];\n'
 
 
-def sample_result(tid, s, status, *, detail="", steps=(), name=None, family="vector", robust=None, check=""):
+def sample_result(tid, s, status, *, detail="", steps=(), name=None, family="vector", robust=None, check="",
+                  mismatch=None):
     passed = status is Status.PASSED
     return SampleResult(task_id=tid, task_name=name or f"task{tid}", family=family, sample=s, status=status,
                         detail=detail, compiled=status.compiled, ran_ok=passed or status is Status.WRONG,
                         passed=passed, n_tokens=100 + s, timings={"compile": 1.0, "total": 2.5}, backend="cpu",
-                        steps=tuple(steps), robust_status=robust, robust_check=check)
+                        steps=tuple(steps), robust_status=robust, robust_check=check, mismatch=mismatch)
 
 
 def write_eval_dir(d: Path, records, codes: dict | None = None, tasks=None, meta=None) -> Path:
@@ -53,6 +62,7 @@ def eval_run(tmp_path: Path) -> Path:
         sample_result(0, 1, Status.COMPILE_ERROR, detail='nvcc: kernel.cu(4): error: identifier "idx" is undefined',
                 steps=[StepResult("compile", 2, 1.0, stderr=COMPILE_LOG)]),
         sample_result(1, 0, Status.WRONG, detail=STRICT_DETAIL, family="reduce", robust=Status.WRONG, check="strict",
+                      mismatch=MISMATCH,
                 steps=[StepResult("run[case=0,order=forward]", 0, 0.3), StepResult("compare[case=0]", 0, 0.1, stdout="T\n")]),
         sample_result(1, 1, Status.RACE, detail=RACE_DETAIL, family="reduce",
                 steps=[StepResult("run[case=0,order=forward]", 0, 0.3), StepResult("run[case=0,order=random:1]", 0, 0.3),
