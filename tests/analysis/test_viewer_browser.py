@@ -16,7 +16,7 @@ import pytest
 from cuset.analysis.viewer.browser import BLOCKED_URLS, find_chromium, headless_chromium
 from cuset.analysis.viewer.model import page_name
 from cuset.analysis.viewer.site import build_site
-from viewer_runs import PAYLOAD, eval_run
+from viewer_runs import EVIL_CODE, PAYLOAD, eval_run
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(find_chromium() is None,
@@ -96,7 +96,10 @@ def test_a_script_payload_renders_as_text_and_never_runs(site, browser):
     scripts = driver.execute_script("return Array.from(document.scripts, s => s.src || s.type)")
     assert scripts == []                                                  # a sample page has no script at all
     assert PAYLOAD in _text(browser, "#detail")
-    assert PAYLOAD in _text(browser, "#program")
+    assert _text(browser, "#program pre.code") == EVIL_CODE               # the program's text, line for line
+    tops = driver.execute_script("return Array.from(document.querySelectorAll('#program .ln'), "
+                                 "l => [l.getBoundingClientRect().top, l.getBoundingClientRect().bottom])")
+    assert len(tops) == 2 and tops[1][0] == tops[0][1]                   # one line under the other, no blank between
     assert PAYLOAD in _text(browser, "#response")
     assert PAYLOAD in _text(browser, "#steps")
     browser.open(site / "index.html", "task=2")                           # the table builds its rows in JS

@@ -26,6 +26,7 @@ MISMATCH = {"case": 0, "order": "forward", "verdict": "plain", "check": "compare
                              {"index": 9, "at": "9", "got": "-1.0", "expected": "0.5", "abs_error": 1.5, "rel_error": 3.0},
                              {"index": 12, "at": "12", "got": "nan", "expected": "4.0", "abs_error": None,
                               "rel_error": None}]}]}
+EVIL_CODE = f"// {PAYLOAD}\nint main() {{ const char* s = \"{PAYLOAD}\"; return 1; }}\n"
 RACE_DETAIL = ("case 0: outputs differ between thread orders forward, random:1; order random:1: compare.py "
                "rejected the outputs (printed 'F') (passes under forward)")
 COMPILE_LOG = 'kernel.cu(4): error: identifier "idx" is undefined\n      c[idx] = a[i];\n'
@@ -70,7 +71,7 @@ def eval_run(tmp_path: Path) -> Path:
         sample_result(2, 0, Status.RUNTIME_ERROR, name=f"evil{PAYLOAD}", detail=f"case 0, order forward: {PAYLOAD}",
                 steps=[StepResult("run[case=0,order=forward]", 1, 0.2, stderr=PAYLOAD, stdout=PAYLOAD)]),
     ]
-    codes = {(2, 0): f"// {PAYLOAD}\nint main() {{ const char* s = \"{PAYLOAD}\"; return 1; }}\n"}
+    codes = {(2, 0): EVIL_CODE}
     tasks = [make_record(0), make_record(1, task_name="Reduce"), make_record(2, task_name="Evil")]
     return write_eval_dir(tmp_path / "run", records, codes, tasks)
 
