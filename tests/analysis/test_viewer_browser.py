@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cuset.analysis.viewer.browser import BLOCKED_URLS, find_chromium, headless_chromium
+from cuset.analysis.viewer.browser import find_chromium, headless_chromium
 from cuset.analysis.viewer.model import page_name
 from cuset.analysis.viewer.site import build_site
 from viewer_runs import EVIL_CODE, PAYLOAD, eval_run
@@ -135,5 +135,27 @@ def test_the_checks_see_a_request_leave_and_a_script_run(tmp_path, browser):
     assert browser.driver.execute_script("return window.__cuset_pwned") == 1
     assert browser.driver.title == "pwned"
     urls = browser.requested_urls()[seen:]
-    assert "http://192.0.2.1/x.png" in urls           # recorded (and blocked: http://* is in BLOCKED_URLS)
-    assert "http://*" in BLOCKED_URLS
+    assert "http://192.0.2.1/x.png" in urls           # recorded, and refused: http://* is in BLOCKED_URLS
+    assert browser.refused()["http://192.0.2.1/x.png"] == "inspector"
+
+
+def test_the_pages_policy_stops_markup_that_escaping_would_have_missed(site, browser, tmp_path):
+    """Defence in depth: a viewer page with the payload spliced in raw (as if escaping had
+    failed) still runs none of it: its Content-Security-Policy allows only the site's own
+    script file (no inline script, no event handler attribute)."""
+    page = (site / "index.html").read_text()
+    assert "script-src 'self'" in page and "default-src 'none'" in page
+    spliced = site / "spliced.html"
+    spliced.write_text(page.replace("<main>", "<main>" + PAYLOAD + '<img src="http://192.0.2.1/y.png">', 1))
+    seen = len(browser.requested_urls())
+    try:
+        browser.open(spliced)
+        driver = browser.driver
+        assert driver.execute_script("return typeof window.__cuset_pwned") == "undefined"
+        assert driver.title != "pwned"
+        assert driver.find_element("id", "count").text == "5 of 5 samples"     # the site's own script ran
+        assert "http://192.0.2.1/y.png" in browser.requested_urls()[seen:]
+        # refused: by the test's block list, which Chromium applies before the page's img-src
+        assert browser.refused()["http://192.0.2.1/y.png"] in ("inspector", "csp")
+    finally:
+        spliced.unlink()

@@ -53,19 +53,30 @@ class Browser:
     """A started headless Chromium (`driver`: selenium's WebDriver) and the requests it made."""
 
     driver: object
-    _requests: list[str]
+    _events: list[dict]
 
     def open(self, page: Path, fragment: str = "") -> None:
         """Load a local file (a fragment such as "status=wrong" goes after '#')."""
         self.driver.get(Path(page).resolve().as_uri() + (f"#{fragment}" if fragment else ""))
 
-    def requested_urls(self) -> list[str]:
-        """Every URL the pages requested since the browser started, in order."""
-        for entry in self.driver.get_log("performance"):
+    def _network_events(self) -> list[dict]:
+        for entry in self.driver.get_log("performance"):   # each entry is returned once: keep them
             message = json.loads(entry["message"])["message"]
-            if message.get("method") == "Network.requestWillBeSent":
-                self._requests.append(message["params"]["request"]["url"])
-        return list(self._requests)
+            if message.get("method", "").startswith("Network."):
+                self._events.append(message)
+        return self._events
+
+    def requested_urls(self) -> list[str]:
+        """Every URL the pages asked for since the browser started, in order (refused ones too)."""
+        return [e["params"]["request"]["url"] for e in self._network_events()
+                if e["method"] == "Network.requestWillBeSent"]
+
+    def refused(self) -> dict[str, str]:
+        """URL -> why Chromium refused to load it (e.g. "csp", "inspector" for BLOCKED_URLS)."""
+        urls = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in self._network_events()
+                if e["method"] == "Network.requestWillBeSent"}
+        return {urls.get(e["params"]["requestId"], "?"): e["params"].get("blockedReason") or e["params"]["errorText"]
+                for e in self._events if e["method"] == "Network.loadingFailed"}
 
     def screenshot(self, out: Path, width: int, height: int | None = None) -> Path:
         """A PNG of the current page, `width` CSS pixels wide and its full height (or `height`)."""
