@@ -1,6 +1,6 @@
 """The viewer site and pictures the docs link: `cuset view` of the committed study re-run.
 
-    .venv/bin/python docs/tools/viewer_docs.py [--full-run /path/to/study-out]
+    .venv/bin/python docs/tools/viewer_docs.py [--full-run /path/to/study-out] [--site-only]
 
 1. Builds the viewer of docs/study-2026-11-26-rerun (its compact results/*.jsonl: every
    sample's record and detail, no programs or logs, which the compact files do not keep)
@@ -51,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--full-run", type=Path, help="the study's output dir (cells/*/eval with logs and "
                                                       "generations), for sample-program.png")
+    parser.add_argument("--site-only", action="store_true", help="rebuild the site, take no pictures (no browser)")
     parser.add_argument("--sample-run", default="sft", help="the run whose first wrong sample is pictured")
     parser.add_argument("--compare", nargs=2, default=("sft", "vanilla"), metavar=("A", "B"),
                         help="the runs compare.png sets side by side (tasks A passed and B failed)")
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{site}: {summary.n_samples} samples of {len(summary.runs)} runs, {summary.n_pages} pages, "
           f"{summary.total_bytes / 1e6:.1f} MB ({summary.index_bytes / 1e6:.2f} MB index.html), "
           f"built in {summary.seconds:.1f} s")
+    if args.site_only:
+        return 0
     model = build_model([load_records(s) for s in locate_runs(STUDY)])
     wrong = _first(model, args.sample_run, "wrong")
     with headless_chromium(width=WIDTH) as browser:
