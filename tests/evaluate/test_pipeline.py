@@ -173,6 +173,9 @@ def test_order_dependent_output_is_a_race(env):
     both = GxxBackend(run_orders=("forward", "random"))
     r = env(racy, backend_=both)
     assert r.status is Status.RACE and "passes under forward" in r.detail
+    m = r.mismatch                                  # the rejected order's outputs, element by element
+    assert (m["order"], m["check"], m["outputs"][0]["n_bad"], m["outputs"][0]["n_total"]) == ("random", "compare.py", 256, 256)
+    assert [e["got"] for e in m["outputs"][0]["first"]] == ["0.0"] * 5
     assert env(program(), backend_=both).status is Status.PASSED
 
 
