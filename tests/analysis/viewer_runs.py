@@ -4,14 +4,27 @@ name, detail, program and logs carry an HTML/script payload."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from pathlib import Path
 
-from conftest import BENCH_CU, make_record
 from cuset.evaluate.records import SampleResult, save_results
 from cuset.execute.result import Status, StepResult
 from cuset.generate.records import GenerationRecord, save_generations
+
+
+def _shared_conftest():
+    """tests/conftest.py by its path: `import conftest` finds whichever folder's conftest
+    another test package put first on sys.path (tests/evaluate inserts its own)."""
+    spec = importlib.util.spec_from_file_location("cuset_tests_conftest", Path(__file__).parents[1] / "conftest.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_SHARED = _shared_conftest()
+BENCH_CU, make_record = _SHARED.BENCH_CU, _SHARED.make_record
 
 # Would change the page title and set a global if it ever ran as markup (the browser test looks).
 PAYLOAD = ('</script><script>window.__cuset_pwned=1;document.title="pwned"</script>'
