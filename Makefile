@@ -27,6 +27,11 @@ $(STAMP): pyproject.toml
 	@if ! command -v bwrap >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	  (apt-get update -qq && apt-get install -y -qq bubblewrap) >/dev/null 2>&1 || echo "could not install bubblewrap: sandbox uses unshare"; \
 	fi
+	@# The viewer's browser test (tests/analysis/test_viewer_browser.py) drives Debian's headless Chromium.
+	@if ! { command -v chromium && command -v chromedriver; } >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  (apt-get update -qq && apt-get install -y -qq chromium chromium-driver) >/dev/null 2>&1 \
+	    || echo "could not install chromium + chromium-driver with apt: the viewer's browser test will fail or skip"; \
+	fi
 	touch $(STAMP)
 
 # One pytest worker per core (pytest-xdist), a test file's tests on one worker so that

@@ -52,7 +52,7 @@ from pathlib import Path
 from cuset.execute import disk_quota
 from cuset.evaluate.checks import compare_verdict, file_digest, output_problem, outputs_digest
 from cuset.evaluate.seeds import offset_seeds
-from cuset.evaluate.strict import StrictVerdict, strict_check
+from cuset.evaluate.strict import StrictVerdict, mismatch_record, strict_check
 from cuset.evaluate.workspace import PreparedData, Workspace
 from cuset.execute.interface import Backend, CompileOutcome
 from cuset.execute.compile_cache import CompileCache
@@ -145,6 +145,7 @@ def _evaluate(task: Task, code: str | None, backend: Backend, cache: CompileCach
     timings: dict[str, float] = {}
     steps: list[StepResult] = []
     robust = opts.robust and not opts.compat
+    evidence: dict = {}   # "mismatch": the rejected outputs against the reference (_run_case, _robust)
 
     def done(status: Status, detail: str = "", verdict: tuple[Status, str, str] | None = None) -> ExecResult:
         timings["total"] = time.perf_counter() - t0
@@ -152,7 +153,8 @@ def _evaluate(task: Task, code: str | None, backend: Backend, cache: CompileCach
             verdict = (status, ROBUST_NOT_RUN, "")
         r_status, r_detail, r_check = verdict or (None, "", "")
         return ExecResult(status, detail, tuple(steps), dict(timings), backend.name,
-                          robust_status=r_status, robust_detail=r_detail, robust_check=r_check)
+                          robust_status=r_status, robust_detail=r_detail, robust_check=r_check,
+                          mismatch=evidence.get("mismatch"))
 
     budget = opts.max_data_bytes if opts.max_data_bytes is not None else backend.max_data_bytes
     if budget is not None and task.data_bytes > budget:
@@ -184,22 +186,25 @@ def _evaluate(task: Task, code: str | None, backend: Backend, cache: CompileCach
 
     strict: dict[int, StrictVerdict] | None = {} if robust else None
     for case, p in zip(opts.cases, prepared):
-        verdict = _run_case(task, case, p, outcome.executable, backend, ws, opts, steps, timings, strict=strict)
+        verdict = _run_case(task, case, p, outcome.executable, backend, ws, opts, steps, timings, strict=strict,
+                            evidence=evidence)
         if verdict is not None:
             return done(*verdict)
     if not robust:
         return done(Status.PASSED)
     tr = time.perf_counter()
-    verdict = _robust(task, outcome.executable, backend, ws, opts, steps, timings, strict)
+    verdict = _robust(task, outcome.executable, backend, ws, opts, steps, timings, strict, evidence)
     timings["robust"] = time.perf_counter() - tr
     return done(Status.PASSED, "", verdict)
 
 
 def _robust(task: Task, executable: Path, backend: Backend, ws: Workspace, opts: EvalOptions,
-            steps: list[StepResult], timings: dict, strict: dict[int, StrictVerdict]) -> tuple[Status, str, str]:
+            steps: list[StepResult], timings: dict, strict: dict[int, StrictVerdict],
+            evidence: dict) -> tuple[Status, str, str]:
     """Robust verdict of a program that passed the plain checks: (status, detail, check)."""
     for case in opts.cases:
         if not strict[case].ok:
+            _strict_evidence(evidence, case, strict[case])
             return Status.WRONG, f"case {case}: strict check: {strict[case].detail}", "strict"
     checked = list(opts.cases)
     unavailable: list[str] = []
@@ -221,10 +226,11 @@ def _robust(task: Task, executable: Path, backend: Backend, ws: Workspace, opts:
             continue
         found: dict[int, StrictVerdict] = {}
         verdict = _run_case(case_task, case, p, executable, backend, ws, opts, steps, timings,
-                            strict=found, prefix=ROBUST_PREFIX)
+                            strict=found, prefix=ROBUST_PREFIX, evidence=evidence)
         if verdict is not None:
             return verdict[0], f"{verdict[1]} [{how}]", "cases"
         if not found[case].ok:
+            _strict_evidence(evidence, case, found[case])
             return Status.WRONG, f"case {case}: strict check: {found[case].detail} [{how}]", "strict"
         strict[case] = found[case]
         checked.append(case)
@@ -282,10 +288,11 @@ def _disk_quota(task: Task, executable: Path, opts: EvalOptions) -> int:
 
 def _run_case(task: Task, case: int, prepared: PreparedData, executable: Path, backend: Backend, ws: Workspace,
               opts: EvalOptions, steps: list[StepResult], timings: dict, strict: dict | None = None,
-              prefix: str = "") -> tuple[Status, str] | None:
+              prefix: str = "", evidence: dict | None = None) -> tuple[Status, str] | None:
     """Run every thread order of one case and check; None if the case passed. With
     `strict` (a dict), a passing case's outputs also get the strict check, its verdict
-    stored under the case."""
+    stored under the case. With `evidence` (a dict), outputs compare.py rejected are
+    compared with the reference element by element, under "mismatch"."""
     policy = _policy_for(task, backend, ws, opts)
     input_digests = {s.name: file_digest(prepared.input_path(s.name)) for s in task.inputs}
     runs: list[tuple[str, str, str | None, Path]] = []   # (order, digest, problem, run_dir)
@@ -318,6 +325,10 @@ def _run_case(task: Task, case: int, prepared: PreparedData, executable: Path, b
                 strict[case] = _strict_case(task, prepared, runs, timings)
             return None
         order, why = failed[0]
+        rejected = next(r for r in runs if r[0] == order)
+        if evidence is not None and rejected[2] is None:   # outputs there, compare.py said no: show how they differ
+            evidence["mismatch"] = _mismatch(task, rejected[3], prepared, case=case, order=order,
+                                             verdict="robust" if prefix else "plain", check="compare.py")
         if len({digest for _, digest, _, _ in runs}) > 1:
             passing = [o for o, _, p, _ in runs if o not in {f[0] for f in failed}]
             return Status.RACE, (f"case {case}: outputs differ between thread orders {', '.join(o for o, *_ in runs)}; "
@@ -422,8 +433,25 @@ def _run_failure(step: StepResult, backend: Backend, timeout: float) -> tuple[St
     return Status.RUNTIME_ERROR, f"exit code {step.returncode}" + (f": {tail[0][:300]}" if tail[0] else "")
 
 
+def _mismatch(task: Task, run_dir: Path, prepared: PreparedData, **where) -> dict:
+    """The mismatch record of rejected outputs (ExecResult.mismatch): where they came from
+    (`where`: case, thread order, plain or robust verdict, the check that rejected them) and
+    how they differ from the reference (strict.mismatch_record). Never changes a verdict."""
+    head = dict(where)
+    try:
+        return {**head, **mismatch_record(task, run_dir, prepared.data_dir / "data")}
+    except (OSError, ValueError) as e:   # a reference that cannot be read: said, not raised
+        return {**head, "outputs": [], "not_compared": [f"not compared: {str(e)[:200]}"]}
+
+
+def _strict_evidence(evidence: dict, case: int, verdict: StrictVerdict) -> None:
+    if verdict.mismatch is not None:
+        evidence["mismatch"] = {"case": case, **verdict.mismatch}
+
+
 def _strict_case(task: Task, prepared: PreparedData, runs: list, timings: dict) -> StrictVerdict:
-    """The strict check on each distinct output of a case's runs (orders that agree are one)."""
+    """The strict check on each distinct output of a case's runs (orders that agree are one);
+    a failing one carries its mismatch record."""
     ts = time.perf_counter()
     try:
         seen: set[str] = set()
@@ -435,7 +463,8 @@ def _strict_case(task: Task, prepared: PreparedData, runs: list, timings: dict) 
             verdict = strict_check(task, run_dir, prepared.data_dir / "data")
             if not verdict.ok:
                 detail = verdict.detail if len(runs) == 1 else f"order {order}: {verdict.detail}"
-                return dataclasses.replace(verdict, detail=detail)
+                record = _mismatch(task, run_dir, prepared, order=order, verdict="robust", check="strict")
+                return dataclasses.replace(verdict, detail=detail, mismatch=record)
         return verdict
     finally:
         timings["strict"] = timings.get("strict", 0.0) + time.perf_counter() - ts

@@ -52,6 +52,8 @@ class SampleResult:
     extensions_built: int | None = None     # extensions built for it that its run loaded
     extensions_failed: tuple[str, ...] = ()  # load_inline calls it made whose build failed
     passed_without_kernel: str = ""         # a pass that ran none of its own kernels: why (WITHOUT_KERNEL)
+    # `wrong`/`race`: the rejected outputs against the reference, bounded (ExecResult.mismatch); None otherwise.
+    mismatch: dict | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -79,7 +81,7 @@ class SampleResult:
             backend=exec_result.backend, code_sha256=code_sha256, steps=tuple(exec_result.steps),
             notes=tuple(notes), reasoning_tokens=reasoning_tokens, robust_status=exec_result.robust_status,
             robust_detail=exec_result.robust_detail, robust_check=exec_result.robust_check,
-            hack=tuple(exec_result.hack), perf=exec_result.perf,
+            hack=tuple(exec_result.hack), perf=exec_result.perf, mismatch=exec_result.mismatch,
             **_kernel_fields(exec_result),
         )
 
@@ -110,6 +112,7 @@ class SampleResult:
         kw["hack"] = tuple(d.get("hack") or ())
         kw["extensions_failed"] = tuple(d.get("extensions_failed") or ())
         kw["passed_without_kernel"] = d.get("passed_without_kernel") or ""
+        kw["mismatch"] = d.get("mismatch") if isinstance(d.get("mismatch"), dict) else None
         return cls(**kw)
 
 

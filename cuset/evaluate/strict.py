@@ -52,6 +52,7 @@ class StrictVerdict:
     ok: bool
     detail: str = ""                  # the first output that failed: index, values, count
     unchecked: tuple[str, ...] = ()   # "y (no reference file identified)": outputs not compared
+    mismatch: dict | None = None      # a failure's mismatch_record (set by the pipeline, which has the run)
 
 
 def strict_check(task: Task, run_dir: Path, reference_dir: Path) -> StrictVerdict:
@@ -73,11 +74,8 @@ def strict_check(task: Task, run_dir: Path, reference_dir: Path) -> StrictVerdic
     return StrictVerdict(True, "", tuple(unchecked))
 
 
-def compare_arrays(spec: TensorSpec, out: np.ndarray, ref: np.ndarray, ref_name: str = "reference") -> str | None:
-    """None if `out` matches `ref` element for element under the dtype's rule; else
-    what differs: the first bad index, both values and how many elements differ."""
-    if out.shape != ref.shape:
-        return f"output {spec.name}: {out.size} elements, the reference {ref_name} has {ref.size}"
+def _bad_elements(spec: TensorSpec, out: np.ndarray, ref: np.ndarray) -> tuple[np.ndarray, str]:
+    """(mask of the elements of `out` that differ from `ref` under the dtype's rule, the rule)."""
     if spec.dtype in TOLERANCES:
         rtol, atol = TOLERANCES[spec.dtype]
         o, r = out.astype(np.float64), ref.astype(np.float64)
@@ -87,20 +85,93 @@ def compare_arrays(spec: TensorSpec, out: np.ndarray, ref: np.ndarray, ref_name:
             close = np.abs(o - r) <= atol * scale + rtol * np.abs(r)
         # Inf only equals the same Inf; NaN only where the reference has NaN.
         bad = ~np.where(finite, close & np.isfinite(o), (o == r) | (np.isnan(o) & np.isnan(r)))
-        rule = f"rtol={rtol:g}, atol={atol:g}*{scale:.4g}"
-    else:
-        bad = out != ref
-        rule = "exact"
+        return bad, f"rtol={rtol:g}, atol={atol:g}*{scale:.4g}"
+    return out != ref, "exact"
+
+
+def _where(spec: TensorSpec, flat: int) -> str:
+    where = f"index {flat}"
+    if len(spec.dims) > 1:
+        where += f" {tuple(int(i) for i in np.unravel_index(flat, spec.dims))}"
+    return where
+
+
+def compare_arrays(spec: TensorSpec, out: np.ndarray, ref: np.ndarray, ref_name: str = "reference") -> str | None:
+    """None if `out` matches `ref` element for element under the dtype's rule; else
+    what differs: the first bad index, both values and how many elements differ."""
+    if out.shape != ref.shape:
+        return f"output {spec.name}: {out.size} elements, the reference {ref_name} has {ref.size}"
+    bad, rule = _bad_elements(spec, out, ref)
     n_bad = int(np.count_nonzero(bad))
     if n_bad == 0:
         return None
     first = int(np.flatnonzero(bad)[0])
-    where = f"index {first}"
-    dims = spec.dims
-    if len(dims) > 1:
-        where += f" {tuple(int(i) for i in np.unravel_index(first, dims))}"
     return (f"output {spec.name}: {n_bad} of {out.size} elements differ from {ref_name} ({spec.dtype}, {rule}); "
-            f"first at {where}: got {out[first]!r}, expected {ref[first]!r}")
+            f"first at {_where(spec, first)}: got {out[first]!r}, expected {ref[first]!r}")
+
+
+# The mismatch record of a `wrong` sample (ExecResult.mismatch): small and bounded, since it
+# is kept in every results line (compact ones too). Values are written as text (NaN and
+# Inf included); errors as numbers, or None where one side is not finite.
+MISMATCH_ELEMENTS = 5   # first differing elements recorded per output
+MISMATCH_OUTPUTS = 4    # outputs recorded (a task declares one or two; a hostile one many)
+MISMATCH_TEXT = 40      # characters of a value or an error message
+
+
+def _value_text(value) -> str:
+    """numpy's own text of a value: the shortest that reads back as the same float32 (1.3052384)."""
+    return str(value)[:MISMATCH_TEXT]
+
+
+def _finite_or_none(x: float) -> float | None:
+    return float(x) if np.isfinite(x) else None
+
+
+def element_mismatch(spec: TensorSpec, out: np.ndarray, ref: np.ndarray, ref_name: str,
+                     limit: int = MISMATCH_ELEMENTS) -> dict:
+    """How `out` differs from `ref` under the strict rule: the count, the largest absolute
+    error, and the first `limit` differing elements with both values and their errors."""
+    bad, rule = _bad_elements(spec, out, ref)
+    n_bad = int(np.count_nonzero(bad))
+    record = {"output": spec.name, "reference": ref_name, "dtype": spec.dtype, "rule": rule,
+              "n_bad": n_bad, "n_total": int(out.size), "max_abs_error": None, "first": []}
+    if n_bad == 0:
+        return record
+    o, r = out.astype(np.float64), ref.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(o - r)
+    finite_err = err[bad & np.isfinite(err)]
+    record["max_abs_error"] = float(finite_err.max()) if finite_err.size else None
+    for flat in np.flatnonzero(bad)[:limit]:
+        flat = int(flat)
+        abs_error = _finite_or_none(err[flat])
+        rel_error = _finite_or_none(abs_error / abs(r[flat])) if abs_error is not None and r[flat] != 0 else None
+        record["first"].append({"index": flat, "at": _where(spec, flat).removeprefix("index "),
+                                "got": _value_text(out[flat]), "expected": _value_text(ref[flat]),
+                                "abs_error": abs_error, "rel_error": rel_error})
+    return record
+
+
+def mismatch_record(task: Task, run_dir: Path, reference_dir: Path) -> dict:
+    """Every declared output of run_dir/data against its reference, element by element,
+    as `element_mismatch` records (at most MISMATCH_OUTPUTS); outputs that could not be
+    compared are named with the reason. For showing a `wrong` verdict; never a verdict."""
+    outputs: list[dict] = []
+    not_compared: list[str] = []
+    for spec in task.outputs[:MISMATCH_OUTPUTS]:
+        ref_path = find_reference(spec, reference_dir, task)
+        if ref_path is None:
+            not_compared.append(f"{spec.name}: no reference file identified")
+            continue
+        try:
+            out = read_output(run_dir, spec)
+        except (UnsafeOutput, OSError, ValueError) as e:
+            not_compared.append(f"{spec.name}: cannot be read ({str(e)[:MISMATCH_TEXT]})")
+            continue
+        outputs.append(element_mismatch(spec, out, decode(ref_path.read_bytes(), spec.dtype), ref_path.name))
+    if len(task.outputs) > MISMATCH_OUTPUTS:
+        not_compared.append(f"{len(task.outputs) - MISMATCH_OUTPUTS} more output(s) not recorded")
+    return {"outputs": outputs, "not_compared": not_compared}
 
 
 def find_reference(spec: TensorSpec, reference_dir: Path, task: Task) -> Path | None:

@@ -141,6 +141,9 @@ class ExecResult:
     # `perf=true`: the timing of a passing program (cuset.evaluate.perf.records); None when not timed
     perf: dict | None = None
     kernel: KernelEvidence | None = None   # KernelBench: the candidate's own kernels (None for CUDABench programs)
+    # A `wrong` (or `race`) verdict's outputs against the reference, element by element: counts and the
+    # first differing elements, bounded (cuset.evaluate.strict.mismatch_record); None when none was made.
+    mismatch: dict | None = None
 
     @property
     def passed(self) -> bool:
@@ -170,6 +173,7 @@ class ExecResult:
             robust_detail=d.get("robust_detail", ""), robust_check=d.get("robust_check", ""),
             hack=tuple(d.get("hack") or ()), perf=d.get("perf"),
             kernel=KernelEvidence.from_json(d.get("kernel")),
+            mismatch=d.get("mismatch") if isinstance(d.get("mismatch"), dict) else None,
         )
 
     def dumps(self) -> str:

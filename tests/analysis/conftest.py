@@ -1,11 +1,15 @@
-"""Fixtures for the analysis tests: PNG checks, synthetic eval runs, a tiny local model."""
+"""Fixtures for the analysis tests: PNG checks, synthetic eval runs, a tiny local model.
+Makes the helpers in this folder importable (`from viewer_runs import ...`)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
+
+sys.path.append(str(Path(__file__).parent))   # after tests/: `conftest` stays the shared one
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -11,77 +11,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from conftest import BENCH_CU, make_record
 from cuset.analysis.viewer.failure import failure_facts, parse_diagnostics, parse_mismatch
 from cuset.analysis.viewer.model import build_model, page_name
 from cuset.analysis.viewer.serve import make_server
 from cuset.analysis.viewer.site import build_site, script_json
 from cuset.analysis.viewer.sources import ViewSourceError, load_records, locate_runs
 from cuset.cli.main import app
-from cuset.evaluate.records import SampleResult, save_results
 from cuset.execute.result import Status, StepResult
-from cuset.generate.records import GenerationRecord, save_generations
-
-PAYLOAD = '</script><script>alert(1)</script><img src=x onerror="alert(2)">'
-STRICT_DETAIL = ("case 0: strict check: output c: 3 of 1024 elements differ from c_ref.bin (float32, rtol=1e-05, "
-                 "atol=1e-08*2); first at index 7: got np.float32(1.5), expected np.float32(2.0)")
-RACE_DETAIL = ("case 0: outputs differ between thread orders forward, random:1; order random:1: compare.py "
-               "rejected the outputs (printed 'F') (passes under forward)")
-COMPILE_LOG = 'kernel.cu(4): error: identifier "idx" is undefined\n      c[idx] = a[i];\n'
-
-
-def _sample(tid, s, status, *, detail="", steps=(), name=None, family="vector", robust=None, check=""):
-    passed = status is Status.PASSED
-    return SampleResult(task_id=tid, task_name=name or f"task{tid}", family=family, sample=s, status=status,
-                        detail=detail, compiled=status.compiled, ran_ok=passed or status is Status.WRONG,
-                        passed=passed, n_tokens=100 + s, timings={"compile": 1.0, "total": 2.5}, backend="cpu",
-                        steps=tuple(steps), robust_status=robust, robust_check=check)
-
-
-def _write_eval_dir(d: Path, records, codes: dict | None = None, tasks=None, meta=None) -> Path:
-    d.mkdir(parents=True, exist_ok=True)
-    save_results(d / "results.jsonl", records)
-    gens = [GenerationRecord(task_id=r.task_id, task_name=r.task_name, sample=r.sample, model="models/tiny-7b",
-                             level=2, response=f"```cuda\n{(codes or {}).get(r.key, BENCH_CU)}```",
-                             code=(codes or {}).get(r.key, BENCH_CU), n_tokens=r.n_tokens, finish_reason="stop",
-                             seconds=0.1) for r in records]
-    save_generations(d / "generations.jsonl", gens)
-    m = {"generations": str(d / "generations.jsonl"), **(meta or {})}
-    if tasks is not None:
-        (d / "tasks.jsonl").write_text("".join(json.dumps(t) + "\n" for t in tasks))
-        m["tasks"] = str(d / "tasks.jsonl")
-    (d / "summary.json").write_text(json.dumps({"overall": {}, "meta": m}))
-    return d
-
-
-def _eval_run(tmp_path: Path) -> Path:
-    records = [
-        _sample(0, 0, Status.PASSED),
-        _sample(0, 1, Status.COMPILE_ERROR, detail='nvcc: kernel.cu(4): error: identifier "idx" is undefined',
-                steps=[StepResult("compile", 2, 1.0, stderr=COMPILE_LOG)]),
-        _sample(1, 0, Status.WRONG, detail=STRICT_DETAIL, family="reduce", robust=Status.WRONG, check="strict",
-                steps=[StepResult("run[case=0,order=forward]", 0, 0.3), StepResult("compare[case=0]", 0, 0.1, stdout="T\n")]),
-        _sample(1, 1, Status.RACE, detail=RACE_DETAIL, family="reduce",
-                steps=[StepResult("run[case=0,order=forward]", 0, 0.3), StepResult("run[case=0,order=random:1]", 0, 0.3),
-                       StepResult("compare[case=0]", 0, 0.1, stdout="F\n")]),
-        _sample(2, 0, Status.RUNTIME_ERROR, name=f"evil{PAYLOAD}", detail=f"case 0, order forward: {PAYLOAD}",
-                steps=[StepResult("run[case=0,order=forward]", 1, 0.2, stderr=PAYLOAD, stdout=PAYLOAD)]),
-    ]
-    codes = {(2, 0): f"// {PAYLOAD}\nint main() {{ const char* s = \"{PAYLOAD}\"; return 1; }}\n"}
-    tasks = [make_record(0), make_record(1, task_name="Reduce"), make_record(2, task_name="Evil")]
-    return _write_eval_dir(tmp_path / "run", records, codes, tasks)
-
-
-def _index_data(page: str) -> dict:
-    m = re.search(r'<script type="application/json" id="viewer-data">(.*?)</script>', page, re.S)
-    return json.loads(m.group(1))
+from viewer_runs import PAYLOAD, STRICT_DETAIL, eval_run, index_data, sample_result, write_eval_dir
 
 
 def test_site_lists_every_sample_with_working_links(tmp_path):
-    summary = build_site([_eval_run(tmp_path)], tmp_path / "site")
+    summary = build_site([eval_run(tmp_path)], tmp_path / "site")
     assert (summary.runs, summary.n_samples, summary.n_pages, summary.n_skipped_lines) == (("run",), 5, 5, 0)
     index = (tmp_path / "site" / "index.html").read_text()
-    data = _index_data(index)
+    data = index_data(index)
     assert data["runs"] == ["run"]
     assert [(r["t"], r["s"], r["st"]) for r in data["rows"]] == [
         ("0", 0, "passed"), ("0", 1, "compile_error"), ("1", 0, "wrong"), ("1", 1, "race"), ("2", 0, "runtime_error")]
@@ -101,7 +45,7 @@ def test_site_lists_every_sample_with_working_links(tmp_path):
 
 
 def test_sample_pages_show_where_it_failed(tmp_path):
-    build_site([_eval_run(tmp_path)], tmp_path / "site")
+    build_site([eval_run(tmp_path)], tmp_path / "site")
     build_site([tmp_path / "run"], tmp_path / "site-forked", jobs=2)   # pages written by two processes: the same
     assert sorted(p.relative_to(tmp_path / "site") for p in (tmp_path / "site").rglob("*")) == \
         sorted(p.relative_to(tmp_path / "site-forked") for p in (tmp_path / "site-forked").rglob("*"))
@@ -114,30 +58,34 @@ def test_sample_pages_show_where_it_failed(tmp_path):
     assert '<span class="sp sp-launch_config">' in compile_page and '<span class="k">' in compile_page
     assert "Add two float32 vectors" not in compile_page and "Elementwise sum of two vectors." in compile_page  # level 2
     wrong = (pages / page_name(1, 0)).read_text()
-    cells = re.findall(r"<td>(.*?)</td>", wrong[wrong.index('id="mismatch"'):].split("</table>")[0])
-    assert cells == ["c", "3 of 1024", "7", "np.float32(2.0)", "np.float32(1.5)", "0.5", "0.25",
-                     "float32, rtol=1e-05, atol=1e-08*2"]
+    table = wrong[wrong.index('id="mismatch"'):].split("</table>")[0]
+    rows = [re.findall(r"<td>(.*?)</td>", tr) for tr in re.findall(r"<tr>(.*?)</tr>", table)[1:]]
+    rule = "float32, rtol=1e-05, atol=1e-08*2; max abs error 1.5"
+    assert rows == [["c", "3 of 1024", "7", "2.0", "1.5", "0.5", "0.25", rule],      # the record's mismatch
+                    ["c", "3 of 1024", "9", "0.5", "-1.0", "1.5", "3", rule],
+                    ["c", "3 of 1024", "12", "4.0", "nan", "n/a", "n/a", rule]]
+    assert "recorded at evaluation (plain verdict, case 0, order forward; outputs rejected by compare.py" in wrong
     race = (pages / page_name(1, 1)).read_text()
     assert 'rejected under <b>random:1</b>, passed under forward' in race
     assert '<td id="order">random:1</td>' in race
 
 
 def test_hostile_strings_render_as_text(tmp_path):
-    build_site([_eval_run(tmp_path)], tmp_path / "site")
+    build_site([eval_run(tmp_path)], tmp_path / "site")
     site = tmp_path / "site"
     for page in site.rglob("*.html"):
         text = page.read_text()
-        assert "<script>alert" not in text and "<img src=x" not in text, page
+        assert "<script>window" not in text and "<img src=x" not in text, page
         # the only script elements are ours: the JSON data and the viewer's own file
         for tag in re.findall(r"<script[^>]*>", text):
             assert tag in ('<script type="application/json" id="viewer-data">', '<script src="assets/viewer.js">'), tag
     evil = (site / "s" / "0" / page_name(2, 0)).read_text()
-    assert evil.count("&lt;/script&gt;&lt;script&gt;alert(1)&lt;/script&gt;") >= 5   # title, detail, code, response, logs
+    assert evil.count("&lt;/script&gt;&lt;script&gt;window.__cuset_pwned=1;document.title=") >= 5   # title, detail, code, response, logs
     assert "&lt;img src=x onerror=" in evil
     index = (site / "index.html").read_text()
     raw_json = re.search(r'id="viewer-data">(.*?)</script>', index, re.S).group(1)
     assert "<" not in raw_json and ">" not in raw_json and "&" not in raw_json
-    rows = _index_data(index)["rows"]
+    rows = index_data(index)["rows"]
     assert rows[-1]["n"] == f"evil{PAYLOAD}" and rows[-1]["d"].endswith(PAYLOAD)   # the data survives, as text
 
 
@@ -145,6 +93,19 @@ def test_script_json_escapes_what_could_end_a_script():
     text = script_json({"a": "</script>&\u2028\u2029<!--"})
     assert not re.search("[<>&\u2028\u2029]", text)
     assert json.loads(text) == {"a": "</script>&\u2028\u2029<!--"}
+
+
+def test_a_record_without_mismatch_falls_back_to_its_detail_and_bad_ones_are_ignored():
+    old = sample_result(1, 0, Status.WRONG, detail=STRICT_DETAIL)           # a results file from before `mismatch`
+    facts = failure_facts(old)
+    assert facts.mismatch_source.startswith("parsed from the detail")
+    assert [(m.output, m.n_bad, m.index, m.got, m.expected, m.abs_error, m.rel_error) for m in facts.mismatches] == \
+        [("c", 3, "7", "np.float32(1.5)", "np.float32(2.0)", 0.5, 0.25)]
+    broken = {"outputs": [{"output": "c", "n_bad": "three"}, "junk", {"output": "d", "n_bad": 0, "n_total": 8}],
+              "not_compared": ["e: no reference file identified", 5]}
+    facts = failure_facts(sample_result(1, 0, Status.WRONG, detail="compare.py rejected", mismatch=broken))
+    assert [(m.output, m.n_bad, m.n_total, m.elements) for m in facts.mismatches] == [("d", 0, 8, ())]
+    assert facts.not_compared == ("e: no reference file identified",)
 
 
 def test_failure_facts_parsers():
@@ -157,9 +118,9 @@ def test_failure_facts_parsers():
                               "CUSET-CPU: note: in kernel 'k': lane 0 read lane 16 at kernel.cu:9, undefined\n")
     assert [(d.file, d.line, d.severity, d.in_program) for d in diags] == [
         ("kernel.cu", 12, "error", True), ("/usr/include/x.h", 3, "warning", False), ("kernel.cu", 9, "note", True)]
-    passed = _sample(0, 0, Status.PASSED)
+    passed = sample_result(0, 0, Status.PASSED)
     assert failure_facts(passed).failed_step is None and failure_facts(passed).marked_lines() == {}
-    timeout = _sample(0, 0, Status.TIMEOUT, detail="case 2, order forward: still running after 60 s; killed",
+    timeout = sample_result(0, 0, Status.TIMEOUT, detail="case 2, order forward: still running after 60 s; killed",
                       steps=[StepResult("compile", 0, 1.0), StepResult("run[case=2,order=forward]", None, 60, timed_out=True)])
     facts = failure_facts(timeout)
     assert (facts.failed_step, facts.case, facts.order) == ("run[case=2,order=forward]", 2, "forward")
@@ -167,19 +128,19 @@ def test_failure_facts_parsers():
 
 def test_compare_lists_tasks_a_passed_and_b_failed(tmp_path):
     s = Status
-    a = [_sample(0, 0, s.PASSED), _sample(0, 1, s.WRONG), _sample(1, 0, s.WRONG), _sample(2, 0, s.PASSED),
-         _sample(3, 0, s.PASSED), _sample(5, 0, s.PASSED)]
-    b = [_sample(0, 0, s.WRONG), _sample(0, 1, s.COMPILE_ERROR), _sample(1, 0, s.PASSED), _sample(2, 0, s.PASSED),
-         _sample(3, 0, s.WRONG), _sample(3, 1, s.PASSED), _sample(4, 0, s.WRONG)]
-    run_a = _write_eval_dir(tmp_path / "a" / "eval", a)
-    run_b = _write_eval_dir(tmp_path / "b" / "eval", b)
+    a = [sample_result(0, 0, s.PASSED), sample_result(0, 1, s.WRONG), sample_result(1, 0, s.WRONG), sample_result(2, 0, s.PASSED),
+         sample_result(3, 0, s.PASSED), sample_result(5, 0, s.PASSED)]
+    b = [sample_result(0, 0, s.WRONG), sample_result(0, 1, s.COMPILE_ERROR), sample_result(1, 0, s.PASSED), sample_result(2, 0, s.PASSED),
+         sample_result(3, 0, s.WRONG), sample_result(3, 1, s.PASSED), sample_result(4, 0, s.WRONG)]
+    run_a = write_eval_dir(tmp_path / "a" / "eval", a)
+    run_b = write_eval_dir(tmp_path / "b" / "eval", b)
     model = build_model([load_records(locate_runs(run_a)[0]), load_records(locate_runs(run_b)[0])])
     # task 0: A 1/2, B 0/2; task 3: B passed one of two; task 5: only A ran it; task 4: only B
     assert model.passed_failed(0, 1) == ["0"]
     assert model.passed_failed(1, 0) == ["1"]
     summary = build_site([run_a, run_b], tmp_path / "site")
     assert summary.runs == ("a", "b")                       # eval/ dirs are named by their parent
-    data = _index_data((tmp_path / "site" / "compare.html").read_text())
+    data = index_data((tmp_path / "site" / "compare.html").read_text())
     assert data["pairs"] == {"0|1": ["0"], "1|0": ["1"]}
     task0 = next(t for t in data["tasks"] if t["t"] == "0")
     assert task0["o"]["0"][:2] == [1, 2] and task0["o"]["1"][:2] == [0, 2]
@@ -193,7 +154,7 @@ def test_compare_lists_tasks_a_passed_and_b_failed(tmp_path):
 
 def test_demo_layout_gives_one_run_per_cell(tmp_path):
     for cell in ("vanilla", "sft"):
-        _write_eval_dir(tmp_path / "study" / "cells" / cell / "eval", [_sample(0, 0, Status.PASSED)])
+        write_eval_dir(tmp_path / "study" / "cells" / cell / "eval", [sample_result(0, 0, Status.PASSED)])
     (tmp_path / "study" / "cells" / "unfinished").mkdir()     # a cell still training: no eval yet
     assert [s.name for s in locate_runs(tmp_path / "study")] == ["sft", "vanilla"]
 
@@ -210,7 +171,7 @@ def test_a_dir_without_results_names_what_was_looked_for(tmp_path):
 
 
 def test_malformed_results_lines_are_skipped_and_counted(tmp_path):
-    run = _write_eval_dir(tmp_path / "run", [_sample(0, 0, Status.PASSED), _sample(1, 0, Status.WRONG)])
+    run = write_eval_dir(tmp_path / "run", [sample_result(0, 0, Status.PASSED), sample_result(1, 0, Status.WRONG)])
     lines = (run / "results.jsonl").read_text().splitlines()
     bad_status = json.loads(lines[1]) | {"status": "exploded"}
     (run / "results.jsonl").write_text("\n".join([lines[0], "{not json", json.dumps(bad_status), lines[1]]) + "\n")
@@ -227,7 +188,7 @@ def test_malformed_results_lines_are_skipped_and_counted(tmp_path):
 
 
 def test_cli_builds_and_the_server_listens_on_loopback_only(tmp_path):
-    run = _write_eval_dir(tmp_path / "run", [_sample(0, 0, Status.PASSED)])
+    run = write_eval_dir(tmp_path / "run", [sample_result(0, 0, Status.PASSED)])
     result = CliRunner().invoke(app, ["view", str(run)])
     assert result.exit_code == 0, result.output
     assert "1 samples of 1 run(s) (run): 1 sample pages" in result.output

@@ -43,3 +43,25 @@ def test_the_committed_report_md_is_what_the_code_writes_from_its_json(report):
 
     doc = add_statistics(json.loads(report.read_text()), report.parent)
     assert _markdown(doc) == (report.parent / "report.md").read_text()
+
+
+VIEWED = ROOT / "docs" / "study-2026-11-26-rerun"
+
+
+def test_the_committed_viewer_is_what_cuset_view_writes_from_the_committed_results(tmp_path, monkeypatch):
+    """docs/study-2026-11-26-rerun/view (linked from the README) is rebuilt byte for byte;
+    after a change to the viewer, `python docs/tools/viewer_docs.py --site-only` refreshes it."""
+    from cuset.analysis.viewer.site import build_site
+
+    monkeypatch.chdir(ROOT)                     # the site names its results files by the path given
+    build_site([VIEWED.relative_to(ROOT)], tmp_path / "view")
+    committed = {p.relative_to(VIEWED / "view"): p for p in (VIEWED / "view").rglob("*") if p.is_file()}
+    built = {p.relative_to(tmp_path / "view"): p for p in (tmp_path / "view").rglob("*") if p.is_file()}
+    assert sorted(committed) == sorted(built)
+    # the stylesheet ends with the installed pygments' token colours: compared without them
+    own_css = (ROOT / "cuset" / "analysis" / "viewer" / "assets" / "viewer.css").read_text()
+    assert (VIEWED / "view" / "assets" / "viewer.css").read_text().startswith(own_css)
+    stale = [str(k) for k, p in built.items()
+             if k.as_posix() != "assets/viewer.css" and p.read_bytes() != committed[k].read_bytes()]
+    assert not stale, f"{len(stale)} committed viewer file(s) differ, e.g. {stale[:3]}: run " \
+                      "`python docs/tools/viewer_docs.py --site-only` and commit docs/study-2026-11-26-rerun/view"

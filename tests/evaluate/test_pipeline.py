@@ -1,10 +1,13 @@
 """The evaluation pipeline on plain C++ programs through the g++ test backend."""
 
 import dataclasses
+import json
 
+import numpy as np
 import pytest
 
 from eval_fakes import GxxBackend, make_task, needs_gxx, program
+from cuset.evaluate.records import SampleResult
 from cuset.evaluate.pipeline import NO_OUTPUTS_DETAIL, EvalOptions, Timeouts, evaluate_program
 from cuset.evaluate.workspace import Workspace
 from cuset.execute.compile_cache import CompileCache
@@ -48,6 +51,31 @@ def test_compile_error_names_the_error(env):
 def test_wrong_values(env):
     r = env(program(body="y[i] = 2.0f * x[i];"))
     assert r.status is Status.WRONG and "rejected" in r.detail
+    # every element is off by one: the count, and only the first MISMATCH_ELEMENTS of them
+    [y] = r.mismatch["outputs"]
+    assert (y["n_bad"], y["n_total"], [e["index"] for e in y["first"]]) == (256, 256, [0, 1, 2, 3, 4])
+    assert all(abs(e["abs_error"] - 1.0) < 1e-6 for e in y["first"])     # (2x + 1) - 2x, rounded to float32
+
+
+def test_wrong_values_record_their_first_mismatching_elements(env):
+    r = env(program(body="y[i] = (i == 3 || i == 100) ? 0.0f : 2.0f * x[i] + 1.0f;"))
+    assert r.status is Status.WRONG
+    m = r.mismatch
+    assert (m["case"], m["order"], m["verdict"], m["check"], m["not_compared"]) == (0, "default", "plain", "compare.py", [])
+    [y] = m["outputs"]
+    ref = np.fromfile(env.ws.prepare(make_task(), 0).data_dir / "data" / "y_ref.bin", dtype=np.float32)
+    assert (y["output"], y["reference"], y["dtype"], y["n_bad"], y["n_total"]) == ("y", "y_ref.bin", "float32", 2, 256)
+    assert [(e["index"], e["at"], e["got"], e["expected"]) for e in y["first"]] == [
+        (3, "3", "0.0", str(ref[3])), (100, "100", "0.0", str(ref[100]))]
+    assert [e["abs_error"] for e in y["first"]] == [float(ref[3]), float(ref[100])]   # |0 - ref|
+    assert [e["rel_error"] for e in y["first"]] == [1.0, 1.0]
+    assert y["max_abs_error"] == max(abs(float(ref[3])), abs(float(ref[100])))
+    # kept in the results line (a few hundred bytes) and read back as written
+    line = SampleResult.from_exec(r, task_id=0, task_name="Axpb", family="axpb", sample=0, compiled=True,
+                                  ran_ok=True, n_tokens=None, code_sha256=None).to_json()
+    assert len(json.dumps(line["mismatch"])) < 1000
+    assert SampleResult.from_json(json.loads(json.dumps(line))).mismatch == m
+    assert env(program()).mismatch is None                                # a pass records none
 
 
 def test_nonzero_exit_is_runtime_error(env):
@@ -73,6 +101,7 @@ def test_backend_classification_wins(env):
 def test_missing_output_is_wrong_even_if_exit_zero(env):
     r = env("int main() { return 0; }")
     assert r.status is Status.WRONG and "y was not written" in r.detail
+    assert r.mismatch is None   # nothing to compare: no mismatch record
 
 
 def test_output_of_wrong_size(env):
@@ -144,6 +173,9 @@ def test_order_dependent_output_is_a_race(env):
     both = GxxBackend(run_orders=("forward", "random"))
     r = env(racy, backend_=both)
     assert r.status is Status.RACE and "passes under forward" in r.detail
+    m = r.mismatch                                  # the rejected order's outputs, element by element
+    assert (m["order"], m["check"], m["outputs"][0]["n_bad"], m["outputs"][0]["n_total"]) == ("random", "compare.py", 256, 256)
+    assert [e["got"] for e in m["outputs"][0]["first"]] == ["0.0"] * 5
     assert env(program(), backend_=both).status is Status.PASSED
 
 

@@ -7,7 +7,9 @@ FIELDS = {"task_id", "task_name", "family", "sample", "status", "detail", "compi
           "n_tokens", "timings", "backend", "code_sha256", "steps", "notes", "reasoning_tokens",
           "robust_status", "robust_detail", "robust_check", "hack", "perf",
           # KernelBench's evidence of kernel work (issue 38); None/[]/"" for CUDABench programs
-          "kernel_launches", "extension_calls", "extensions_built", "extensions_failed", "passed_without_kernel"}
+          "kernel_launches", "extension_calls", "extensions_built", "extensions_failed", "passed_without_kernel",
+          # a wrong/race verdict's outputs against the reference, element by element (issue 42); None otherwise
+          "mismatch"}
 
 
 def result(sample=0, status=Status.PASSED):

@@ -21,7 +21,7 @@ from cuset.evaluate.pipeline import ROBUST_NOT_RUN, EvalOptions, evaluate_progra
 from cuset.evaluate.records import SampleResult, load_results, save_results
 from cuset.evaluate.report import render_markdown
 from cuset.evaluate.seeds import offset_seeds
-from cuset.evaluate.strict import compare_arrays, find_reference
+from cuset.evaluate.strict import compare_arrays, element_mismatch, find_reference
 from cuset.evaluate.workspace import Workspace
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.result import ExecResult, Status
@@ -118,6 +118,20 @@ def test_float32_tolerance_scales_with_the_output():
     why = compare_arrays(spec(shape="(4,)"), bad, ref, "y_ref.bin")
     assert why.startswith("output y: 2 of 4 elements differ from y_ref.bin (float32, rtol=0.001, atol=0.001*100)")
     assert "first at index 2: got np.float32(-50.2), expected np.float32(-50.0)" in why
+
+
+def test_element_mismatch_records_the_first_elements_and_their_errors():
+    ref = np.array([1.0, np.nan, np.inf, 2.0], dtype=np.float32)
+    out = np.array([1.0, 0.0, -np.inf, 2.5], dtype=np.float32)
+    m = element_mismatch(spec(shape="(2, 2)"), out, ref, "y_ref.bin")
+    assert (m["output"], m["reference"], m["n_bad"], m["n_total"], m["max_abs_error"]) == ("y", "y_ref.bin", 3, 4, 0.5)
+    assert m["first"] == [
+        {"index": 1, "at": "1 (0, 1)", "got": "0.0", "expected": "nan", "abs_error": None, "rel_error": None},
+        {"index": 2, "at": "2 (1, 0)", "got": "-inf", "expected": "inf", "abs_error": None, "rel_error": None},
+        {"index": 3, "at": "3 (1, 1)", "got": "2.5", "expected": "2.0", "abs_error": 0.5, "rel_error": 0.25}]
+    assert [e["index"] for e in element_mismatch(spec(shape="(4,)"), out, ref, "r", limit=2)["first"]] == [1, 2]
+    same = element_mismatch(spec(shape="(4,)"), ref.copy(), ref, "r")   # compare.py may reject what this rule accepts
+    assert (same["n_bad"], same["first"], same["max_abs_error"]) == (0, [], None)
 
 
 def test_nan_inf_and_dtypes():
@@ -253,6 +267,10 @@ def test_right_only_where_a_weak_checker_reads_fails_the_strict_check(env):
     got, expected = x[8] * np.float32(2), (2.0 * x[8:9] + 1.0).astype(np.float32)[0]
     assert r.robust_detail.endswith(f"first at index 8: got {got!r}, expected {expected!r}")
     assert not any(s.name.startswith("robust:") for s in r.steps)   # decided on case 0's runs
+    m = r.mismatch                                   # the strict check's failure, element by element
+    assert (m["case"], m["verdict"], m["check"], m["outputs"][0]["n_bad"], m["outputs"][0]["first"][0]["index"]) == \
+        (0, "robust", "strict", N - 8, 8)
+    assert m["outputs"][0]["first"][0]["got"] == str(got) and m["outputs"][0]["first"][0]["expected"] == str(expected)
     good = env(program(n=N), task)
     assert good.passed and good.robust_passed is True
 

@@ -1,9 +1,11 @@
 """What a results record says about where a sample failed, read from its detail and steps.
 
-Nothing here is guessed: each fact is parsed from text the evaluation wrote (the
-messages of cuset.evaluate.pipeline, cuset.evaluate.strict and the KernelBench
-compare), and is absent when the record does not hold it (e.g. compare.py printing
-only 'F' says nothing about which element differed).
+Nothing here is guessed: each fact is read from what the evaluation wrote: the
+record's `mismatch` (the rejected outputs against the reference, element by element,
+cuset.evaluate.strict.mismatch_record), else parsed from the messages of
+cuset.evaluate.pipeline, cuset.evaluate.strict and the KernelBench compare; absent
+when the record holds neither (e.g. a results file written before `mismatch` existed,
+where compare.py printing only 'F' says nothing about which element differed).
 """
 
 from __future__ import annotations
@@ -31,19 +33,34 @@ class Diagnostic:
 
 
 @dataclass(frozen=True)
+class MismatchElement:
+    index: str
+    got: str
+    expected: str
+    abs_error: float | None = None
+    rel_error: float | None = None
+
+
+@dataclass(frozen=True)
 class Mismatch:
-    """The first differing element of an output, as the comparison recorded it."""
+    """How one output differs: the count and its first differing elements, as recorded."""
 
     output: str
     n_bad: int
     n_total: int
-    index: str
-    got: str
-    expected: str
+    elements: tuple[MismatchElement, ...]
     rule: str = ""
-    abs_error: float | None = None
-    rel_error: float | None = None
     max_abs_error: str = ""
+    reference: str = ""
+
+    def _first(self, name: str):
+        return getattr(self.elements[0], name) if self.elements else None
+
+    index = property(lambda self: self._first("index"))
+    got = property(lambda self: self._first("got"))
+    expected = property(lambda self: self._first("expected"))
+    abs_error = property(lambda self: self._first("abs_error"))
+    rel_error = property(lambda self: self._first("rel_error"))
 
 
 @dataclass(frozen=True)
@@ -60,8 +77,14 @@ class FailureFacts:
     case: int | None = None
     order: str | None = None
     diagnostics: tuple[Diagnostic, ...] = ()
-    mismatch: Mismatch | None = None
+    mismatches: tuple[Mismatch, ...] = ()
+    mismatch_source: str = ""         # where `mismatches` come from, in words
+    not_compared: tuple[str, ...] = ()  # outputs the recorded comparison could not read, and why
     race: RaceFacts | None = None
+
+    @property
+    def mismatch(self) -> Mismatch | None:
+        return self.mismatches[0] if self.mismatches else None
 
     def marked_lines(self) -> dict[int, str]:
         """Program line -> the messages about it (compile errors first), for the code view."""
@@ -110,14 +133,48 @@ def parse_mismatch(detail: str) -> Mismatch | None:
     m = _STRICT.search(detail)
     if m:
         got, expected = m.group("got").strip(), m.group("expected").strip()
-        return Mismatch(m.group("output"), int(m.group("bad")), int(m.group("total")), m.group("index"),
-                        got, expected, m.group("rule"), *_errors(got, expected))
+        return Mismatch(m.group("output"), int(m.group("bad")), int(m.group("total")),
+                        (MismatchElement(m.group("index"), got, expected, *_errors(got, expected)),), m.group("rule"))
     m = _KERNELBENCH.search(detail)
     if m:
         got, expected = m.group("got"), m.group("expected")
-        return Mismatch(m.group("output"), int(m.group("bad")), int(m.group("total")), m.group("index"),
-                        got, expected, m.group("rule"), *_errors(got, expected), max_abs_error=m.group("max").strip())
+        return Mismatch(m.group("output"), int(m.group("bad")), int(m.group("total")),
+                        (MismatchElement(m.group("index"), got, expected, *_errors(got, expected)),),
+                        m.group("rule"), max_abs_error=m.group("max").strip())
     return None
+
+
+def _number_or_none(value) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _recorded_output(d) -> Mismatch | None:
+    """One output of a record's `mismatch`; None when it is not in the shape the evaluation writes."""
+    if not isinstance(d, dict) or not isinstance(d.get("n_bad"), int) or not isinstance(d.get("n_total"), int):
+        return None
+    first = d.get("first") if isinstance(d.get("first"), list) else []
+    elements = tuple(MismatchElement(str(e.get("at", e.get("index", "?"))), str(e.get("got", "?")),
+                                     str(e.get("expected", "?")), _number_or_none(e.get("abs_error")),
+                                     _number_or_none(e.get("rel_error")))
+                     for e in first if isinstance(e, dict))
+    max_abs = _number_or_none(d.get("max_abs_error"))
+    return Mismatch(str(d.get("output", "?")), d["n_bad"], d["n_total"], elements,
+                    f"{d.get('dtype', '')}, {d.get('rule', '')}".strip(", "),
+                    f"{max_abs:.4g}" if max_abs is not None else "", str(d.get("reference", "")))
+
+
+def recorded_mismatch(record: SampleResult) -> tuple[tuple[Mismatch, ...], str, tuple[str, ...]]:
+    """(outputs, where they come from, outputs not compared) of the record's `mismatch`;
+    empty when it has none (or none in the shape the evaluation writes)."""
+    m = record.mismatch
+    if not isinstance(m, dict):
+        return (), "", ()
+    outputs = tuple(o for o in map(_recorded_output, m.get("outputs") or ()) if o is not None)
+    not_compared = tuple(str(n) for n in (m.get("not_compared") or ()) if isinstance(n, str))
+    where = ", ".join(f"{k} {m[k]}" for k in ("case", "order") if k in m)
+    source = (f"recorded at evaluation ({m.get('verdict', '?')} verdict{', ' + where if where else ''}; "
+              f"outputs rejected by {m.get('check', '?')}, compared with the reference by the strict rule)")
+    return outputs, source, not_compared
 
 
 def parse_diagnostics(text: str) -> list[Diagnostic]:
@@ -170,7 +227,12 @@ def failure_facts(record: SampleResult) -> FailureFacts:
                          m.group("why").strip())
     case = _CASE.search(detail)
     order = _ORDER.search(detail)
+    mismatches, source, not_compared = recorded_mismatch(record)
+    if not mismatches:
+        parsed = parse_mismatch(detail)
+        mismatches, source = ((parsed,), "parsed from the detail (its first element only)") if parsed else ((), "")
     return FailureFacts(
         failed_step=step.name if step is not None else None, case=int(case.group("case")) if case else None,
         order=race.failing_order if race else (order.group("order") if order else None),
-        diagnostics=tuple(diagnostics), mismatch=parse_mismatch(detail), race=race)
+        diagnostics=tuple(diagnostics), mismatches=mismatches, mismatch_source=source, not_compared=not_compared,
+        race=race)

@@ -112,8 +112,10 @@ def highlight(code: str, *, spans: list[Span] | None = None, marks: dict[int, st
                        for kind, parts in runs)
         note = marks.get(n)
         attrs = f' class="ln mark" title="{html.escape(note)}"' if note is not None else ' class="ln"'
-        out.append(f'<span id="{anchor}{n}"{attrs}>{body}</span>')
-    return Markup(f'<pre class="code">{chr(10).join(out)}</pre>')
+        # the newline inside the line's (block) element: the text stays the program's, and no
+        # newline between two blocks renders as an empty line
+        out.append(f'<span id="{anchor}{n}"{attrs}>{body}\n</span>')
+    return Markup(f'<pre class="code">{"".join(out)}</pre>')
 
 
 def span_counts(spans: list[Span]) -> dict[str, int]:

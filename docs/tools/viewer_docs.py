@@ -1,0 +1,111 @@
+"""The viewer site and pictures the docs link: `cuset view` of the committed study re-run.
+
+    .venv/bin/python docs/tools/viewer_docs.py [--full-run /path/to/study-out] [--site-only]
+
+1. Builds the viewer of docs/study-2026-11-26-rerun (its compact results/*.jsonl: every
+   sample's record and detail, no programs or logs, which the compact files do not keep)
+   into docs/study-2026-11-26-rerun/view/.
+2. Opens it from file:// in the headless Chromium of the viewer's browser test
+   (cuset.analysis.viewer.browser: network blocked, requests recorded) and saves PNGs in
+   docs/viewer/: run.png (headline, pass rates by family and level, the sample table),
+   compare.png (each task per run, "A passed, B failed") and sample.png (a `wrong`
+   sample's page). It fails if any page requested anything but its own files.
+3. With --full-run (the study's output dir itself, whose cells keep generations and
+   logs), builds that viewer in a temporary dir and saves sample-program.png: a sample
+   page with the program highlighted, its CUDA-sensitive spans marked and the line the
+   compiler named.
+
+Run from the repository root (the site names its results files by the paths given).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+STUDY = Path("docs/study-2026-11-26-rerun")
+PICTURES = Path("docs/viewer")
+WIDTH = 1280
+
+
+def _first(model, run_name: str | None, status: str, want=lambda row: True):
+    names = [r.source.name for r in model.runs]
+    for row in model.rows:
+        if (run_name is None or names[row.run] == run_name) and row.status == status and want(row):
+            return row
+    raise SystemExit(f"no {status} sample{' in ' + run_name if run_name else ''} to picture")
+
+
+def _check_local(browser, site: Path, since: int = 0) -> None:
+    """Every request from the `since`-th on was for a file of `site`."""
+    root = site.resolve().as_uri() + "/"
+    foreign = [u for u in browser.requested_urls()[since:] if not u.startswith(root)]
+    if foreign:
+        raise SystemExit(f"the viewer requested {len(foreign)} URL(s) outside {site}: {foreign[:5]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full-run", type=Path, help="the study's output dir (cells/*/eval with logs and "
+                                                      "generations), for sample-program.png")
+    parser.add_argument("--site-only", action="store_true", help="rebuild the site, take no pictures (no browser)")
+    parser.add_argument("--sample-run", default="sft", help="the run whose first wrong sample is pictured")
+    parser.add_argument("--compare", nargs=2, default=("sft", "vanilla"), metavar=("A", "B"),
+                        help="the runs compare.png sets side by side (tasks A passed and B failed)")
+    args = parser.parse_args(argv)
+
+    from cuset.analysis.viewer.browser import headless_chromium
+    from cuset.analysis.viewer.failure import failure_facts
+    from cuset.analysis.viewer.model import build_model
+    from cuset.analysis.viewer.site import build_site
+    from cuset.analysis.viewer.sources import load_records, locate_runs
+
+    site = STUDY / "view"
+    summary = build_site([STUDY], site, jobs=1)
+    print(f"{site}: {summary.n_samples} samples of {len(summary.runs)} runs, {summary.n_pages} pages, "
+          f"{summary.total_bytes / 1e6:.1f} MB ({summary.index_bytes / 1e6:.2f} MB index.html), "
+          f"built in {summary.seconds:.1f} s")
+    if args.site_only:
+        return 0
+    model = build_model([load_records(s) for s in locate_runs(STUDY)])
+    wrong = _first(model, args.sample_run, "wrong")
+    with headless_chromium(width=WIDTH) as browser:
+        browser.open(site / "index.html")
+        browser.screenshot(PICTURES / "run.png", WIDTH, 1500)
+        browser.open(site / "compare.html")
+        from selenium.webdriver.support.ui import Select
+
+        Select(browser.driver.find_element("name", "a")).select_by_visible_text(args.compare[0])
+        Select(browser.driver.find_element("name", "b")).select_by_visible_text(args.compare[1])
+        browser.driver.find_element("name", "only").click()   # only the tasks A passed and B failed
+        browser.screenshot(PICTURES / "compare.png", WIDTH, 1000)
+        browser.open(site / wrong.href)
+        browser.screenshot(PICTURES / "sample.png", WIDTH)
+        _check_local(browser, site)
+        if args.full_run is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                full = Path(tmp) / "view"
+                build_site([args.full_run], full, jobs=1)
+                runs = [load_records(s) for s in locate_runs(args.full_run)]
+                full_model = build_model(runs)
+                by_key = {(i, str(r.task_id), r.sample): r for i, run in enumerate(runs) for r in run.records}
+                row = _first(full_model, None, "compile_error",
+                             lambda row: bool(failure_facts(by_key[(row.run, row.task_id, row.sample)]).marked_lines()))
+                since = len(browser.requested_urls())
+                browser.open(full / row.href)
+                browser.screenshot(PICTURES / "sample-program.png", WIDTH, 2000)
+                _check_local(browser, full, since)
+    for name in ("run", "compare", "sample", "sample-program"):
+        path = PICTURES / f"{name}.png"
+        if path.exists():
+            print(f"{path}: {path.stat().st_size / 1e3:.0f} kB")
+    print(f"pictured: {wrong.href} ({args.sample_run}, task {wrong.task_id} sample {wrong.sample})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())
