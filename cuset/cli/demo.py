@@ -37,6 +37,9 @@ def register(root: typer.Typer) -> None:
                                                 "at p <= tau, regime): which warmup_steps / regime_levels give weak, "
                                                 "mid and strong bases (<out>/calibration.md). Combines with --fast, "
                                                 "--study and --regime (their configs)."),
+        map_only: bool = typer.Option(False, "--map-only", help="With --regime: run nothing, write regime.md/json/png "
+                                      "from the levels already finished under --out (levels run separately or with "
+                                      "different arms)."),
         out_dir: Optional[Path] = typer.Option(None, "--out", help="Run directory (default runs/demo-<timestamp>); "
                                                "an existing one is resumed."),
         report_from: Optional[Path] = typer.Option(None, "--report-from", help="Run nothing: recompute the "
@@ -65,6 +68,16 @@ def register(root: typer.Typer) -> None:
         cfg = stage_config(ctx, DemoConfig, config, base=base)
         if out_dir is not None:
             cfg = replace(cfg, out=str(out_dir))
+        if map_only:
+            if not regime or out_dir is None:
+                raise typer.BadParameter("--map-only writes the map of an existing --regime run: give --regime and "
+                                         "--out DIR")
+            from cuset.demo.regime import map_from_levels
+
+            report = map_from_levels(out_dir)
+            out.print(report.read_text(), markup=False, highlight=False)
+            console.print(f"[bold green]report:[/] {report}")
+            return
         if calibrate is not None:
             from cuset.demo.regime import calibrate as run_calibration
 

@@ -51,6 +51,31 @@ def run_regime(cfg: DemoConfig) -> Path:
     return write_map(doc, out)
 
 
+def levels_under(out: Path) -> list[tuple[int, Path]]:
+    """The finished levels (a report.json written) under a map's directory, weakest base first."""
+    found = []
+    for directory in out.glob("base-k*"):
+        suffix = directory.name[len("base-k"):]
+        if suffix.isdigit() and (directory / "report.json").is_file():
+            found.append((int(suffix), directory))
+    return sorted(found)
+
+
+def map_from_levels(out: Path) -> Path:
+    """Write the map from the levels already finished under `out`, running nothing: a map whose
+    levels ran in separate invocations, or with different arms (e.g. the Table 5 switches at one
+    level only); each level's own report.json says which arms it holds."""
+    levels = levels_under(out)
+    if not levels:
+        from cuset.errors import CusetError
+
+        raise CusetError(f"{out}: no finished level (base-k<steps>/report.json) to map; run `cuset demo --regime "
+                         f"--out {out}` first")
+    doc = regime_map(levels, out)
+    doc["provenance"] = provenance()
+    return write_map(doc, out)
+
+
 def calibrate(cfg: DemoConfig, checkpoints: list[int]) -> Path:
     """Which warm-up lengths give which base strength: one warm-up of max(checkpoints) steps that
     saves the model at every multiple of the smallest spacing, then each checkpoint in

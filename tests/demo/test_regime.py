@@ -157,3 +157,16 @@ def test_the_maps_conclusion_is_what_each_levels_paired_comparison_says():
     assert "beats" not in cuset
     assert wnorm.startswith("- CuSeT (sample weight at mean 1 per step) cannot be tested against SFT at k = 0")
     assert conclusion_lines({"metric": "function@1", "levels": []}) == ["- No fine-tuned arm besides SFT was run."]
+
+
+def test_map_only_rewrites_the_map_from_the_finished_levels(regime_run, tmp_path):
+    before = json.loads((regime_run / "regime.json").read_text())
+    res = CliRunner().invoke(app, ["demo", "--regime", "--map-only", "--out", str(regime_run)])
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    after = json.loads((regime_run / "regime.json").read_text())
+    assert after["levels"] == before["levels"] and "wall_s" not in after
+    assert after["provenance"]["date_utc"] and "load" in after["provenance"]
+    res = CliRunner().invoke(app, ["demo", "--regime", "--map-only", "--out", str(tmp_path)])
+    assert res.exit_code != 0 and "no finished level" in _words(res.output)
+    res = CliRunner().invoke(app, ["demo", "--map-only", "--out", str(tmp_path)])
+    assert res.exit_code == 2 and "give --regime and --out DIR" in _words(res.output)

@@ -1,0 +1,68 @@
+"""Copy a finished base-strength map (`cuset demo --regime --out RUN`) into docs/: the files a
+reader needs and a test needs to recompute the map, nothing a run could regenerate at will
+(models, generations with logs, caches).
+
+    python docs/tools/publish_regime.py RUN docs/regime-2026-11-26 [--calibration CAL_RUN]
+
+Per level: report.md/json, base_nll.json, results/*.jsonl (the compact per-sample records
+`cuset demo --report-from` recomputes from), confidence/ (the report's figures) and every
+arm's train_log.jsonl (the map's dropped_frac); the map's regime.md/json/png; and, with
+--calibration, the calibration's calibration.md/json. tests/demo/test_regime_docs.py checks
+that the committed map is what the code writes from these files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+LEVEL_FILES = ("report.md", "report.json", "base_nll.json", "demo_config.json")
+LEVEL_DIRS = ("results", "confidence")
+
+
+def publish(run: Path, dest: Path, calibration: Path | None = None) -> list[Path]:
+    from cuset.demo.regime import levels_under
+
+    levels = levels_under(run)
+    if not levels or not (run / "regime.json").is_file():
+        raise SystemExit(f"{run}: no finished map (regime.json and base-k*/report.json); run cuset demo --regime")
+    copied = []
+
+    def copy(src: Path, dst: Path) -> None:
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        copied.append(dst)
+
+    for name in ("regime.md", "regime.json", "regime.png"):
+        if (run / name).is_file():
+            copy(run / name, dest / name)
+    for _, level in levels:
+        for name in LEVEL_FILES:
+            copy(level / name, dest / level.name / name)
+        for sub in LEVEL_DIRS:
+            for f in sorted((level / sub).rglob("*")):
+                if f.is_file():
+                    copy(f, dest / level.name / f.relative_to(level))
+        for log in sorted(level.glob("cells/*/train/train_log.jsonl")):
+            copy(log, dest / level.name / log.relative_to(level))
+    if calibration is not None:
+        for name in ("calibration.md", "calibration.json"):
+            copy(calibration / name, dest / "calibration" / name)
+    return copied
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run", type=Path, help="the map's run directory (cuset demo --regime --out RUN)")
+    parser.add_argument("dest", type=Path, help="where under docs/ to copy it")
+    parser.add_argument("--calibration", type=Path, help="a calibration run (cuset demo --calibrate --out DIR)")
+    args = parser.parse_args(argv)
+    copied = publish(args.run, args.dest, args.calibration)
+    print(f"{len(copied)} files, {sum(f.stat().st_size for f in copied) / 2**20:.1f} MiB -> {args.dest}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
