@@ -99,7 +99,7 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
 
     model = None
     if model_name is not None:
-        from cuset.analysis.scoring import load_model, resolve_device
+        from cuset.experiment.scoring import load_model, resolve_device
 
         try:  # no GPU or an unloadable model: ModelLoadError (a CusetError)
             model, model_tokenizer = load_model(model_name, device=resolve_device(device))
@@ -135,7 +135,7 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
 
 
 def _load_tokenizer(name: str):
-    from cuset.analysis.scoring import load_tokenizer
+    from cuset.experiment.scoring import load_tokenizer
 
     try:  # an unloadable tokenizer: ModelLoadError (a CusetError)
         return load_tokenizer(name, "--tokenizer")
@@ -145,11 +145,11 @@ def _load_tokenizer(name: str):
 
 def _confidences(model, tokenizer, encoded: dict, supervised: list[bool], kinds, window: int) -> tuple[list[float | None], float | None]:
     """p(y_t | y_<t) for every supervised token (teacher forcing, the library scorer
-    `cuset.analysis.scoring.score_batches`), and w_n = 1 - min_t C_t."""
+    `cuset.experiment.scoring.score_batches`), and w_n = 1 - min_t C_t."""
     import numpy as np
     import torch
 
-    from cuset.analysis.scoring import Encoded, score_batches
+    from cuset.experiment.scoring import Encoded, score_batches
     from cuset.losses.segments import segment_min, segment_runs, window_confidence
 
     positions = [t for t, sup in enumerate(supervised) if sup and t > 0]
