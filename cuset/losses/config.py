@@ -1,7 +1,7 @@
 """`LossConfig`: which objective to train with and its hyper-parameters.
 
 Defaults are the paper's (section 5.1) and the baselines' published settings
-(see shared/notes/method.md).
+(each option's help names where its default comes from).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CUDABench task record (see shared/notes/benchmark.md).
+"""The CUDABench task record (the format of the CUDABench release's task files).
 
 Every record has exactly twelve fields. Three of them have dots in their JSON
 names (`bench.cu`, `gen.py`, `compare.py`); the dataclass uses underscores and

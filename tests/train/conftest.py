@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from jsonl_tools import write_jsonl  # re-exported: the train tests import it from here
 
 VECTOR_ADD = """#include <cuda_runtime.h>
 #include <cstdio>
@@ -82,13 +82,6 @@ def task_record(i: int, name: str, code: str) -> dict:
         "level1_prompt": f"Write a CUDA kernel for {name}.", "level2_prompt": f"{name} (level 2).",
         "level3_prompt": f"{name}.",
     }
-
-
-def write_jsonl(path: Path, records) -> Path:
-    with open(path, "w", encoding="utf-8") as fh:
-        for r in records:
-            fh.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
-    return path
 
 
 @pytest.fixture(scope="session")
