@@ -8,7 +8,7 @@ import torch
 from cuset.train.callbacks import read_log
 
 from .conftest import build_program_model
-from .helpers import TINY_LORA, tiny_config
+from .helpers import tiny_config
 
 pytestmark = pytest.mark.slow
 
