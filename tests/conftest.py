@@ -1,7 +1,6 @@
 """Fixtures shared across test packages: a valid CUDABench record factory. Makes the
 helpers in tests/ importable (`from sandbox_tools import ...`)."""
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -9,6 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.append(str(Path(__file__).parent))
+from jsonl_tools import write_jsonl  # noqa: E402  (importable once tests/ is on the path)
 # A runner's terminal size (pytest-xdist workers inherit COLUMNS=80) must not decide how
 # the CLI's console, created when cuset.cli is first imported, lays out tables: tests
 # that need a width give it to CliRunner, which sets it for the command alone.
@@ -68,19 +68,11 @@ def record():
     return make_record()
 
 
-@pytest.fixture
-def write_jsonl(tmp_path):
+@pytest.fixture(name="write_jsonl")
+def write_jsonl_fixture(tmp_path):
+    """write_jsonl(lines, name="tasks.jsonl") -> a file of tmp_path (jsonl_tools.write_jsonl)."""
     def write(lines, name="tasks.jsonl"):
-        path = tmp_path / name
-        with open(path, "wb") as fh:
-            for line in lines:
-                if isinstance(line, bytes):
-                    fh.write(line + b"\n")
-                elif isinstance(line, str):
-                    fh.write(line.encode() + b"\n")
-                else:
-                    fh.write(json.dumps(line).encode() + b"\n")
-        return path
+        return write_jsonl(tmp_path / name, lines)
     return write
 
 

@@ -103,3 +103,153 @@ def test_the_library_never_imports_the_cli():
             offenders += [f"{path.relative_to(package.parent)}:{node.lineno}" for n in names
                           if n == "cuset.cli" or n.startswith("cuset.cli.")]
     assert offenders == []
+
+
+# ---- layers: who may import whom ---------------------------------------------------------
+
+# The packages (and top-level modules) of cuset, bottom to top. A module may import its own
+# package and those of lower layers; the packages of one layer are peers that never import
+# each other (analysis and data only read what the layers below produced; the experiment
+# layer runs things). docs/architecture.md shows this table (checked below).
+LAYERS = (
+    ("errors",),
+    ("config", "io", "localpath", "cachedir", "progress"),
+    ("tasks",),
+    ("spans",),
+    ("losses",),
+    ("train",),
+    ("generate",),
+    ("execute",),
+    ("evaluate",),
+    ("analysis", "data"),
+    ("experiment",),
+    ("demo",),
+    ("cli",),
+)
+# Module circles the task-kind registry of issue 45 removes; no other may appear.
+KNOWN_CIRCLES = {("cuset.evaluate.kernelbench", "cuset.evaluate.pipeline"),
+                 ("cuset.evaluate.ray_executor", "cuset.evaluate.runner")}
+PACKAGE = TESTS.parent / "cuset"
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports(source: str, modules: set[str]) -> list[tuple[str, int]]:
+    """(cuset module imported, line) for every import in `source`, lazy ones included;
+    `from package import submodule` counts as importing the submodule."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "cuset":
+            subs = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules]
+            names = subs if len(subs) == len(node.names) else [node.module, *subs]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.split(".")[0] == "cuset"]
+        else:
+            continue
+        found += [(name, node.lineno) for name in names]
+    return found
+
+
+def import_graph(root: Path = PACKAGE) -> tuple[dict[str, set[str]], dict[str, list[tuple[str, int]]]]:
+    """(module -> modules it imports, module -> its imports with lines) over the tree at `root`."""
+    paths = {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
+    lines = {m: module_imports(p.read_text(encoding="utf-8"), set(paths)) for m, p in paths.items()}
+    return {m: {n for n, _ in found if n in paths and n != m} for m, found in lines.items()}, lines
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[1] if "." in module else ""
+
+
+def layer_offenders(lines: dict[str, list[tuple[str, int]]], layers=LAYERS) -> list[str]:
+    """`module:line imports target` for each import of a package above or beside the module's own."""
+    rank = {package: i for i, layer in enumerate(layers) for package in layer}
+    offenders = []
+    for module, found in lines.items():
+        own = package_of(module)
+        for target, line in found:
+            other = package_of(target)
+            if own and other and other != own and rank[other] >= rank[own]:
+                offenders.append(f"{module}:{line} imports {target} ({other} is not below {own})")
+    return offenders
+
+
+def circles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
+    """The import circles (strongly connected groups of two or more modules), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: set[tuple[str, ...]] = set()
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.add(tuple(sorted(group)))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_layer_and_circle_checks_find_what_they_must(tmp_path):
+    root = tmp_path / "cuset"
+    files = {
+        "__init__.py": "",
+        "tasks/__init__.py": "from cuset.tasks import schema\n",
+        "tasks/schema.py": "from cuset.errors import CusetError\n",
+        "tasks/prompts.py": "from cuset.tasks.kernel import render\n",
+        "tasks/kernel.py": "def render():\n    from cuset.tasks.prompts import X\n",
+        "analysis/__init__.py": "",
+        "analysis/sweep.py": "def run():\n    from cuset.experiment import run_cell\n",
+        "data/__init__.py": "",
+        "data/stats.py": "from cuset.analysis import sweep\nfrom cuset.tasks import schema\n",
+        "experiment.py": "import cuset.analysis.sweep\n",
+        "errors.py": "",
+    }
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    graph, lines = import_graph(root)
+    assert circles(graph) == {("cuset.tasks.kernel", "cuset.tasks.prompts"), ("cuset.analysis.sweep", "cuset.experiment")}
+    layers = (("errors",), ("tasks",), ("analysis", "data"), ("experiment",))
+    assert sorted(layer_offenders(lines, layers)) == [
+        "cuset.analysis.sweep:2 imports cuset.experiment (experiment is not below analysis)",
+        "cuset.data.stats:1 imports cuset.analysis.sweep (analysis is not below data)",
+    ]
+
+
+def test_every_package_has_a_layer():
+    packages = {package_of(module_name(p)) for p in PACKAGE.rglob("*.py")} - {""}
+    assert packages == {package for layer in LAYERS for package in layer}
+
+
+def test_no_module_imports_a_package_above_or_beside_its_own():
+    assert layer_offenders(import_graph()[1]) == []
+
+
+def test_no_import_circle_but_the_known_ones():
+    assert circles(import_graph()[0]) - KNOWN_CIRCLES == set()
+
+
+def test_the_architecture_page_shows_the_layers():
+    table = "\n".join(", ".join(layer) for layer in reversed(LAYERS))
+    page = (TESTS.parent / "docs" / "architecture.md").read_text(encoding="utf-8")
+    assert f"```\n{table}\n```" in page, f"docs/architecture.md: show the layers, top first:\n{table}"

@@ -37,3 +37,17 @@ def test_the_marker_pattern_finds_a_conflict():
     sample = "a\n<<<<<<< HEAD\nx\n=======\ny\n>>>>>>> branch\n"
     assert len(MARKER.findall(sample)) == 3
     assert not MARKER.search("a = '<<<<<<<<'\n# ======== rule\n")
+
+
+NOTES_OUTSIDE = re.compile(r"\bshared/notes/")
+
+
+def test_code_and_tests_cite_nothing_outside_the_repository():
+    """A reader of the code (or of a failing test) has only the repository: pointers to the
+    lab's own notes (shared/notes/..., not committed here) lead nowhere."""
+    found = [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}"
+             for path in _tracked_text_files()
+             if path.suffix in (".py", ".yaml", ".yml", ".cu", ".toml") and path != Path(__file__).resolve()
+             for text in [path.read_text(errors="replace")] for m in NOTES_OUTSIDE.finditer(text)]
+    assert found == []
+    assert NOTES_OUTSIDE.search("(see ../shared/notes/method.md)") and not NOTES_OUTSIDE.search("cache_dir=/shared/cuset")

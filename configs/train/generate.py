@@ -6,7 +6,8 @@
 Edit the tables here, not the generated files (a test checks they match).
 Paper setup (section 5.1): LoRA r=8, alpha=16, dropout 0.05 on all linear layers,
 max length 4096, batch 1 per GPU on 8 GPUs, lr 1e-4, 3 epochs; CuSeT tau 0.1,
-lambda 1.0, window 256. Baseline hyper-parameters: shared/notes/method.md.
+lambda 1.0, window 256. Baseline hyper-parameters: the defaults of cuset.losses.LossConfig
+(each option's help names where its default comes from).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ p(y_t | x, y_<t) of each response token and the span kinds of that token. Output
 the two-sample KS test between CUDA-sensitive and CUDA-neutral tokens (Figure 1),
 per-category statistics, and the low-confidence-window statistics of Figure 2
 ("low" = window mean below the corpus mean confidence of neutral tokens).
-No model code here: `cuset.analysis.scoring` produces the samples.
+No model code here: `cuset.experiment.scoring` produces the samples.
 """
 
 from __future__ import annotations

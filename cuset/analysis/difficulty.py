@@ -389,3 +389,20 @@ def write_difficulty(result: DifficultyResult, unit: str, out_dir: str | Path, *
     md = out / f"{stem}.md"
     atomic_write_text(md, difficulty_markdown(result, unit, figure=png.name))
     return [png, js, md]
+
+
+def find_reasoning_manifest(run_dir: Path | None) -> Path | None:
+    """The reasoning manifest a `cuset data build` run wrote, if it ran that stage."""
+    path = run_dir / REASONING_MANIFEST if run_dir is not None else None
+    return path if path is not None and path.is_file() else None
+
+
+def difficulty_stats(reasoning_path: Path, out_dir: Path):
+    """`cuset data stats`' difficulty part: (DifficultyResult, token unit, written paths) for a
+    reasoning manifest; paths are difficulty.png/.json/.md in out_dir, none when the manifest
+    holds no candidates."""
+    attempts, unit = attempts_from_reasoning_manifest(reasoning_path)
+    result = difficulty_table(attempts)
+    if not attempts:
+        return result, unit, []
+    return result, unit, write_difficulty(result, unit, out_dir, extra={"source": str(reasoning_path)})

@@ -22,6 +22,7 @@ import yaml
 
 from cuset.errors import CusetError
 from cuset.io import JsonlError, iter_jsonl
+from cuset.losses.config import OBJECTIVE_DISPLAY_NAMES
 
 if TYPE_CHECKING:
     from cuset.analysis.difficulty import Attempt
@@ -42,10 +43,10 @@ LABEL_ALIASES: dict[str, tuple[str, ...]] = {
 RESULT_NAMES = ("results.jsonl", "eval_results.jsonl")
 SIDECAR_LABELS = ("labels.json", "cell.json")
 
-# Display names of training objectives, in the order Table 2 lists them.
-METHOD_NAMES = {"vanilla": "Vanilla", "base": "Vanilla", "none": "Vanilla", "sft": "SFT", "dft": "DFT", "eaft": "EAFT",
-                "asft": "ASFT", "profit": "ProFit", "cuset": "CuSeT"}
-METHOD_ORDER = ("Vanilla", "SFT", "DFT", "EAFT", "ASFT", "ProFit", "CuSeT")
+# Display names of the base model (no training) and of the training objectives, in the order
+# Table 2 lists them (the objectives' own order in cuset.losses.config).
+METHOD_NAMES = {"vanilla": "Vanilla", "base": "Vanilla", "none": "Vanilla", **OBJECTIVE_DISPLAY_NAMES}
+METHOD_ORDER = ("Vanilla", *OBJECTIVE_DISPLAY_NAMES.values())
 
 DEFINITIONS = ("unbiased", "compat", "compat_quirk")
 METRIC_KEYS = ("compile@1", "function@1", "compile@3", "function@3")

@@ -82,7 +82,7 @@ def register(root: typer.Typer) -> None:
 
 
 def _score(model: str, data: Path, *, max_length, batch_size, device, dtype, limit, data_format, prompt_level, strict, progress):
-    from cuset.analysis.scoring import encode_examples, load_model, resolve_device, score_batches
+    from cuset.experiment.scoring import encode_examples, load_model, resolve_device, score_batches
     from cuset.tasks.io import Problem
     from cuset.train.data import FORMATS, RecordOptions, read_examples
 

@@ -94,6 +94,7 @@ def stats(
     and family (ConCuR), their Spearman correlation, difficulty.png/.json/.md."""
     import json
 
+    from cuset.analysis.difficulty import find_reasoning_manifest
     from cuset.data import stats as S
     from cuset.tasks import load_tasks
 
@@ -125,16 +126,16 @@ def stats(
         out.print(table)
     for path in S.write_plots(st, out_dir, manifest_data):
         console.print(f"plot: {path}", soft_wrap=True, highlight=False)
-    reasoning = reasoning or S.find_reasoning_manifest(run_dir or (manifest.parent if manifest else None))
+    reasoning = reasoning or find_reasoning_manifest(run_dir or (manifest.parent if manifest else None))
     if reasoning is not None:
-        _print_difficulty(S, reasoning, out_dir)
+        _print_difficulty(reasoning, out_dir)
 
 
-def _print_difficulty(S, reasoning: Path, out_dir: Path) -> None:
-    from cuset.analysis.difficulty import correlation_sentence, rich_tables
+def _print_difficulty(reasoning: Path, out_dir: Path) -> None:
+    from cuset.analysis.difficulty import correlation_sentence, difficulty_stats, rich_tables
 
     # ReasoningManifestError (a CusetError) names file:line, or a task under two families
-    result, unit, paths = S.difficulty_stats(reasoning, out_dir)
+    result, unit, paths = difficulty_stats(reasoning, out_dir)
     if not result.n_attempts:
         console.print(f"[yellow]{reasoning}: no candidates, so no difficulty analysis[/]", soft_wrap=True, highlight=False)
         return

@@ -99,7 +99,7 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
 
     model = None
     if model_name is not None:
-        from cuset.analysis.scoring import load_model, resolve_device
+        from cuset.experiment.scoring import load_model, resolve_device
 
         try:  # no GPU or an unloadable model: ModelLoadError (a CusetError)
             model, model_tokenizer = load_model(model_name, device=resolve_device(device))
@@ -120,7 +120,7 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
     confidences = sample_weight = None
     notes = []
     if model is not None:
-        confidences, sample_weight = _confidences(model, encoded, supervised, window)
+        confidences, sample_weight = _confidences(model, tok, encoded, supervised, kinds, window)
     else:
         notes.append("Weights show the CUDA mask only (lambda * 1[CUDA]); give --model for the confidence mask 1[p > tau].")
     if encoded["truncated"]:
@@ -135,7 +135,7 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
 
 
 def _load_tokenizer(name: str):
-    from cuset.analysis.scoring import load_tokenizer
+    from cuset.experiment.scoring import load_tokenizer
 
     try:  # an unloadable tokenizer: ModelLoadError (a CusetError)
         return load_tokenizer(name, "--tokenizer")
@@ -143,27 +143,26 @@ def _load_tokenizer(name: str):
         fail(str(error))
 
 
-def _confidences(model, encoded: dict, supervised: list[bool], window: int) -> tuple[list[float | None], float | None]:
-    """p(y_t | y_<t) for every supervised token (teacher forcing), and w_n = 1 - min_t C_t."""
+def _confidences(model, tokenizer, encoded: dict, supervised: list[bool], kinds, window: int) -> tuple[list[float | None], float | None]:
+    """p(y_t | y_<t) for every supervised token (teacher forcing, the library scorer
+    `cuset.experiment.scoring.score_batches`), and w_n = 1 - min_t C_t."""
+    import numpy as np
     import torch
 
-    from cuset.losses.compute import final_hidden_states
+    from cuset.experiment.scoring import Encoded, score_batches
     from cuset.losses.segments import segment_min, segment_runs, window_confidence
 
-    device = next(model.parameters()).device
-    ids = torch.tensor([encoded["input_ids"]], device=device)
     positions = [t for t, sup in enumerate(supervised) if sup and t > 0]
     result: list[float | None] = [None] * len(supervised)
     if not positions:
         return result, None
-    with torch.no_grad():
-        hidden = final_hidden_states(model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)})[0]
-        head = model.get_output_embeddings()
-        index = torch.tensor(positions, device=device)
-        logits = head(hidden[index - 1]).float()  # the state before token t predicts token t
-        probs = torch.softmax(logits, dim=-1).gather(1, ids[0, index].unsqueeze(1)).squeeze(1).cpu()
+    sample = Encoded(sample_id="inspect", input_ids=list(encoded["input_ids"]), positions=np.asarray(positions),
+                     kinds=tuple(frozenset(kinds[t]) for t in positions), tokens=())
+    device = str(next(model.parameters()).device)
+    probs = score_batches(model, tokenizer, [sample], batch_size=1, device=device, progress=False)[0].confidences
     for t, p in zip(positions, probs.tolist()):
         result[t] = p
+    probs = torch.as_tensor(probs, dtype=torch.float64)
     runs = segment_runs(torch.zeros(len(positions), dtype=torch.long))
-    c_min = segment_min(window_confidence(probs.double(), runs, window), runs)
+    c_min = segment_min(window_confidence(probs, runs, window), runs)
     return result, float(1.0 - c_min[0])

@@ -25,7 +25,7 @@ SWEEP_HELP = (
 
 
 def _sweep_keys():
-    from cuset.analysis.sweep import SweepConfig
+    from cuset.experiment.sweep import SweepConfig
 
     return "SweepConfig keys (set in YAML or as key=value)", [(SweepConfig, "")]
 
@@ -98,7 +98,7 @@ def register(root: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="List the cells and whether each is done; run nothing."),
         help_config: bool = help_config_option(_sweep_keys),
     ):
-        from cuset.analysis.sweep import SweepConfig, plan_cells, run_sweep
+        from cuset.experiment.sweep import SweepConfig, plan_cells, run_sweep
 
         cfg = stage_config(ctx, SweepConfig, config)
         if dry_run:  # a bad grid: SweepError (a CusetError), one line

@@ -234,28 +234,6 @@ def _save(plt, fig, path: Path) -> Path:
     return path
 
 
-# ---- task difficulty (ConCuR) --------------------------------------------------
-
-def find_reasoning_manifest(run_dir: Path | None) -> Path | None:
-    """The reasoning manifest a `cuset data build` run wrote, if it ran that stage."""
-    from cuset.analysis.difficulty import REASONING_MANIFEST
-
-    path = run_dir / REASONING_MANIFEST if run_dir is not None else None
-    return path if path is not None and path.is_file() else None
-
-
-def difficulty_stats(reasoning_path: Path, out_dir: Path):
-    """(DifficultyResult, token unit, written paths) for a reasoning manifest; paths are
-    difficulty.png/.json/.md in out_dir, none when the manifest holds no candidates."""
-    from cuset.analysis.difficulty import attempts_from_reasoning_manifest, difficulty_table, write_difficulty
-
-    attempts, unit = attempts_from_reasoning_manifest(reasoning_path)
-    result = difficulty_table(attempts)
-    if not attempts:
-        return result, unit, []
-    return result, unit, write_difficulty(result, unit, out_dir, extra={"source": str(reasoning_path)})
-
-
 def write_plots(st: DatasetStats, out_dir: Path, manifest: dict | None = None) -> list[Path]:
     paths = []
     if st.n_tasks:

@@ -298,7 +298,7 @@ class DemoRun:
     def _score(self, tasks: Path, limit: int, model: str = ""):
         """Teacher-forced confidences of `model` (a model or adapter directory; default the
         vanilla model) on the reference responses of `tasks`."""
-        from cuset.analysis.scoring import encode_examples, load_model, score_batches
+        from cuset.experiment.scoring import encode_examples, load_model, score_batches
         from cuset.train.data import RecordOptions, read_examples
 
         model, tokenizer = load_model(model or str(self.vanilla), device="cpu", dtype="float32")

@@ -5,8 +5,9 @@ Two rules:
   first match of ```(?:cpp|c\\+\\+)?\\s*(.*?)``` (DOTALL). Its quirk is kept on
   purpose: after a ```cuda fence the word "cuda" is part of the code (the
   optional group only knows cpp/c++), which then fails to compile.
-- default (`extract_code`): among all fenced blocks (language tag dropped,
-  an unclosed last fence running to the end of the response), the one that
+- default (`extract_code`): among all fenced blocks (found by
+  `cuset.tasks.reply.fenced_blocks`: ``` or ~~~ fences, the language tag dropped, an
+  unclosed last fence running to the end of the response), the one that
   holds `main` (preferring one that also holds a `__global__` kernel), else one
   with a `__global__` kernel, else the first block. A response with no fence
   at all that still looks like a whole program (#include and main) is taken
@@ -29,10 +30,9 @@ from __future__ import annotations
 import ast
 import re
 
+from cuset.tasks.reply import fenced_blocks
+
 COMPAT_RE = re.compile(r"```(?:cpp|c\+\+)?\s*(.*?)```", re.DOTALL)
-# An opening fence: ``` plus an optional info string up to the end of its line.
-FENCE_OPEN = re.compile(r"^[ \t]*```[ \t]*([^\n`]*)\n", re.MULTILINE)
-FENCE_CLOSE = re.compile(r"^[ \t]*```[ \t]*$", re.MULTILINE)
 MAIN_RE = re.compile(r"\bint\s+main\s*\(|\bmain\s*\(\s*(?:void|int\b)?")
 KERNEL_RE = re.compile(r"__global__")
 
@@ -44,20 +44,9 @@ def extract_code_compat(response: str) -> str | None:
     return m.group(1)
 
 
-def fenced_blocks(response: str) -> list[str]:
-    """Bodies of all fenced blocks in order; an unclosed last fence runs to the end."""
-    blocks: list[str] = []
-    pos = 0
-    while True:
-        m = FENCE_OPEN.search(response, pos)
-        if m is None:
-            return blocks
-        close = FENCE_CLOSE.search(response, m.end())
-        if close is None:
-            blocks.append(response[m.end():])
-            return blocks
-        blocks.append(response[m.end():close.start()])
-        pos = close.end()
+def fenced_bodies(response: str) -> list[str]:
+    """Bodies of all fenced blocks in order (cuset.tasks.reply); an unclosed last fence runs to the end."""
+    return [block.body(response) for block in fenced_blocks(response)]
 
 
 def _score(block: str) -> int:
@@ -66,7 +55,7 @@ def _score(block: str) -> int:
 
 def extract_code(response: str) -> str | None:
     response = response or ""
-    blocks = [b for b in fenced_blocks(response) if b.strip()]
+    blocks = [b for b in fenced_bodies(response) if b.strip()]
     if blocks:
         best = max(range(len(blocks)), key=lambda i: (_score(blocks[i]), -i))
         return blocks[best]
@@ -101,7 +90,7 @@ def _parses(code: str) -> bool:
 
 def extract_modelnew(response: str) -> str | None:
     response = response or ""
-    blocks = [b for b in fenced_blocks(response) if MODELNEW_RE.search(b)]
+    blocks = [b for b in fenced_bodies(response) if MODELNEW_RE.search(b)]
     if blocks:
         return blocks[-1]
     if "```" not in response and MODELNEW_RE.search(response) and _parses(response):

@@ -3,7 +3,7 @@
     loss, metrics = compute_loss(model, batch, cfg, num_items_in_batch=n_tokens_in_step, world_size=ws)
     loss.backward()
 
-Normalisation (shared/notes/method.md): `reduction=token` divides the summed
+Normalisation: `reduction=token` divides the summed
 loss by the supervised tokens of the *whole optimizer step* (all accumulated
 micro-batches on all devices; transformers' `num_items_in_batch`); the sample
 reductions divide by the supervised samples of the step (`num_samples_in_batch`).

@@ -1,4 +1,4 @@
-"""The training objectives (shared/notes/method.md), each a pure function of `TokenStats`.
+"""The training objectives (CuSeT and its baselines), each a pure function of `TokenStats`.
 
 Every objective here is linear in the target log-probabilities and the KL term
 with stop-gradient coefficients:

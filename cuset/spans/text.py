@@ -1,4 +1,4 @@
-"""Text handling for the span detector: decoding, byte->char offsets, markdown code blocks."""
+"""Text handling for the span detector: decoding, byte->char offsets, which parts of a reply are code."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
+
+from cuset.tasks.reply import fenced_blocks
 
 
 def decode(code: str | bytes | bytearray | memoryview | None) -> str:
@@ -60,10 +62,6 @@ class Segment:
     end: int
 
 
-# Fences: 3+ backticks or tildes and an info string. Any indentation is accepted (CommonMark
-# allows 3 spaces, but model answers often indent fenced blocks inside list items).
-_FENCE_OPEN = re.compile(r"^[ \t]*(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*?)[ \t]*$", re.M)
-
 # Info strings of blocks that are never CUDA/C++ (compile commands, output, other languages).
 _NOT_CODE_LANGS = frozenset({
     "bash", "sh", "shell", "console", "zsh", "text", "txt", "plaintext", "output", "log",
@@ -83,35 +81,17 @@ def code_segments(text: str) -> list[Segment]:
     """The stretches of `text` to parse as CUDA/C++.
 
     No fence in the text: the whole text (bare code, possibly with prose around it; the
-    parser's error recovery isolates the prose). With fences: the body of every fenced
-    block whose info string is empty or not a known non-C++ language (an unclosed fence
-    runs to the end of the text, as in a truncated response), plus any stretch between
-    blocks that has a line starting like code (``__global__``, ``#include``, ``int main(``...).
+    parser's error recovery isolates the prose). With fences (found by
+    `cuset.tasks.reply.fenced_blocks`): the body of every fenced block whose info string is
+    empty or not a known non-C++ language (an unclosed fence runs to the end of the text,
+    as in a truncated response), plus any stretch between blocks that has a line starting
+    like code (``__global__``, ``#include``, ``int main(``...).
     """
-    blocks: list[Segment] = []
-    gaps: list[Segment] = []
-    position = 0
-    search_from = 0
-    while True:
-        opening = _FENCE_OPEN.search(text, search_from)
-        if opening is None:
-            break
-        fence = opening.group("fence")
-        body_start = opening.end() + 1 if opening.end() < len(text) else opening.end()
-        closing = re.compile(
-            rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M
-        ).search(text, body_start)
-        body_end = closing.start() if closing else len(text)
-        gaps.append(Segment(position, opening.start()))
-        language = opening.group("info").split()[0].lower().lstrip(".{") if opening.group("info").split() else ""
-        if language not in _NOT_CODE_LANGS:
-            blocks.append(Segment(body_start, max(body_start, body_end)))
-        if closing is None:
-            position = len(text)
-            break
-        position = search_from = closing.end()
-    if not blocks and not gaps:
+    fences = fenced_blocks(text)
+    if not fences:
         return [Segment(0, len(text))] if text else []
-    gaps.append(Segment(position, len(text)))
+    blocks = [Segment(f.start, f.end) for f in fences if f.language not in _NOT_CODE_LANGS]
+    edges = [0, *(edge for f in fences for edge in (f.fence_start, f.fence_end)), len(text)]
+    gaps = [Segment(a, b) for a, b in zip(edges[::2], edges[1::2])]
     segments = blocks + [g for g in gaps if g.end > g.start and _CODE_LINE.search(text, g.start, g.end)]
     return sorted(segments, key=lambda s: s.start)

@@ -1,4 +1,6 @@
-"""Tasks: the CUDABench-format record shared by data curation and evaluation, and the KernelBench record."""
+"""Tasks: the CUDABench-format record shared by data curation and evaluation, the KernelBench
+record, and reading a model's reply to a task (`reasoning`: the trace; `reply`: the fenced
+code blocks)."""
 
 from cuset.tasks.schema import DTYPES, LEVELS, Task, TensorSpec, parse_shape, task_id_order, valid_task_id
 from cuset.tasks.kernelbench import VALUE_VARIANTS, KernelBenchTask

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:  # only for annotations: prompts.py imports this module
+from cuset.tasks.schema import RenderedPrompt
+
+if TYPE_CHECKING:  # only for annotations
     from cuset.tasks.kernelbench import KernelBenchTask
-    from cuset.tasks.prompts import RenderedPrompt
 
 COMPAT_SYSTEM = "You are a helpful assistant"
 
@@ -169,10 +170,8 @@ def compat_user_prompt(reference_src: str) -> str:
 
 
 def render_kernelbench_prompt(task: "KernelBenchTask", *, compat: bool = False,
-                              gpu: str | None = None) -> "RenderedPrompt":
+                              gpu: str | None = None) -> RenderedPrompt:
     """System + user prompt asking for a ModelNew of `task`. `gpu` (a label) is named in the default prompt only."""
-    from cuset.tasks.prompts import RenderedPrompt
-
     if compat:
         return RenderedPrompt(system=COMPAT_SYSTEM, user=compat_user_prompt(task.reference_src))
     extra = BACKWARD_NOTE if task.backward else ""

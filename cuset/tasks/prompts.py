@@ -14,11 +14,9 @@ cuset.tasks.kernelbench_prompts, with the same two styles.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from cuset.tasks.kernelbench import KernelBenchTask
 from cuset.tasks.kernelbench_prompts import render_kernelbench_prompt
-from cuset.tasks.schema import Task, TensorSpec
+from cuset.tasks.schema import RenderedPrompt, Task, TensorSpec
 
 DEFAULT_GPU = "NVIDIA GeForce RTX 4090"  # the official harness's default GPU label
 
@@ -142,16 +140,6 @@ CLEAN_USER = """## Task Name
 
 ## GPU
 {gpu}"""
-
-
-@dataclass(frozen=True)
-class RenderedPrompt:
-    system: str
-    user: str
-
-    def messages(self) -> list[dict[str, str]]:
-        """Chat messages, the form HF chat templates and OpenAI servers take."""
-        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
 
 
 def _spec_lines(specs: tuple[TensorSpec, ...]) -> str:

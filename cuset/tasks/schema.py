@@ -1,4 +1,4 @@
-"""The CUDABench task record (see shared/notes/benchmark.md).
+"""The CUDABench task record (the format of the CUDABench release's task files).
 
 Every record has exactly twelve fields. Three of them have dots in their JSON
 names (`bench.cu`, `gen.py`, `compare.py`); the dataclass uses underscores and
@@ -153,3 +153,15 @@ class Task:
             kwargs[attr] = tuple(TensorSpec(t["name"], t["dtype"], t["shape"]) for t in kwargs[attr])
         kwargs["family"] = record.get("family")
         return cls(**kwargs)
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A task's prompt as a model gets it (`cuset.tasks.prompts.render_prompt`, either kind)."""
+
+    system: str
+    user: str
+
+    def messages(self) -> list[dict[str, str]]:
+        """Chat messages, the form HF chat templates and OpenAI servers take."""
+        return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]

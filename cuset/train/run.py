@@ -19,6 +19,7 @@ import yaml
 
 from cuset.config import to_dict
 from cuset.io import atomic_write_json, atomic_write_text
+from cuset.losses.objectives import get_loss
 from cuset.train.callbacks import LOG_NAME, JsonlLogCallback, ProgressBarCallback, read_log, truncate_log
 from cuset.train.checkpoint import clear_staging, last_checkpoint, publish, staging_dir
 from cuset.train.config import TrainConfig
@@ -101,8 +102,9 @@ def _callbacks(cfg: TrainConfig, run_dir: Path, is_main: bool) -> list:
 
 
 def reference_model(cfg: TrainConfig, model):
-    """ASFT under full fine-tuning needs the initial policy; LoRA disables its adapter instead."""
-    if cfg.loss.name != "asft" or cfg.finetune != "full":
+    """The initial policy, for an objective with a KL term to it (ASFT with beta > 0) under full
+    fine-tuning; LoRA disables its adapter instead, and no other objective needs one."""
+    if cfg.finetune != "full" or not get_loss(cfg.loss.name).needs_kl(cfg.loss):
         return None
     from transformers.integrations import is_deepspeed_zero3_enabled
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cuset.analysis.scoring import encode_example, encode_examples, score_batches
+from cuset.experiment.scoring import encode_example, encode_examples, score_batches
 from cuset.cli.main import app
 from cuset.train.data import RecordOptions, read_examples
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cuset.analysis.sweep import (
+from cuset.experiment.sweep import (
     SweepConfig, SweepError, build_cells, expand_grid, grid_settings, plan_cells, run_sweep, split_settings,
 )
 from cuset.cli.main import app
 from cuset.config import load_config
+from cuset.experiment import step_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY_TRAIN = str(ROOT / "configs/train/tiny/lora.yaml")
@@ -116,13 +117,22 @@ def test_run_resume_failures_and_report(tmp_path, assert_png, write_run):
     manifest2 = run_sweep(cfg, runner=runner2)
     assert runner2.calls == [failed["cell_id"]]
     assert manifest2["counts"] == {"done": 4, "cached": 3, "failed": 0}
-    assert not (cell_dir / "failed.json").exists() and (cell_dir / "done.json").exists()
+    assert not (cell_dir / "failed.json").exists() and failed["cell_id"] in step_seconds(tmp_path / "sweep")
     states = dict((c.cell_id, s) for c, s in plan_cells(cfg))
     assert set(states.values()) == {"done"}
     labels = json.loads((cell_dir / "eval" / "labels.json").read_text())["labels"]
     assert labels["tau"] == 0.9  # `cuset report` on the cell's eval dir alone finds its labels
     report2 = json.loads((tmp_path / "sweep" / "report" / "report.json").read_text())
     assert report2["figure4"]["tau"][0]["x"] == [0.1, 0.5, 0.9]
+
+
+def test_a_runner_that_leaves_no_evaluation_fails_its_cell_and_is_not_recorded_done(tmp_path):
+    cfg = sweep_cfg(tmp_path, grid={"loss.tau": [0.1]}, report=False)
+    manifest = run_sweep(cfg, runner=lambda cell, cell_dir: None)
+    assert manifest["counts"] == {"done": 0, "cached": 0, "failed": 1}
+    assert "left no evaluation in" in manifest["failed"][0]["error"]
+    assert step_seconds(tmp_path / "sweep") == {}
+    assert [state for _, state in plan_cells(cfg)] == ["failed"]
 
 
 def test_fail_fast_stops_at_the_first_failure(tmp_path, write_run):

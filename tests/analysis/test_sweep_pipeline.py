@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cuset.analysis.sweep import SweepConfig, run_sweep
+from cuset.experiment.sweep import SweepConfig, run_sweep
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="evaluation judges compilation with nvcc")
 

@@ -26,7 +26,7 @@ def _stages(tmp_path):
                        "cuset.data.build", "build_dataset"),
         "train": (["train"], [], {"output_dir": str(tmp_path / "out"), "model": {"name_or_path": str(tmp_path)}},
                   "cuset.train.run", "train"),
-        "sweep": (["sweep"], [], {"train_config": "t.yaml", "tasks": "t.jsonl"}, "cuset.analysis.sweep", "run_sweep"),
+        "sweep": (["sweep"], [], {"train_config": "t.yaml", "tasks": "t.jsonl"}, "cuset.experiment.sweep", "run_sweep"),
         "generate": (["generate"], [], {"tasks": "t.jsonl", "out": str(gens)}, "cuset.generate.run", "generate_file"),
         "eval": (["eval", "tasks.jsonl", str(gens)], ["--out", str(tmp_path / "ev")], {"backend": "cpu"},
                  "cuset.evaluate", "evaluate_file"),
@@ -143,7 +143,7 @@ def _bug_cases(tmp_path, make_record):
         "data stats": ("cuset.data.stats", "hf_token_counter", ["data", "stats", str(tasks), "--tokenizer", "tok"]),
         "analyze": ("cuset.analysis.confidence_report", "load_scores", ["analyze", "confidence", "--scores", str(scores)]),
         "report": ("cuset.analysis.results", "load_runs", ["report", str(tmp_path)]),
-        "inspect": ("cuset.analysis.scoring", "load_tokenizer", ["inspect", str(cu), "--tokenizer", str(tmp_path), "--no-html"]),
+        "inspect": ("cuset.experiment.scoring", "load_tokenizer", ["inspect", str(cu), "--tokenizer", str(tmp_path), "--no-html"]),
     })
     return cases
 
@@ -169,7 +169,7 @@ def test_a_plain_value_error_is_a_bug_with_its_traceback(stage, tmp_path, monkey
 
 def test_library_user_errors_are_cuset_errors_with_their_builtin_base():
     from cuset.analysis.confidence import ScoresError
-    from cuset.analysis.scoring import ModelLoadError
+    from cuset.experiment.scoring import ModelLoadError
     from cuset.data.stats import TokenizerUnavailable
     from cuset.data.synth import SynthError
     from cuset.evaluate.records import ResultRecordError

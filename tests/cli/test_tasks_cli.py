@@ -1,19 +1,13 @@
-import json
 import re
 
 import pytest
-
 from typer.testing import CliRunner
+
+from jsonl_tools import write_jsonl
 
 from cuset.cli.main import app
 
 runner = CliRunner()
-
-
-def _write(tmp_path, records):
-    p = tmp_path / "t.jsonl"
-    p.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return p
 
 
 def test_help_lists_every_stage_in_data_flow_order():
@@ -25,21 +19,21 @@ def test_help_lists_every_stage_in_data_flow_order():
 
 def test_validate_reports_per_field_errors_and_exits_nonzero(tmp_path, make_record):
     bad = make_record(1, outputs=[{"name": "c", "dtype": "f32", "shape": "(4,)"}])
-    res = runner.invoke(app, ["tasks", "validate", str(_write(tmp_path, [make_record(0), bad]))])
+    res = runner.invoke(app, ["tasks", "validate", str(write_jsonl(tmp_path / "t.jsonl", [make_record(0), bad]))])
     assert res.exit_code == 1
     assert "t.jsonl:2: outputs[0].dtype: unknown dtype 'f32'" in res.output
     assert "1 valid task(s), 1 bad record(s)" in res.output
 
 
 def test_validate_ok_and_lenient(tmp_path, make_record):
-    good = _write(tmp_path, [make_record(0)])
+    good = write_jsonl(tmp_path / "t.jsonl", [make_record(0)])
     assert runner.invoke(app, ["tasks", "validate", str(good)]).exit_code == 0
-    mixed = _write(tmp_path, [make_record(0), make_record(0)])
+    mixed = write_jsonl(tmp_path / "t.jsonl", [make_record(0), make_record(0)])
     assert runner.invoke(app, ["tasks", "validate", str(mixed), "--lenient"]).exit_code == 0
 
 
 def test_show_prints_rendered_prompt(tmp_path, make_record):
-    path = _write(tmp_path, [make_record(4)])
+    path = write_jsonl(tmp_path / "t.jsonl", [make_record(4)])
     res = runner.invoke(app, ["tasks", "show", str(path), "--id", "4", "--level", "2"])
     assert res.exit_code == 0, res.output
     assert "## Task Description\nElementwise sum of two vectors." in res.output
@@ -65,7 +59,7 @@ def test_a_missing_local_task_file_is_one_line_at_once(tmp_path, monkeypatch, co
 
 
 def test_a_missing_model_directory_is_named_by_generate(tmp_path, make_record):
-    tasks = _write(tmp_path, [make_record(0)])
+    tasks = write_jsonl(tmp_path / "t.jsonl", [make_record(0)])
     res = runner.invoke(app, ["generate", "backend=hf", f"model={tmp_path / 'no-model'}", f"tasks={tasks}",
                               f"out={tmp_path / 'g.jsonl'}"])
     assert res.exit_code == 2

@@ -1,6 +1,6 @@
 import pytest
 
-from cuset.generate.extract import extract_code, extract_code_compat, fenced_blocks, get_extractor
+from cuset.generate.extract import extract_code, extract_code_compat, fenced_bodies, get_extractor
 
 PROGRAM = "#include <cstdio>\n__global__ void k(float* x) { x[0] = 1; }\nint main() { return 0; }\n"
 
@@ -61,8 +61,8 @@ def test_default_bare_program_without_fence():
     assert extract_code("") is None and extract_code(None) is None
 
 
-def test_fenced_blocks_in_order():
-    assert fenced_blocks("a\n```x\n1\n```\nb\n```\n2\n```\n") == ["1\n", "2\n"]
+def test_fenced_bodies_in_order():
+    assert fenced_bodies("a\n```x\n1\n```\nb\n```\n2\n```\n") == ["1\n", "2\n"]
 
 
 def test_get_extractor_errors_name_choices():

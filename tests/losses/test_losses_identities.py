@@ -1,4 +1,4 @@
-"""Identities between the objectives (shared/notes/method.md), on random statistics."""
+"""Identities between the objectives (cuset.losses.objectives: each a_t, b_t, w_n), on random statistics."""
 
 import pytest
 import torch

@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from jsonl_tools import write_jsonl
+
 from cuset.cli.main import app
 from cuset.spans import CUSET_KINDS, Span, detect, token_kinds
 from cuset.spans.view import SampleView, character_cells, to_html, token_cells
@@ -136,8 +138,7 @@ def _records(tmp_path) -> Path:
                       {"role": "assistant", "content": (FIXTURES / "tiled_matmul.cu").read_text()}]},
         {"prompt": "Nothing here."},
     ]
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
+    return write_jsonl(path, records)
 
 
 def test_inspect_record_with_tokenizer_shows_what_training_supervises(tmp_path, tokenizer_dir, cuda_tokenizer):

@@ -1,11 +1,12 @@
 """KernelBench tasks: record, validation, loading (JSONL and directory), prompts, extraction, bundled set."""
 
 import ast
-import json
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
+
+from jsonl_tools import write_jsonl
 
 from cuset.generate.extract import extract_code, extract_modelnew, extract_modelnew_compat, get_extractor
 from cuset.tasks import KernelBenchTask, Task, TaskValidationError, load_tasks, render_prompt, save_tasks
@@ -57,11 +58,6 @@ def kb_record(tid="kb_x", **changes):
     rec = {"kind": "kernelbench", "id": tid, "task_name": "X", "reference_src": REF}
     rec.update(changes)
     return rec
-
-
-def write_jsonl(path, records):
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return path
 
 
 # ---------------------------------------------------------------- record and JSONL
@@ -409,9 +405,7 @@ def test_rows_in_kernelbench_dataset_columns_load_as_kernelbench_tasks(tmp_path)
     rows = [{"code": ref, "name": "19_ReLU", "level": 1, "problem_id": 19},
             {"code": ref, "name": "19_ReLU.py", "level": 2, "problem_id": 19},
             {"code": "import torch\n", "name": "3_Broken", "level": 1, "problem_id": 3}]
-    path = tmp_path / "kb.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    tasks, report = load_tasks(path, strict=False)
+    tasks, report = load_tasks(write_jsonl(tmp_path / "kb.jsonl", rows), strict=False)
     assert [(t.kind, t.id, t.task_name) for t in tasks] == [("kernelbench", "L1_19_ReLU", "ReLU"),
                                                              ("kernelbench", "L2_19_ReLU", "ReLU")]
     assert tasks[0].reference_src == ref

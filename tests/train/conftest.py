@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from jsonl_tools import write_jsonl  # re-exported: the train tests import it from here
 
 VECTOR_ADD = """#include <cuda_runtime.h>
 #include <cstdio>
@@ -84,21 +84,19 @@ def task_record(i: int, name: str, code: str) -> dict:
     }
 
 
-def write_jsonl(path: Path, records) -> Path:
-    with open(path, "w", encoding="utf-8") as fh:
-        for r in records:
-            fh.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
-    return path
+def build_program_model(directory: Path, hidden_size: int = 32, intermediate_size: int = 64) -> Path:
+    """A 2-layer Qwen2 model with a BPE tokenizer trained on the programs (the train tests' models)."""
+    from cuset.train.tiny import build_tiny_model
+
+    corpus = list(PROGRAMS.values()) * 3 + ["Write a CUDA kernel. Task Name Description Input Output GPU"]
+    return build_tiny_model(directory, corpus, vocab_size=400, hidden_size=hidden_size, num_layers=2, num_heads=4,
+                            num_kv_heads=2, intermediate_size=intermediate_size)
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
-    """A 2-layer, hidden-64 Qwen2 model with a BPE tokenizer trained on the programs."""
-    from cuset.train.tiny import build_tiny_model
-
-    corpus = list(PROGRAMS.values()) * 3 + ["Write a CUDA kernel. Task Name Description Input Output GPU"]
-    return build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", corpus, vocab_size=400, hidden_size=32,
-                            num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=64)
+    """The programs' model at hidden size 32."""
+    return build_program_model(tmp_path_factory.mktemp("tiny") / "model")
 
 
 @pytest.fixture(scope="session")

@@ -7,8 +7,9 @@ import json
 import pytest
 import torch
 
+from cuset.spans.text import code_segments
 from cuset.train.data import (IGNORE_INDEX, DataConfig, DataError, PadCollator, RecordOptions, build_dataset,
-                              code_ranges, parse_record, read_examples, wrap_response)
+                              parse_record, read_examples, wrap_response)
 
 from .conftest import RELU, VECTOR_ADD, task_record, write_jsonl
 
@@ -19,12 +20,16 @@ def test_wrap_response_fenced_and_raw():
     assert wrap_response("int x;\n", "raw", "cuda") == ("int x;\n", (0, 7))
 
 
-def test_code_ranges_find_fenced_blocks_or_the_whole_text():
-    text = "Here:\n```cuda\nint a;\n```\nand\n```\nint b;\n```"
-    assert [text[s:e] for s, e in code_ranges(text)] == ["int a;", "int b;"]
-    assert code_ranges("int a;") == [(0, 6)]
+def test_the_cuda_mask_reads_fenced_blocks_or_the_whole_text():
+    """Without a code_range, response_spans runs the detector on the whole response, which
+    parses these segments (tests/test_reply_readers.py checks the users agree)."""
+    def pieces(text):
+        return [text[s.start:s.end] for s in code_segments(text)]
+
+    assert pieces("Here:\n```cuda\nint a;\n```\nand\n```\nint b;\n```") == ["int a;\n", "int b;\n"]
+    assert pieces("int a;") == ["int a;"]
     cut = "```cpp\n__global__ void k() {"  # truncated answer: block runs to the end
-    assert [cut[s:e] for s, e in code_ranges(cut)] == ["__global__ void k() {"]
+    assert pieces(cut) == ["__global__ void k() {"]
 
 
 def test_every_format_becomes_prompt_and_response():

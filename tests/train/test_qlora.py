@@ -7,8 +7,8 @@ import torch
 
 from cuset.train.callbacks import read_log
 
-from .conftest import PROGRAMS
-from .helpers import TINY_LORA, tiny_config
+from .conftest import build_program_model
+from .helpers import tiny_config
 
 pytestmark = pytest.mark.slow
 
@@ -16,11 +16,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def model64_dir(tmp_path_factory):
     """bitsandbytes packs 4-bit weights in blocks of 64 inputs on the CPU: hidden size 64."""
-    from cuset.train.tiny import build_tiny_model
-
-    corpus = list(PROGRAMS.values()) * 3 + ["Write a CUDA kernel. Task Name Description Input Output GPU"]
-    return build_tiny_model(tmp_path_factory.mktemp("tiny64") / "model", corpus, vocab_size=400, hidden_size=64,
-                            num_layers=2, num_heads=4, num_kv_heads=2, intermediate_size=128)
+    return build_program_model(tmp_path_factory.mktemp("tiny64") / "model", hidden_size=64, intermediate_size=128)
 
 
 def test_qlora_trains_a_4bit_base_on_the_cpu(model64_dir, train_data, tmp_path):

@@ -13,7 +13,7 @@ from cuset.losses import LOSSES
 from cuset.train.callbacks import read_log
 from cuset.train.errors import RunExistsError
 
-from .helpers import TINY_FULL, load_weights, max_abs_diff, tiny_config
+from .helpers import TINY_FULL, TINY_LORA, load_weights, max_abs_diff, tiny_config
 
 
 def initial_adapter(cfg) -> dict[str, torch.Tensor]:
@@ -59,6 +59,23 @@ def test_every_objective_trains_and_changes_the_adapter(objective, warm_model_di
             assert 0 < r["conf_kept_frac"] < 1  # the warm model is confident on some targets only
         if objective == "cuset":
             assert 0 < r["w_min"] and r["w_max"] < 1
+
+
+@pytest.mark.parametrize("extra, base, wanted", [
+    (("loss.name=asft",), TINY_FULL, True),
+    (("loss.name=asft", "loss.asft_beta=0"), TINY_FULL, False),  # no KL term: no reference pass
+    (("loss.name=asft",), TINY_LORA, False),                     # LoRA disables its adapter instead
+    (("loss.name=sft",), TINY_FULL, False),
+])
+def test_a_reference_model_exactly_when_the_objective_has_a_kl_term_under_full_fine_tuning(tmp_path, extra, base, wanted):
+    from cuset.train.run import reference_model
+
+    cfg = tiny_config("m", "d.jsonl", tmp_path / "run", tmp_path / "cache", *extra, base=base)
+    model = torch.nn.Linear(2, 2)
+    ref = reference_model(cfg, model)
+    assert (ref is not None) == wanted
+    if wanted:
+        assert ref is not model and torch.equal(ref.weight, model.weight) and not ref.weight.requires_grad
 
 
 def test_full_finetune_with_a_reference_model(warm_model_dir, train_data, tmp_path):

@@ -10,7 +10,7 @@ _EXPORTS = {
     **dict.fromkeys(("DataError", "DataReport", "build_dataset", "cache_key", "tokenize_files", "tokenizer_fingerprint"), "build"),
     "PadCollator": "collate",
     "DataConfig": "config",
-    **dict.fromkeys(("code_ranges", "response_spans"), "cuda_spans"),
+    "response_spans": "cuda_spans",
     **dict.fromkeys(("FORMATS", "Example", "RecordOptions", "parse_record", "read_examples", "wrap_response"), "records"),
     **dict.fromkeys(("IGNORE_INDEX", "PromptTooLongError", "RenderedTurn", "TemplateError", "render_conversation",
                      "tokenize_example"), "tokenize"),

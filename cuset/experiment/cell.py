@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STEPS = ("train", "generate", "evaluate")
+EVAL_DIR = "eval"  # a cell's evaluation: <dir>/eval (the sweep finds its cells' results there)
 
 
 class CellError(CusetError, ValueError):
@@ -61,7 +62,7 @@ class Cell:
 
     @property
     def eval_dir(self) -> Path:
-        return self.dir / "eval"
+        return self.dir / EVAL_DIR
 
 
 class StepLog:

@@ -6,12 +6,14 @@ A cell is one setting of the grid keys. Keys name what they change:
 - `generate.<key>` / `eval.<key>`: the generation / evaluation config;
 - anything else (optionally prefixed `train.`): the training config, e.g. `loss.tau`.
 
-Each cell runs in `<out_dir>/cells/<cell_id>/`; its id is a readable slug plus a
+Each cell runs in `<out_dir>/cells/<cell_id>/` as a `cuset.experiment.Cell` (its own
+steps.json resumes train, generate and evaluate); its id is a readable slug plus a
 hash of the *resolved* settings, so the default cell shared by several axes runs
 once, and changing the base config gives new cells instead of reusing stale ones.
-A cell is finished when its `done.json` exists: re-running skips it. Failures are
-recorded in `failed.json` and retried on the next run. The end is a report over
-all finished cells (`cuset.analysis.report`).
+A finished cell is a step of the sweep's own `StepLog` (`<out_dir>/steps.json`, cell
+id -> seconds): re-running skips it. Failures are recorded in the cell's `failed.json`
+and retried on the next run. The end is a report over all finished cells
+(`cuset.analysis.report`).
 """
 
 from __future__ import annotations
@@ -20,14 +22,14 @@ import hashlib
 import itertools
 import json
 import logging
-import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cuset.errors import CusetError
 from cuset.config import option
+from cuset.errors import CusetError
+from cuset.experiment.cell import EVAL_DIR, Cell, StepLog, run_cell
 from cuset.io import atomic_write_json
 from cuset.progress import track
 
@@ -79,8 +81,9 @@ class SweepConfig:
 
 
 @dataclass(frozen=True)
-class Cell:
-    """One grid point: its overrides per stage, its identity and its report labels."""
+class SweepCell:
+    """One grid point: its overrides per stage, its identity and its report labels (it runs
+    as a `cuset.experiment.Cell` built from these)."""
 
     cell_id: str
     settings: tuple[tuple[str, Any], ...]                 # the grid keys and values, as written
@@ -212,11 +215,11 @@ def cell_labels(cfg: SweepConfig, resolved: dict, vanilla: bool, settings: dict)
     return labels
 
 
-def build_cells(cfg: SweepConfig, resolver: Resolver | None = None) -> list[Cell]:
+def build_cells(cfg: SweepConfig, resolver: Resolver | None = None) -> list[SweepCell]:
     """The sweep's distinct cells, in grid order."""
     resolver = resolver or train_resolver(cfg)
     base = sweep_base(cfg)
-    cells: dict[str, Cell] = {}
+    cells: dict[str, SweepCell] = {}
     for settings in grid_settings(cfg):
         stages, vanilla = split_settings(settings)
         if vanilla and stages["train"]:
@@ -226,22 +229,25 @@ def build_cells(cfg: SweepConfig, resolver: Resolver | None = None) -> list[Cell
         ident = cell_identity(resolved, stages, vanilla, base)
         if ident in cells:  # the same resolved settings written differently (e.g. the default cell of two axes)
             continue
-        cells[ident] = Cell(f"{_slug(settings)}-{ident}", tuple(settings.items()), {k: tuple(v) for k, v in stages.items()},
+        cells[ident] = SweepCell(f"{_slug(settings)}-{ident}", tuple(settings.items()), {k: tuple(v) for k, v in stages.items()},
                             vanilla, cell_labels(cfg, resolved, vanilla, settings), resolved)
     return list(cells.values())
 
 
 # ---- running -------------------------------------------------------------------------------
 
-CellRunner = Callable[[Cell, Path], Path]  # (cell, cell_dir) -> eval run directory
+# (cell, cell_dir): run the cell in cell_dir, leaving its evaluation in cell_dir / EVAL_DIR
+# (the layout of a `cuset.experiment.Cell`)
+CellRunner = Callable[[SweepCell, Path], object]
 
 
 def _write_json(path: Path, data: dict) -> None:
     atomic_write_json(path, data, indent=1)
 
 
-def cell_state(cell_dir: Path) -> str:
-    if (cell_dir / "done.json").exists():
+def cell_state(finished: StepLog, cell_dir: Path) -> str:
+    """done (a step of the sweep's StepLog), failed, partial (started) or todo."""
+    if cell_dir.name in finished.seconds:
         return "done"
     if (cell_dir / "failed.json").exists():
         return "failed"
@@ -250,9 +256,18 @@ def cell_state(cell_dir: Path) -> str:
     return "todo"
 
 
-def plan_cells(cfg: SweepConfig, resolver: Resolver | None = None) -> list[tuple[Cell, str]]:
+def plan_cells(cfg: SweepConfig, resolver: Resolver | None = None) -> list[tuple[SweepCell, str]]:
+    finished = StepLog(cfg.out_dir, "sweep")
     root = Path(cfg.out_dir) / "cells"
-    return [(c, cell_state(root / c.cell_id)) for c in build_cells(cfg, resolver)]
+    return [(c, cell_state(finished, root / c.cell_id)) for c in build_cells(cfg, resolver)]
+
+
+def _run_one(runner: CellRunner, cell: SweepCell, cell_dir: Path) -> None:
+    runner(cell, cell_dir)
+    eval_dir = cell_dir / EVAL_DIR
+    if not eval_dir.is_dir():
+        raise SweepError(f"cell {cell.cell_id}: the runner left no evaluation in {eval_dir}")
+    _write_json(eval_dir / "labels.json", {"labels": cell.labels})
 
 
 def run_sweep(cfg: SweepConfig, runner: CellRunner | None = None, resolver: Resolver | None = None) -> dict:
@@ -260,43 +275,38 @@ def run_sweep(cfg: SweepConfig, runner: CellRunner | None = None, resolver: Reso
     out = Path(cfg.out_dir)
     cells = build_cells(cfg, resolver)
     runner = runner or PipelineRunner(cfg)
+    finished = StepLog(out, "sweep")
     entries = []
     counts = {"done": 0, "cached": 0, "failed": 0}
     for i, cell in enumerate(track(cells, "sweep cells", enabled=cfg.progress)):
         cell_dir = out / "cells" / cell.cell_id
         entry = {"cell_id": cell.cell_id, "settings": dict(cell.settings), "labels": cell.labels}
-        if (cell_dir / "done.json").exists():
-            done = json.loads((cell_dir / "done.json").read_text(encoding="utf-8"))
-            entry.update(status="done", cached=True, eval_dir=done["eval_dir"])
-            counts["done"] += 1
-            counts["cached"] += 1
-            entries.append(entry)
-            continue
-        log.info("cell %d/%d %s: %s", i + 1, len(cells), cell.cell_id, cell.describe())
-        (cell_dir / "failed.json").unlink(missing_ok=True)
-        _write_json(cell_dir / "cell.json", {"cell_id": cell.cell_id, "settings": dict(cell.settings),
-                                             "overrides": {k: list(v) for k, v in cell.overrides.items()},
-                                             "vanilla": cell.vanilla, "labels": cell.labels})
-        started = time.time()
-        try:
-            eval_dir = Path(runner(cell, cell_dir))
-        except Exception as e:  # one bad cell must not lose the others' results
-            if cfg.fail_fast:
-                raise
-            _write_json(cell_dir / "failed.json", {"error": f"{type(e).__name__}: {e}",
-                                                   "traceback": traceback.format_exc()[-4000:]})
-            entry.update(status="failed", error=f"{type(e).__name__}: {e}")
-            counts["failed"] += 1
-            entries.append(entry)
-            log.error("cell %s failed: %s", cell.cell_id, e)
-            _write_json(out / "sweep.json", _manifest(cfg, entries, counts))
-            continue
-        _write_json(eval_dir / "labels.json", {"labels": cell.labels})
-        _write_json(cell_dir / "done.json", {"eval_dir": str(eval_dir), "seconds": time.time() - started})
-        entry.update(status="done", cached=False, eval_dir=str(eval_dir))
+        cached = cell.cell_id in finished.seconds
+        if not cached:
+            log.info("cell %d/%d %s: %s", i + 1, len(cells), cell.cell_id, cell.describe())
+            (cell_dir / "failed.json").unlink(missing_ok=True)
+            _write_json(cell_dir / "cell.json", {"cell_id": cell.cell_id, "settings": dict(cell.settings),
+                                                 "overrides": {k: list(v) for k, v in cell.overrides.items()},
+                                                 "vanilla": cell.vanilla, "labels": cell.labels})
+            try:
+                finished.run(cell.cell_id, lambda: _run_one(runner, cell, cell_dir))
+            except Exception as e:  # one bad cell must not lose the others' results
+                if cfg.fail_fast:
+                    raise
+                _write_json(cell_dir / "failed.json", {"error": f"{type(e).__name__}: {e}",
+                                                       "traceback": traceback.format_exc()[-4000:]})
+                entry.update(status="failed", error=f"{type(e).__name__}: {e}")
+                counts["failed"] += 1
+                entries.append(entry)
+                log.error("cell %s failed: %s", cell.cell_id, e)
+                _write_json(out / "sweep.json", _manifest(cfg, entries, counts))
+                continue
+        entry.update(status="done", cached=cached, eval_dir=str(cell_dir / EVAL_DIR))
         counts["done"] += 1
+        counts["cached"] += cached
         entries.append(entry)
-        _write_json(out / "sweep.json", _manifest(cfg, entries, counts))
+        if not cached:
+            _write_json(out / "sweep.json", _manifest(cfg, entries, counts))
     manifest = _manifest(cfg, entries, counts)
     if cfg.report and counts["done"]:
         manifest["report"] = str(_report(cfg, [e for e in entries if e["status"] == "done"]) / "report.md")
@@ -328,10 +338,9 @@ class PipelineRunner:
     def __init__(self, cfg: SweepConfig):
         self.cfg = cfg
 
-    def __call__(self, cell: Cell, cell_dir: Path) -> Path:
+    def __call__(self, cell: SweepCell, cell_dir: Path) -> Path:
         from cuset.config import load_config
         from cuset.evaluate import EvalConfig
-        from cuset.experiment import Cell as ExperimentCell, run_cell
         from cuset.generate.config import GenerateConfig
         from cuset.train.config import TrainConfig
 
@@ -345,5 +354,5 @@ class PipelineRunner:
                                + [f"tasks={cfg.tasks}", f"out={cell_dir / 'generations.jsonl'}",
                                   f"model={cell.resolved['model']['name_or_path']}"])
         evaluate = load_config(EvalConfig, cfg.eval_config, list(cfg.eval_overrides) + list(cell.overrides["eval"]))
-        return run_cell(ExperimentCell(cell_dir, str(cfg.tasks), generate=generate, evaluate=evaluate, train=train),
+        return run_cell(Cell(cell_dir, str(cfg.tasks), generate=generate, evaluate=evaluate, train=train),
                         name=f"cell {cell.cell_id}")
