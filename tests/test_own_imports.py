@@ -113,7 +113,7 @@ def test_the_library_never_imports_the_cli():
 # layer runs things). docs/architecture.md shows this table (checked below).
 LAYERS = (
     ("errors",),
-    ("config", "io", "localpath", "cachedir", "progress"),
+    ("config", "io", "localpath", "cachedir", "progress", "provenance"),
     ("tasks",),
     ("spans",),
     ("losses",),
