@@ -25,8 +25,10 @@ average is printed next to the numbers: other work on the machine distorts
 the speed-ups.
 
 Paths (issue 41), with --paths: the same executable with block loops (kernels
-that need no fiber run as loops over a block's threads, uniform loops hoisted)
-and without (CUSET_CPU_BLOCK_LOOP=0: every kernel on fibers), side by side in
+that need no fiber run as loops over a block's threads, uniform loops hoisted,
+those writing no memory with the threads innermost, vectorised), with block loops
+whose hoisted loops all run chunked (CUSET_CPU_BLOCK_LOOP=chunks: the previous
+step) and without (CUSET_CPU_BLOCK_LOOP=0: every kernel on fibers), side by side in
 one run, each as a whole sample costs: the sum over the default orders
 (forward, random:1, parallel:1 with 2 workers) of the process wall time. Rows:
 the naive batch-norm (4096x1024 threads, 4096 rows per column) and the naive
@@ -309,11 +311,32 @@ def print_worker_rows(rows: list[dict]) -> None:
 SAMPLE_ORDERS = ("forward", "random:1", "parallel:1")  # CpuBackend(workers=2).run_orders
 
 
+class _ChunkedLoops:
+    """CpuBackend(workers=2) with CUSET_CPU_BLOCK_LOOP=chunks: block loops, every hoisted
+    loop chunked (the block loops before loops writing no memory ran threads innermost)."""
+
+    def __init__(self):
+        from cuset.execute.cpu import CpuBackend
+
+        self.backend = CpuBackend(workers=2)
+
+    def invocation(self, executable, order):
+        from dataclasses import replace
+
+        inv = self.backend.invocation(executable, order)
+        return replace(inv, env={**inv.env, "CUSET_CPU_BLOCK_LOOP": "chunks"})
+
+    def classify_failure(self, step):
+        return self.backend.classify_failure(step)
+
+
 def path_rows(workdir: Path, scale: int) -> list[dict]:
-    """Old path (fibers) vs new (block loops), whole sample, alternated order by order."""
+    """Old paths (fibers; chunked block loops) vs new (block loops, loops writing no
+    memory with the threads innermost), whole sample, alternated order by order."""
     from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
 
-    backends = {"loops": CpuBackend(workers=2), "fibers": CpuBackend(workers=2, block_loops=False)}
+    backends = {"loops": CpuBackend(workers=2), "chunks": _ChunkedLoops(),
+                "fibers": CpuBackend(workers=2, block_loops=False)}
     assert backends["loops"].run_orders == SAMPLE_ORDERS
     compiled = compile_program(WORKERS_PROGRAM, workdir, timeout=300, backend=backends["loops"])
     if not compiled.ok:
@@ -336,6 +359,7 @@ def path_rows(workdir: Path, scale: int) -> list[dict]:
         for path in backends:
             row[f"{path}_sample_s"] = sum(row[f"{path}_{o}_s"] for o in SAMPLE_ORDERS)
         row["speedup"] = row["fibers_sample_s"] / row["loops_sample_s"]
+        row["speedup_over_chunks"] = row["chunks_sample_s"] / row["loops_sample_s"]
         row["load_after"] = os.getloadavg()
         rows.append(row)
     return rows
@@ -343,13 +367,16 @@ def path_rows(workdir: Path, scale: int) -> list[dict]:
 
 def print_path_rows(rows: list[dict]) -> None:
     print("\nPaths: whole sample (forward + random:1 + parallel:1, 2 workers), process wall time\n")
-    print(f"{'kernel':<36}{'fibers':>9}{'loops':>9}{'speed-up':>10}{'target':>10}  per order (fibers / loops)"
-          "  load avg before -> after")
+    print("fibers: CUSET_CPU_BLOCK_LOOP=0; chunks: block loops with every hoisted loop chunked "
+          "(CUSET_CPU_BLOCK_LOOP=chunks);\nloops: the default (loops writing no memory run threads innermost)\n")
+    print(f"{'kernel':<36}{'fibers':>9}{'chunks':>9}{'loops':>9}{'vs fibers':>11}{'vs chunks':>11}{'target':>10}"
+          "  per order (fibers / chunks / loops)  load avg before -> after")
     for r in rows:
-        per = "  ".join(f"{o.split(':')[0]} {r[f'fibers_{o}_s']:.1f}/{r[f'loops_{o}_s']:.1f}" for o in SAMPLE_ORDERS)
+        per = "  ".join(f"{o.split(':')[0]} {r[f'fibers_{o}_s']:.1f}/{r[f'chunks_{o}_s']:.1f}/{r[f'loops_{o}_s']:.1f}"
+                        for o in SAMPLE_ORDERS)
         load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
-        print(f"{r['label']:<36}{r['fibers_sample_s']:>8.1f}s{r['loops_sample_s']:>8.1f}s{r['speedup']:>9.2f}x"
-              f"{'<= 15 s':>10}  {per}  {load}")
+        print(f"{r['label']:<36}{r['fibers_sample_s']:>8.1f}s{r['chunks_sample_s']:>8.1f}s{r['loops_sample_s']:>8.1f}s"
+              f"{r['speedup']:>10.2f}x{r['speedup_over_chunks']:>10.2f}x{'<= 15 s':>10}  {per}  {load}")
 
 
 def compile_times(backend, workdir: Path, repeats: int) -> dict[str, list[float]]:

@@ -952,17 +952,18 @@ class _Generator:
                 "const unsigned cuset_t0 = (cuset_z * cuset_bd.y + cuset_y) * cuset_bd.x; unsigned cuset_xs = 0; "
                 + " ".join(f"cuset_t_{n}* const cuset_q_{n} = cuset_r_{n} + cuset_t0;" for n in bound)
                 + f" {lanes}{rest} }} }} }}")
+        chunked = self._loop_region(p, prologue, bound)
         guards = [q for q in prologue if q.kind == "guard"]
         if not guards:
-            return fast
+            return f"if (::cuset::rt::block_loop_lanes) {fast} else {chunked}"
         check = " ".join(f"if ({q.text}) return false;" if q.kind == "guard" else _flat(self.u, q.node)
                          for q in prologue)
-        all_in = ("{ bool cuset_all_in = true; "
-                  "::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
+        all_in = ("{ bool cuset_all_in = ::cuset::rt::block_loop_lanes; "
+                  "if (cuset_all_in) ::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
                   "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; "
                   f"if (![&]() __attribute__((always_inline)) -> bool {{ {check} return true; }}()) "
                   "cuset_all_in = false; }); ")
-        return f"{all_in}if (cuset_all_in) {fast} else {self._loop_region(p, prologue, bound)} }}"
+        return f"{all_in}if (cuset_all_in) {fast} else {chunked} }}"
 
     def _private_loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
         """A loop of each thread's own, as the fibers' ticks run it: every thread starts

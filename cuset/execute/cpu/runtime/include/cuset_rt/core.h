@@ -156,6 +156,9 @@ struct BlockLoop {
 extern __thread bool block_loop_offered;
 extern __thread bool block_loop_ran;
 extern __thread BlockLoop block_loop;
+// Hoisted loops that write no memory may run with the threads innermost (vectorised);
+// false under CUSET_CPU_BLOCK_LOOP=chunks. Set before any block runs, read-only after.
+extern bool block_loop_lanes;
 bool take_block_loop();
 // Per-thread copies of the locals that live across a hoisted loop: slot k of the
 // running worker, at least `bytes` long, 64-byte aligned, kept between blocks.
