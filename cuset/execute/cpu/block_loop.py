@@ -521,7 +521,8 @@ class _KernelVariant:
                 name = self._callee_name(n)
                 f = n.child_by_field_name("function")
                 if not (name in _PURE_FUNCTIONS or (name or "").startswith("make_")
-                        or (f is not None and f.type == "primitive_type")):
+                        or (f is not None and f.type == "primitive_type")
+                        or (name in self.u.macros and _macro_is_a_value(self.u, name, set()))):
                     return False
             if t == "identifier" and self.u.text(n) in self.u.macros \
                     and not _macro_is_a_value(self.u, self.u.text(n), set()):

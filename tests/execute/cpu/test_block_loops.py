@@ -54,6 +54,31 @@ def test_kernels_that_need_a_fiber_keep_it(body, reason):
     assert not plan.loop and reason in plan.reason, plan
 
 
+@pytest.mark.parametrize("body, innermost", [
+    ("float s = 0; for (int i = 0; i < n; ++i) s += q[i * n + c]; p[c] = s;", True),
+    ("float s = 0; for (int i = 0; i < n; i += 2) { if (q[i] < 0) continue; s += SQ(q[i]); } p[c] = s;", True),
+    ("float s = 0; for (int i = 0; i < n; ++i) { float v = q[i]; s += fmaxf(v, 0.0f); } p[c] = s;", True),
+    # memory written inside the loop: another thread may read it, so the order matters
+    ("for (int i = 0; i < n; ++i) p[i * n + c] = 1;", False),
+    ("float s = 0; for (int i = 0; i < n; ++i) { float* w = p + c; *w = s; s += 1; }", False),
+    ("for (int i = 0; i < n; ++i) counter = i;", False),          # a file-scope variable
+    ("for (int i = 0; i < n; ++i) SET(i);", False),               # a macro that assigns
+    ("float s = 0; for (int i = 0; i < n; ++i) s += helper(q, i); p[c] = s;", False),  # may write through q
+    ("float a, b; for (int i = 0; i < n; ++i) sincosf(q[i], &a, &b); p[c] = a + b;", False),
+    ("float s = 0; for (int i = 0; i < n; ++i) { s += q[i]; if (s > 1) return; } p[c] = s;", False),
+])
+def test_loops_writing_no_memory_run_with_the_threads_innermost(body, innermost):
+    src = ("#define SQ(v) ((v) * (v))\n#define SET(i) p[i] = 1\n__device__ int counter;\n"
+           "__device__ float helper(const float* q, int i) { return q[i]; }\n"
+           "__global__ void k(float* p, const float* q, int n) { int c = threadIdx.x; " + body + " }\n")
+    [plan] = plan_kernels(src)
+    assert plan.loop and plan.hoisted == 1, plan
+    assert plan.thread_innermost == int(innermost), plan
+    assert ("GCC ivdep" in plan.text) == innermost
+    assert ("threads innermost" in plan.describe()) == innermost
+    assert "cuset_from" in plan.text  # the chunked region: the fallback, or the only version
+
+
 @pytest.mark.parametrize("body, kind", [
     ("for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = 1;", "private"),  # grid-stride
     ("int m = p[threadIdx.x]; for (int i = 0; i < m; ++i) p[i] = 0;", "private"),  # bound read from memory
@@ -97,13 +122,16 @@ def program(tmp_path_factory):
     assert compiled.ok, compiled.detail
     assert "cuset-cpu: kernel paths: colsum: block loop" in compiled.step.stdout
 
-    def run(mode: str, order: str, loops: bool) -> tuple[subprocess.CompletedProcess, bytes, dict[str, str]]:
-        run_dir = workdir / f"{mode}-{order.replace(':', '-')}-{int(loops)}"
+    def run(mode: str, order: str, loops: bool | str) -> tuple[subprocess.CompletedProcess, bytes, dict[str, str]]:
+        """loops: True (the default), False (fibers only) or "chunks" (every hoisted loop chunked)."""
+        run_dir = workdir / f"{mode}-{order.replace(':', '-')}-{loops}"
         run_dir.mkdir(exist_ok=True)
         env = dict(backend.invocation(compiled.executable, order).env, CUSET_CPU_REPORT_PATHS="1",
                    PATH=os.environ.get("PATH", ""))
-        if not loops:
+        if loops is False:
             env["CUSET_CPU_BLOCK_LOOP"] = "0"
+        elif loops == "chunks":
+            env["CUSET_CPU_BLOCK_LOOP"] = "chunks"
         p = subprocess.run([str(compiled.executable), mode], cwd=run_dir, env=env, capture_output=True, text=True,
                            timeout=120)
         out = (run_dir / "out.bin").read_bytes() if (run_dir / "out.bin").exists() else b""
@@ -113,6 +141,39 @@ def program(tmp_path_factory):
 
 
 LOOP_KERNELS = {"colsum", "matmul", "early_exit", "elementwise"}
+
+
+def test_fixture_paths_name_the_loops_run_with_the_threads_innermost(program):
+    plans = _plans((FIXTURES / "block_loops.cu").read_text())
+    innermost = {name for name, p in plans.items() if p.loop and p.thread_innermost}
+    assert innermost == {"colsum", "matmul", "block_race", "lanes"}  # contract calls a function
+    assert plans["early_exit"].hoisted == 1 and not plans["early_exit"].thread_innermost  # writes, returns
+    assert plans["loop_race"].hoisted == 1 and not plans["loop_race"].thread_innermost
+
+
+@pytest.mark.parametrize("order", ["forward", "random:3", "parallel:3"])
+def test_threads_innermost_chunks_and_fibers_agree_bit_for_bit(program, order):
+    # lanes: full blocks take the vectorised region, the last column and row of
+    # blocks the chunked one (threads out of range); 12 threads wide is a group of 8
+    # lanes and 4 more; 100 iterations are 12 groups of 8 and 4.
+    runs = {loops: program("lanes", order, loops) for loops in (True, "chunks", False)}
+    for p, _, _ in runs.values():
+        assert p.returncode == 0, p.stderr
+    outs = {loops: out for loops, (_, out, _) in runs.items()}
+    assert len(outs[True]) == 4 * 2 * 30 * 200 and outs[True] == outs["chunks"] == outs[False]
+    import struct
+    values = struct.unpack(f"{2 * 30 * 200}f", outs[True])
+    assert all(v != 0.0 for v in values)  # every thread in range wrote its result
+    assert runs[True][2] == runs["chunks"][2] == {"lanes": "block loop"} and runs[False][2] == {"lanes": "fibers"}
+
+
+def test_a_race_inside_a_hoisted_loop_still_differs_from_forward(program):
+    # loop_race writes memory its neighbour reads inside the loop: chunked, so under
+    # random the chunks run in another order, as on the fibers.
+    for loops in (True, False):
+        forward = program("loop_race", "forward", loops)[1]
+        random = program("loop_race", "random:3", loops)[1]
+        assert len(forward) == 4 * 96 and forward != random, loops
 
 
 @pytest.mark.parametrize("order", ["forward", "random:3"])
