@@ -247,6 +247,7 @@ class _KernelVariant:
         self.params = self._params()
         self.written = self._written_names()
         self.checked_functions: dict[str, bool] = {}  # name -> has loops
+        self.read_only_functions: dict[str, bool] = {}  # name -> writes no memory (see writes_no_memory)
 
     # -------------------------------------------------- eligibility
     def _params(self) -> list[str]:
@@ -497,15 +498,20 @@ class _KernelVariant:
     def writes_no_memory(self, loop) -> bool:
         """A hoisted loop whose body only reads memory: it assigns locals of the kernel
         (never memory through a pointer, a subscript or `->`, nor a file-scope variable),
-        calls only pure functions, and has no `return`. No thread of the block can see
-        another's work inside it, so its outcome is the same for every interleaving of
-        the threads, and it may run iteration by iteration with the threads innermost
+        calls only pure functions, value macros and functions of this file that write
+        no memory either, and has no `return`. No thread of the block can see another's
+        work inside it, so its outcome is the same for every interleaving of the
+        threads, and it may run iteration by iteration with the threads innermost
         (where g++ vectorises them) in every order."""
-        locals_ = self._kernel_locals()
-        for n in _walk(loop.child_by_field_name("body")):
+        body = loop.child_by_field_name("body")
+        if any(n.type == "return_statement" for n in _walk(body)):
+            return False
+        return self._assigns_only(body, self._kernel_locals())
+
+    def _assigns_only(self, node, locals_: set[str]) -> bool:
+        """`node` writes no variable but `locals_` and no memory, through what it calls too."""
+        for n in _walk(node):
             t = n.type
-            if t == "return_statement":
-                return False
             targets = []
             if t == "assignment_expression":
                 targets = [n.child_by_field_name("left")]
@@ -522,12 +528,33 @@ class _KernelVariant:
                 f = n.child_by_field_name("function")
                 if not (name in _PURE_FUNCTIONS or (name or "").startswith("make_")
                         or (f is not None and f.type == "primitive_type")
-                        or (name in self.u.macros and _macro_is_a_value(self.u, name, set()))):
+                        or (name in self.u.macros and _macro_is_a_value(self.u, name, set()))
+                        or (name in self.u.functions and self._function_writes_no_memory(name))):
                     return False
             if t == "identifier" and self.u.text(n) in self.u.macros \
                     and not _macro_is_a_value(self.u, self.u.text(n), set()):
                 return False
         return True
+
+    def _function_writes_no_memory(self, name: str) -> bool:
+        """Every definition of `name` here takes its parameters by value and writes only
+        its own locals and parameters (copies)."""
+        if name in self.read_only_functions:
+            return self.read_only_functions[name]
+        self.read_only_functions[name] = False  # recursion: assume it writes until seen
+        ok = not self._takes_reference(name)
+        for fn in self.u.functions[name]:
+            body = fn.child_by_field_name("body")
+            if not ok or body is None:
+                ok = False
+                break
+            own = {self.u.text(i) for d in _walk(fn.child_by_field_name("declarator"))
+                   if d.type == "parameter_declaration"
+                   for i in [_declared_identifier(d.child_by_field_name("declarator"))] if i is not None}
+            own |= {n for d in _walk(body) if d.type == "declaration" for n in _declared_names(self.u, d)}
+            ok = self._assigns_only(body, own)
+        self.read_only_functions[name] = ok
+        return ok
 
     def _kernel_locals(self) -> set[str]:
         out = set()
@@ -580,10 +607,54 @@ class _KernelVariant:
                 raise _NotCollapsible("a loop under thread-dependent control flow, or one it may break out of")
             if p.kind not in _LOOP_KINDS and self._calls_looping_function(p.node):
                 raise _NotCollapsible("calls a function with a loop outside a top-level loop")
-        gen = _Generator(self, plan, loops > 0)
+        apart = self._regions_apart(plan) if loops else []
+        gen = _Generator(self, plan, loops > 0, apart)
         text = gen.variant()
         at = len(self.u.data[:self.body.children[0].end_byte].decode())  # a str offset, as the rewriter's edits
         return KernelPlan(name, line, True, loops, gen.thread_innermost, "", at, text)
+
+    def _regions_apart(self, plan: list[_Stmt]) -> list[tuple[str, str]]:
+        """The pointer parameters that must point into different allocations for the
+        regions to run one after another (region_memory.py); raises where no check at
+        run time can allow it."""
+        from cuset.execute.cpu import region_memory
+
+        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), _walk,
+                                            lambda s: _declared_names(self.u, s))
+        regions: list[tuple[set[str], set[str]]] = []
+        current: tuple[set[str], set[str]] | None = None
+        for p in plan:
+            if p.kind in ("remat", "guard"):
+                continue  # pure: no memory
+            written, accessed = memory.accesses(p.node)
+            if p.kind in _LOOP_KINDS:
+                regions.append((written, accessed))
+                current = None
+            elif current is None:
+                current = (set(written), set(accessed))
+                regions.append(current)
+            else:
+                current[0].update(written)
+                current[1].update(accessed)
+        why, pairs = region_memory.conflicts(regions)
+        if why:
+            raise _NotCollapsible(why)
+        return pairs
+
+    def _pointer_params(self) -> set[str]:
+        d = self.fn.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            d = d.child_by_field_name("declarator")
+        out = set()
+        for p in d.child_by_field_name("parameters").named_children:
+            if p.type != "parameter_declaration":
+                continue
+            decl = p.child_by_field_name("declarator")
+            if decl is not None and decl.type in ("pointer_declarator", "array_declarator"):
+                n = _declared_identifier(decl)
+                if n is not None:
+                    out.add(self.u.text(n))
+        return out
 
     def _calls_looping_function(self, node) -> bool:
         for n in _walk(node):
@@ -751,8 +822,9 @@ class _Generator:
     region first recomputes what it needs of earlier regions (remat declarations
     and guards) and binds the replicated locals to this thread's slot."""
 
-    def __init__(self, kv: _KernelVariant, plan: list[_Stmt], regions: bool):
+    def __init__(self, kv: _KernelVariant, plan: list[_Stmt], regions: bool, apart: list[tuple[str, str]] = ()):
         self.kv = kv
+        self.apart = list(apart)  # pointer parameters checked to be different allocations per block
         self.u = kv.u
         self.plan = plan
         self.regions = regions
@@ -783,8 +855,12 @@ class _Generator:
             storage += ("unsigned char* const cuset_done = static_cast<unsigned char*>(::cuset::rt::block_loop_scratch("
                         f"{len(self.replicated)}, cuset_bl.n)); __builtin_memset(cuset_done, 0, cuset_bl.n); ")
         storage += "".join(self.private_slots)
+        apart = ""
+        if self.apart:
+            pointers = ", ".join(f"(const void*)({a}), (const void*)({b})" for a, b in self.apart)
+            apart = f"::cuset::rt::block_loop_apart({{{pointers}}}) && "
         return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
-                "::cuset::rt::take_block_loop()) { "
+                f"{apart}::cuset::rt::take_block_loop()) {{ "
                 "const ::cuset::rt::BlockLoop& cuset_bl = ::cuset::rt::block_loop; "
                 "const uint3 cuset_b = blockIdx; const dim3 cuset_bd = blockDim, cuset_gd = gridDim; "
                 f"{aliases}{storage}"
