@@ -619,8 +619,7 @@ class _KernelVariant:
         run time can allow it."""
         from cuset.execute.cpu import region_memory
 
-        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), _walk,
-                                            lambda s: _declared_names(self.u, s))
+        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), _walk, _PURE_FUNCTIONS)
         regions: list[tuple[set[str], set[str]]] = []
         current: tuple[set[str], set[str]] | None = None
         for p in plan:

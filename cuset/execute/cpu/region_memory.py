@@ -26,58 +26,43 @@ ANY = "?"  # memory that could not be traced to one pointer parameter
 class RegionMemory:
     """Traces the memory accesses of statements of one kernel to its pointer parameters."""
 
-    def __init__(self, unit, kernel_body, pointer_params: set[str], walk, declared_names):
+    def __init__(self, unit, kernel_body, pointer_params: set[str], walk, pure_functions: frozenset[str]):
         self.u = unit
         self.pointer_params = pointer_params
         self._walk = walk
-        self._declared_names = declared_names
+        self.pure_functions = pure_functions
         self.pointer_locals: dict[str, set[str]] = {}  # local pointer -> parameters it may point into
         self._trace_locals(kernel_body)
 
     # -------------------------------------------------- local pointers
     def _trace_locals(self, body) -> None:
-        sources: dict[str, list] = {}
+        sources: dict[str, list] = {}  # local -> the expressions assigned to it
+        declared_pointers: set[str] = set()
         for n in self._walk(body):
             if n.type == "declaration":
                 for d in n.children_by_field_name("declarator"):
-                    if not _declares_pointer(d):
-                        continue
                     name = _name_of(self.u, d)
-                    if name is None:
+                    if name is None or not _declares_pointer(d):
                         continue
+                    declared_pointers.add(name)
                     value = d.child_by_field_name("value") if d.type == "init_declarator" else None
                     sources.setdefault(name, []).extend([value] if value is not None else [])
             elif n.type == "assignment_expression":
                 left = n.child_by_field_name("left")
                 if left is not None and left.type == "identifier":
                     sources.setdefault(self.u.text(left), []).append(n.child_by_field_name("right"))
-        # A local pointer that is assigned is a pointer local even if declared as such
-        # elsewhere; keep only names declared as pointers here.
-        declared_pointers = {name for name in sources if self._is_pointer_local(body, name)}
-        resolved: dict[str, set[str]] = {}
-
-        def resolve(name: str, seen: set[str]) -> set[str]:
-            if name in resolved:
-                return resolved[name]
-            if name in seen:
-                return set()
-            seen.add(name)
-            out: set[str] = set()
-            for value in sources.get(name, []):
-                out |= self._bases_of_expression(value, declared_pointers, lambda n: resolve(n, seen))
-            resolved[name] = out
-            return out
-
-        for name in declared_pointers:
-            self.pointer_locals[name] = resolve(name, set())
-
-    def _is_pointer_local(self, body, name: str) -> bool:
-        for n in self._walk(body):
-            if n.type == "declaration":
-                for d in n.children_by_field_name("declarator"):
-                    if _name_of(self.u, d) == name and _declares_pointer(d):
-                        return True
-        return False
+        # What each local pointer may point into: a fixed point (pointers assigned from each other).
+        self.pointer_locals = {name: set() for name in declared_pointers}
+        changed = True
+        while changed:
+            changed = False
+            for name in declared_pointers:
+                out = set(self.pointer_locals[name])
+                for value in sources.get(name, []):
+                    out |= self._bases_of_expression(value, declared_pointers, self.pointer_locals.__getitem__)
+                if out != self.pointer_locals[name]:
+                    self.pointer_locals[name] = out
+                    changed = True
 
     def _bases_of_expression(self, expr, pointer_locals: set[str], resolve) -> set[str]:
         """The parameters a pointer-valued expression may point into (ANY when it loads
@@ -131,6 +116,9 @@ class RegionMemory:
                     bases = self._pointer_bases(base)
                     if not bases and self._local_array(base):
                         continue  # a thread's own array
+                    if not bases and base.type == "identifier" and self.u.text(base) in self.u.constants \
+                            and (n.start_byte, n.end_byte) not in targets:
+                        continue  # __constant__ memory: kernels only read it
                     bases = bases or {ANY}
                 accessed |= bases
                 if (n.start_byte, n.end_byte) in targets:
@@ -157,11 +145,9 @@ class RegionMemory:
     def _call(self, call) -> tuple[set[str], set[str]]:
         """A call of a function defined here: whatever its pointer arguments point into,
         written and read; ANY if it touches memory otherwise. Pure functions: nothing."""
-        from cuset.execute.cpu.block_loop import _PURE_FUNCTIONS
-
         f = call.child_by_field_name("function")
         name = self.u.text(f) if f is not None else ""
-        if name in _PURE_FUNCTIONS or name.startswith("make_") or (f is not None and f.type == "primitive_type") \
+        if name in self.pure_functions or name.startswith("make_") or (f is not None and f.type == "primitive_type") \
                 or name in self.u.macros:
             return set(), set()
         if name not in self.u.functions:

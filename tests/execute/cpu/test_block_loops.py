@@ -191,9 +191,10 @@ def test_threads_innermost_chunks_and_fibers_agree_bit_for_bit(program, order):
     ("float a[4]; a[c % 4] = 1; float s = 0; for (int i = 0; i < n; ++i) s += q[i] + a[i % 4]; p[c] = s;", "",
      (("p", "q"),)),
     ("p[c] = 0; float s = 0; for (int i = 0; i < n; ++i) s += 1; s += n;", "", ()),  # one region touches memory
+    ("float s = 0; for (int i = 0; i < n; ++i) s += coeff[i % 4]; p[c] = s;", "", ()),  # __constant__: read-only
 ])
 def test_regions_never_separate_a_write_from_an_access_of_the_same_memory(body, reason, apart):
-    src = ("#define OUT(i) p[i]\n__device__ float total;\n"
+    src = ("#define OUT(i) p[i]\n__device__ float total;\n__constant__ float coeff[4];\n"
            "__device__ void store(float* d, int i, float v) { d[i] = v; }\n"
            "__global__ void k(float* p, const float* q, long long* ptrs, int n) { int c = threadIdx.x; " + body + " }\n")
     [plan] = plan_kernels(src)
