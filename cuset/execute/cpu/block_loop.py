@@ -29,6 +29,16 @@ of a block (`::cuset::rt::take_block_loop`, runtime core.h):
   A top-level `for` whose header depends on the thread (grid-stride, bounds read
   from memory: `_private_loop`) runs likewise, its variable kept per thread.
 
+A hoisted loop that writes no memory (`writes_no_memory`: it assigns only the
+kernel's locals, calls only what writes no memory) runs with the threads innermost
+instead (`_threads_innermost_region`): no thread can see another's work in it, so
+any interleaving gives the same values, and groups of 8 threads under `GCC ivdep`
+each run 8 iterations unrolled, which g++ -O2 vectorises across the threads.
+
+Regions run one after another for the whole block, a barrier the kernel does not
+have: a kernel is split only where no region writes memory that another accesses
+(region_memory.py), else a race between them would be hidden in every order.
+
 Kernels with any other loop (a `while`, a loop under a thread-dependent
 condition, one with a `break` out of it) stay on the fiber path: run one whole
 thread after another, a column walk thrashes the cache where the ticking fibers
@@ -44,9 +54,10 @@ g++ may contract a*b+c into fused multiply-adds differently in the two
 it did. So every thread order runs the same version of a kernel: `forward` in
 index order (x innermost), `random` and `parallel` with the threads of every
 region in the random start order of the block, which for a hoisted loop means
-every chunk of 32 iterations (where the fibers switch, in the same order).
-Races that depend on the order of the threads within a block, or on blocks
-running concurrently, stay visible; what a block loop no longer has is the
+every chunk of 32 iterations (where the fibers switch, in the same order); a loop
+writing no memory runs alike in every order (its order cannot matter). Races that
+depend on the order of the threads within a region, or on blocks running
+concurrently, stay visible; what a block loop no longer has is the
 fibers' switch inside a loop nested in a hoisted one.
 """
 
