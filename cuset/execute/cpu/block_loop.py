@@ -109,6 +109,7 @@ _MAX_REPLICATED = 48
 CHUNK = 32  # iterations of a hoisted loop a thread runs before the next one (the fibers' kLoopTicks)
 UNROLL = 8  # iterations of a loop writing no memory each thread runs in turn, unrolled (see writes_no_memory)
 LANES = 8   # threads of such a loop g++ sees side by side (a constant trip count: -O2 vectorises it)
+_MAX_UNROLLED_BODY = 2000  # characters of a loop body unrolled UNROLL times; longer ones are not unrolled
 
 
 @dataclass(frozen=True)
@@ -1025,8 +1026,9 @@ class _Generator:
         # alone (with a wrapping unsigned index the addresses are not affine to g++, and
         # -O2 vectorises only loops whose trip count is a multiple of the vector's).
         group = " ".join(f"cuset_t_{n}* const cuset_l_{n} = cuset_q_{n} + cuset_xs;" for n in bound)
-        unrolled = thread("cuset_xs + cuset_lane", "cuset_l_{n}[cuset_lane]", str(UNROLL),
-                          f'_Pragma("GCC unroll {UNROLL}") ')
+        # Unrolled, a long body would cost compile time out of proportion (g++ honours the pragma).
+        pragma = f'_Pragma("GCC unroll {UNROLL}") ' if len(inner) <= _MAX_UNROLLED_BODY else ""
+        unrolled = thread("cuset_xs + cuset_lane", "cuset_l_{n}[cuset_lane]", str(UNROLL), pragma)
         lanes = (f"if (cuset_n == {UNROLL}) for (; cuset_xs + {LANES} <= cuset_bd.x; cuset_xs += {LANES}) {{ {group} "
                  f"_Pragma(\"GCC ivdep\") for (unsigned cuset_lane = 0; cuset_lane < {LANES}; ++cuset_lane) {{ "
                  f"{unrolled} }} }} ")

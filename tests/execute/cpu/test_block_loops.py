@@ -318,3 +318,15 @@ def test_pragma_unroll_is_dropped_and_other_directives_keep_the_fibers():
     assert pragma.loop and pragma.hoisted == 1 and "#pragma" not in pragma.text and "\n" not in pragma.text
     [ifdef] = plan_kernels(head + "\n#ifdef X\n" + loop + "\n#endif\n o[c] = s; }\n")
     assert not ifdef.loop and ifdef.reason == "preprocessor directive in the body"
+
+
+def test_a_long_loop_body_is_not_unrolled():
+    # Unrolled 8 times a long body would cost compile time out of proportion; it
+    # still runs with the threads innermost, iteration by iteration.
+    head = "__global__ void k(float* p, const float* q, int n) { int c = threadIdx.x; float s = 0; "
+    short = head + "for (int i = 0; i < n; ++i) { s += q[i]; } p[c] = s; }\n"
+    long = head + "for (int i = 0; i < n; ++i) { " + " ".join(f"s += q[i] * {k}.0f;" for k in range(300)) + \
+        " } p[c] = s; }\n"
+    [a], [b] = plan_kernels(short), plan_kernels(long)
+    assert a.thread_innermost == b.thread_innermost == 1
+    assert '_Pragma("GCC unroll 8")' in a.text and "GCC unroll" not in b.text
