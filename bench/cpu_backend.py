@@ -342,6 +342,12 @@ def path_rows(workdir: Path, scale: int) -> list[dict]:
     if not compiled.ok:
         sys.exit(f"benchmark program failed to compile: {compiled.detail}")
     print(compiled.step.stdout.strip())
+    import resource
+
+    def children_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
     rows = []
     for label, args in BIG_ROWS:
         sizes = [str(max(1, int(a) // scale)) if a.isdigit() and a != "0" else a for a in args]
@@ -350,16 +356,22 @@ def path_rows(workdir: Path, scale: int) -> list[dict]:
         row = {"label": label, "args": sizes, "load_before": os.getloadavg()}
         for order in SAMPLE_ORDERS:
             for path, backend in backends.items():
+                cpu = children_cpu()
                 run = run_compiled(compiled, workdir, timeout=600, order=order, backend=backend, args=sizes,
                                    run_name=f"{sizes[0]}-{path}-{order.replace(':', '-')}")
                 if not run.ok or parse(run.run.stdout).get("check") != 1:
                     sys.exit(f"{label} {path} {order} failed or computed a wrong result: {run.run.stdout} "
                              f"{run.run.stderr[-1000:]}")
                 row[f"{path}_{order}_s"] = run.run.seconds
+                # CPU time of the process: on a loaded machine wall time mostly measures the others
+                row[f"{path}_{order}_cpu_s"] = children_cpu() - cpu
         for path in backends:
             row[f"{path}_sample_s"] = sum(row[f"{path}_{o}_s"] for o in SAMPLE_ORDERS)
+            row[f"{path}_sample_cpu_s"] = sum(row[f"{path}_{o}_cpu_s"] for o in SAMPLE_ORDERS)
         row["speedup"] = row["fibers_sample_s"] / row["loops_sample_s"]
         row["speedup_over_chunks"] = row["chunks_sample_s"] / row["loops_sample_s"]
+        row["cpu_speedup"] = row["fibers_sample_cpu_s"] / row["loops_sample_cpu_s"]
+        row["cpu_speedup_over_chunks"] = row["chunks_sample_cpu_s"] / row["loops_sample_cpu_s"]
         row["load_after"] = os.getloadavg()
         rows.append(row)
     return rows
@@ -377,6 +389,8 @@ def print_path_rows(rows: list[dict]) -> None:
         load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
         print(f"{r['label']:<36}{r['fibers_sample_s']:>8.1f}s{r['chunks_sample_s']:>8.1f}s{r['loops_sample_s']:>8.1f}s"
               f"{r['speedup']:>10.2f}x{r['speedup_over_chunks']:>10.2f}x{'<= 15 s':>10}  {per}  {load}")
+        print(f"{'  CPU time of the processes':<36}{r['fibers_sample_cpu_s']:>8.1f}s{r['chunks_sample_cpu_s']:>8.1f}s"
+              f"{r['loops_sample_cpu_s']:>8.1f}s{r['cpu_speedup']:>10.2f}x{r['cpu_speedup_over_chunks']:>10.2f}x")
 
 
 def compile_times(backend, workdir: Path, repeats: int) -> dict[str, list[float]]:
