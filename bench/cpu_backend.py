@@ -330,7 +330,10 @@ class _ChunkedLoops:
         return self.backend.classify_failure(step)
 
 
-def path_rows(workdir: Path, scale: int) -> list[dict]:
+PATHS = ("loops", "chunks", "fibers")
+
+
+def path_rows(workdir: Path, scale: int, paths: tuple[str, ...] = PATHS) -> list[dict]:
     """Old paths (fibers; chunked block loops) vs new (block loops, loops writing no
     memory with the threads innermost), whole sample, alternated order by order."""
     from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
@@ -338,6 +341,7 @@ def path_rows(workdir: Path, scale: int) -> list[dict]:
     backends = {"loops": CpuBackend(workers=2), "chunks": _ChunkedLoops(),
                 "fibers": CpuBackend(workers=2, block_loops=False)}
     assert backends["loops"].run_orders == SAMPLE_ORDERS
+    backends = {path: backends[path] for path in paths}
     compiled = compile_program(WORKERS_PROGRAM, workdir, timeout=300, backend=backends["loops"])
     if not compiled.ok:
         sys.exit(f"benchmark program failed to compile: {compiled.detail}")
@@ -368,10 +372,11 @@ def path_rows(workdir: Path, scale: int) -> list[dict]:
         for path in backends:
             row[f"{path}_sample_s"] = sum(row[f"{path}_{o}_s"] for o in SAMPLE_ORDERS)
             row[f"{path}_sample_cpu_s"] = sum(row[f"{path}_{o}_cpu_s"] for o in SAMPLE_ORDERS)
-        row["speedup"] = row["fibers_sample_s"] / row["loops_sample_s"]
-        row["speedup_over_chunks"] = row["chunks_sample_s"] / row["loops_sample_s"]
-        row["cpu_speedup"] = row["fibers_sample_cpu_s"] / row["loops_sample_cpu_s"]
-        row["cpu_speedup_over_chunks"] = row["chunks_sample_cpu_s"] / row["loops_sample_cpu_s"]
+        if paths == PATHS:
+            row["speedup"] = row["fibers_sample_s"] / row["loops_sample_s"]
+            row["speedup_over_chunks"] = row["chunks_sample_s"] / row["loops_sample_s"]
+            row["cpu_speedup"] = row["fibers_sample_cpu_s"] / row["loops_sample_cpu_s"]
+            row["cpu_speedup_over_chunks"] = row["chunks_sample_cpu_s"] / row["loops_sample_cpu_s"]
         row["load_after"] = os.getloadavg()
         rows.append(row)
     return rows
@@ -379,6 +384,12 @@ def path_rows(workdir: Path, scale: int) -> list[dict]:
 
 def print_path_rows(rows: list[dict]) -> None:
     print("\nPaths: whole sample (forward + random:1 + parallel:1, 2 workers), process wall time\n")
+    if rows and "speedup" not in rows[0]:  # only some paths (--paths-only)
+        for r in rows:
+            for key in sorted(k for k in r if k.endswith("_sample_s") or k.endswith("_sample_cpu_s")):
+                print(f"{r['label']:<36}{key:<24}{r[key]:>8.1f}s  <= 15 s  load {r['load_before'][0]:.1f} -> "
+                      f"{r['load_after'][0]:.1f}")
+        return
     print("fibers: CUSET_CPU_BLOCK_LOOP=0; chunks: block loops with every hoisted loop chunked "
           "(CUSET_CPU_BLOCK_LOOP=chunks);\nloops: the default (loops writing no memory run threads innermost)\n")
     print(f"{'kernel':<36}{'fibers':>9}{'chunks':>9}{'loops':>9}{'vs fibers':>11}{'vs chunks':>11}{'target':>10}"
@@ -431,14 +442,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big", action="store_true", help="also the batch-norm and 1024x2048x4096 rows (minutes)")
     ap.add_argument("--paths", action="store_true", help="only the block loops vs fibers rows (minutes)")
     ap.add_argument("--paths-scale", type=int, default=1, help="divide the --paths sizes by this")
+    ap.add_argument("--paths-only", default="", help="comma-separated subset of loops,chunks,fibers (default: all, "
+                    "side by side); the result file is named after it")
     args = ap.parse_args(argv)
     from _record import start_record
 
     if args.paths:
-        record = start_record(variant="paths" if args.paths_scale == 1 else f"paths-scale{args.paths_scale}",
-                              argv=None if argv is None else [__file__, *argv])
+        only = tuple(p for p in args.paths_only.split(",") if p) or PATHS
+        unknown = sorted(set(only) - set(PATHS))
+        if unknown:
+            ap.error(f"--paths-only: unknown path(s) {unknown}: use some of {','.join(PATHS)}")
+        variant = "paths" if args.paths_scale == 1 else f"paths-scale{args.paths_scale}"
+        if only != PATHS:
+            variant += "-" + "-".join(only)
+        record = start_record(variant=variant, argv=None if argv is None else [__file__, *argv])
         with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
-            rows = path_rows(Path(tmp), args.paths_scale)
+            rows = path_rows(Path(tmp), args.paths_scale, only)
         print_path_rows(rows)
         if args.json:
             args.json.write_text(json.dumps({"paths": rows}, indent=2))
