@@ -25,8 +25,10 @@ average is printed next to the numbers: other work on the machine distorts
 the speed-ups.
 
 Paths (issue 41), with --paths: the same executable with block loops (kernels
-that need no fiber run as loops over a block's threads, uniform loops hoisted)
-and without (CUSET_CPU_BLOCK_LOOP=0: every kernel on fibers), side by side in
+that need no fiber run as loops over a block's threads, uniform loops hoisted,
+those writing no memory with the threads innermost, vectorised), with block loops
+whose hoisted loops all run chunked (CUSET_CPU_BLOCK_LOOP=chunks: the previous
+step) and without (CUSET_CPU_BLOCK_LOOP=0: every kernel on fibers), side by side in
 one run, each as a whole sample costs: the sum over the default orders
 (forward, random:1, parallel:1 with 2 workers) of the process wall time. Rows:
 the naive batch-norm (4096x1024 threads, 4096 rows per column) and the naive
@@ -309,16 +311,47 @@ def print_worker_rows(rows: list[dict]) -> None:
 SAMPLE_ORDERS = ("forward", "random:1", "parallel:1")  # CpuBackend(workers=2).run_orders
 
 
-def path_rows(workdir: Path, scale: int) -> list[dict]:
-    """Old path (fibers) vs new (block loops), whole sample, alternated order by order."""
+class _ChunkedLoops:
+    """CpuBackend(workers=2) with CUSET_CPU_BLOCK_LOOP=chunks: block loops, every hoisted
+    loop chunked (the block loops before loops writing no memory ran threads innermost)."""
+
+    def __init__(self):
+        from cuset.execute.cpu import CpuBackend
+
+        self.backend = CpuBackend(workers=2)
+
+    def invocation(self, executable, order):
+        from dataclasses import replace
+
+        inv = self.backend.invocation(executable, order)
+        return replace(inv, env={**inv.env, "CUSET_CPU_BLOCK_LOOP": "chunks"})
+
+    def classify_failure(self, step):
+        return self.backend.classify_failure(step)
+
+
+PATHS = ("loops", "chunks", "fibers")
+
+
+def path_rows(workdir: Path, scale: int, paths: tuple[str, ...] = PATHS) -> list[dict]:
+    """Old paths (fibers; chunked block loops) vs new (block loops, loops writing no
+    memory with the threads innermost), whole sample, alternated order by order."""
     from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
 
-    backends = {"loops": CpuBackend(workers=2), "fibers": CpuBackend(workers=2, block_loops=False)}
+    backends = {"loops": CpuBackend(workers=2), "chunks": _ChunkedLoops(),
+                "fibers": CpuBackend(workers=2, block_loops=False)}
     assert backends["loops"].run_orders == SAMPLE_ORDERS
+    backends = {path: backends[path] for path in paths}
     compiled = compile_program(WORKERS_PROGRAM, workdir, timeout=300, backend=backends["loops"])
     if not compiled.ok:
         sys.exit(f"benchmark program failed to compile: {compiled.detail}")
     print(compiled.step.stdout.strip())
+    import resource
+
+    def children_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
     rows = []
     for label, args in BIG_ROWS:
         sizes = [str(max(1, int(a) // scale)) if a.isdigit() and a != "0" else a for a in args]
@@ -327,15 +360,23 @@ def path_rows(workdir: Path, scale: int) -> list[dict]:
         row = {"label": label, "args": sizes, "load_before": os.getloadavg()}
         for order in SAMPLE_ORDERS:
             for path, backend in backends.items():
+                cpu = children_cpu()
                 run = run_compiled(compiled, workdir, timeout=600, order=order, backend=backend, args=sizes,
                                    run_name=f"{sizes[0]}-{path}-{order.replace(':', '-')}")
                 if not run.ok or parse(run.run.stdout).get("check") != 1:
                     sys.exit(f"{label} {path} {order} failed or computed a wrong result: {run.run.stdout} "
                              f"{run.run.stderr[-1000:]}")
                 row[f"{path}_{order}_s"] = run.run.seconds
+                # CPU time of the process: on a loaded machine wall time mostly measures the others
+                row[f"{path}_{order}_cpu_s"] = children_cpu() - cpu
         for path in backends:
             row[f"{path}_sample_s"] = sum(row[f"{path}_{o}_s"] for o in SAMPLE_ORDERS)
-        row["speedup"] = row["fibers_sample_s"] / row["loops_sample_s"]
+            row[f"{path}_sample_cpu_s"] = sum(row[f"{path}_{o}_cpu_s"] for o in SAMPLE_ORDERS)
+        if paths == PATHS:
+            row["speedup"] = row["fibers_sample_s"] / row["loops_sample_s"]
+            row["speedup_over_chunks"] = row["chunks_sample_s"] / row["loops_sample_s"]
+            row["cpu_speedup"] = row["fibers_sample_cpu_s"] / row["loops_sample_cpu_s"]
+            row["cpu_speedup_over_chunks"] = row["chunks_sample_cpu_s"] / row["loops_sample_cpu_s"]
         row["load_after"] = os.getloadavg()
         rows.append(row)
     return rows
@@ -343,13 +384,24 @@ def path_rows(workdir: Path, scale: int) -> list[dict]:
 
 def print_path_rows(rows: list[dict]) -> None:
     print("\nPaths: whole sample (forward + random:1 + parallel:1, 2 workers), process wall time\n")
-    print(f"{'kernel':<36}{'fibers':>9}{'loops':>9}{'speed-up':>10}{'target':>10}  per order (fibers / loops)"
-          "  load avg before -> after")
+    if rows and "speedup" not in rows[0]:  # only some paths (--paths-only)
+        for r in rows:
+            for key in sorted(k for k in r if k.endswith("_sample_s") or k.endswith("_sample_cpu_s")):
+                print(f"{r['label']:<36}{key:<24}{r[key]:>8.1f}s  <= 15 s  load {r['load_before'][0]:.1f} -> "
+                      f"{r['load_after'][0]:.1f}")
+        return
+    print("fibers: CUSET_CPU_BLOCK_LOOP=0; chunks: block loops with every hoisted loop chunked "
+          "(CUSET_CPU_BLOCK_LOOP=chunks);\nloops: the default (loops writing no memory run threads innermost)\n")
+    print(f"{'kernel':<36}{'fibers':>9}{'chunks':>9}{'loops':>9}{'vs fibers':>11}{'vs chunks':>11}{'target':>10}"
+          "  per order (fibers / chunks / loops)  load avg before -> after")
     for r in rows:
-        per = "  ".join(f"{o.split(':')[0]} {r[f'fibers_{o}_s']:.1f}/{r[f'loops_{o}_s']:.1f}" for o in SAMPLE_ORDERS)
+        per = "  ".join(f"{o.split(':')[0]} {r[f'fibers_{o}_s']:.1f}/{r[f'chunks_{o}_s']:.1f}/{r[f'loops_{o}_s']:.1f}"
+                        for o in SAMPLE_ORDERS)
         load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
-        print(f"{r['label']:<36}{r['fibers_sample_s']:>8.1f}s{r['loops_sample_s']:>8.1f}s{r['speedup']:>9.2f}x"
-              f"{'<= 15 s':>10}  {per}  {load}")
+        print(f"{r['label']:<36}{r['fibers_sample_s']:>8.1f}s{r['chunks_sample_s']:>8.1f}s{r['loops_sample_s']:>8.1f}s"
+              f"{r['speedup']:>10.2f}x{r['speedup_over_chunks']:>10.2f}x{'<= 15 s':>10}  {per}  {load}")
+        print(f"{'  CPU time of the processes':<36}{r['fibers_sample_cpu_s']:>8.1f}s{r['chunks_sample_cpu_s']:>8.1f}s"
+              f"{r['loops_sample_cpu_s']:>8.1f}s{r['cpu_speedup']:>10.2f}x{r['cpu_speedup_over_chunks']:>10.2f}x")
 
 
 def compile_times(backend, workdir: Path, repeats: int) -> dict[str, list[float]]:
@@ -390,14 +442,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big", action="store_true", help="also the batch-norm and 1024x2048x4096 rows (minutes)")
     ap.add_argument("--paths", action="store_true", help="only the block loops vs fibers rows (minutes)")
     ap.add_argument("--paths-scale", type=int, default=1, help="divide the --paths sizes by this")
+    ap.add_argument("--paths-only", default="", help="comma-separated subset of loops,chunks,fibers (default: all, "
+                    "side by side); the result file is named after it")
     args = ap.parse_args(argv)
     from _record import start_record
 
     if args.paths:
-        record = start_record(variant="paths" if args.paths_scale == 1 else f"paths-scale{args.paths_scale}",
-                              argv=None if argv is None else [__file__, *argv])
+        only = tuple(p for p in args.paths_only.split(",") if p) or PATHS
+        unknown = sorted(set(only) - set(PATHS))
+        if unknown:
+            ap.error(f"--paths-only: unknown path(s) {unknown}: use some of {','.join(PATHS)}")
+        variant = "paths" if args.paths_scale == 1 else f"paths-scale{args.paths_scale}"
+        if only != PATHS:
+            variant += "-" + "-".join(only)
+        record = start_record(variant=variant, argv=None if argv is None else [__file__, *argv])
         with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
-            rows = path_rows(Path(tmp), args.paths_scale)
+            rows = path_rows(Path(tmp), args.paths_scale, only)
         print_path_rows(rows)
         if args.json:
             args.json.write_text(json.dumps({"paths": rows}, indent=2))

@@ -29,6 +29,16 @@ of a block (`::cuset::rt::take_block_loop`, runtime core.h):
   A top-level `for` whose header depends on the thread (grid-stride, bounds read
   from memory: `_private_loop`) runs likewise, its variable kept per thread.
 
+A hoisted loop that writes no memory (`writes_no_memory`: it assigns only the
+kernel's locals, calls only what writes no memory) runs with the threads innermost
+instead (`_threads_innermost_region`): no thread can see another's work in it, so
+any interleaving gives the same values, and groups of 8 threads under `GCC ivdep`
+each run 8 iterations unrolled, which g++ -O2 vectorises across the threads.
+
+Regions run one after another for the whole block, a barrier the kernel does not
+have: a kernel is split only where no region writes memory that another accesses
+(region_memory.py), else a race between them would be hidden in every order.
+
 Kernels with any other loop (a `while`, a loop under a thread-dependent
 condition, one with a `break` out of it) stay on the fiber path: run one whole
 thread after another, a column walk thrashes the cache where the ticking fibers
@@ -44,14 +54,16 @@ g++ may contract a*b+c into fused multiply-adds differently in the two
 it did. So every thread order runs the same version of a kernel: `forward` in
 index order (x innermost), `random` and `parallel` with the threads of every
 region in the random start order of the block, which for a hoisted loop means
-every chunk of 32 iterations (where the fibers switch, in the same order).
-Races that depend on the order of the threads within a block, or on blocks
-running concurrently, stay visible; what a block loop no longer has is the
+every chunk of 32 iterations (where the fibers switch, in the same order); a loop
+writing no memory runs alike in every order (its order cannot matter). Races that
+depend on the order of the threads within a region, or on blocks running
+concurrently, stay visible; what a block loop no longer has is the
 fibers' switch inside a loop nested in a hoisted one.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from cuset.spans.grammar import FREE_FUNCTIONS, parser
@@ -95,6 +107,9 @@ _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _LOOP_KINDS = ("loop", "ploop")  # a uniform loop (hoisted), a loop of each thread's own (private)
 _MAX_REPLICATED = 48
 CHUNK = 32  # iterations of a hoisted loop a thread runs before the next one (the fibers' kLoopTicks)
+UNROLL = 8  # iterations of a loop writing no memory each thread runs in turn, unrolled (see writes_no_memory)
+LANES = 8   # threads of such a loop g++ sees side by side (a constant trip count: -O2 vectorises it)
+_MAX_UNROLLED_BODY = 2000  # characters of a loop body unrolled UNROLL times; longer ones are not unrolled
 
 
 @dataclass(frozen=True)
@@ -103,6 +118,7 @@ class KernelPlan:
     line: int                 # 1-based line of the kernel's body
     loop: bool                # runs as a block loop (forward order at least)
     hoisted: int = 0          # top-level loops run as regions of their own (chunked)
+    thread_innermost: int = 0  # of those, loops that write no memory: iterations outermost, threads innermost
     reason: str = ""          # why not (fibers), or what was done
     insert_at: int = -1       # byte offset where `text` goes (after the body's `{`)
     text: str = ""
@@ -110,7 +126,10 @@ class KernelPlan:
     def describe(self) -> str:
         if not self.loop:
             return f"{self.name}: fibers ({self.reason})"
-        return f"{self.name}: block loop" + (f", {self.hoisted} loop(s) run in chunks" if self.hoisted else "")
+        chunked = self.hoisted - self.thread_innermost
+        return (f"{self.name}: block loop" + (f", {chunked} loop(s) run in chunks" if chunked else "")
+                + (f", {self.thread_innermost} loop(s) writing no memory run with the threads innermost"
+                   if self.thread_innermost else ""))
 
 
 class _NotCollapsible(Exception):
@@ -149,6 +168,7 @@ class _Unit:
         self.functions: dict[str, list] = {}   # device/host functions defined here, by name
         self.macros: dict[str, str] = {}       # macro name -> replacement text
         self.constants: set[str] = set()       # file-scope const/constexpr/__constant__ names
+        self.globals: set[str] = set()         # every name a file-scope declaration declares
         self._walk(root)
 
     def text(self, node) -> str:
@@ -170,6 +190,10 @@ class _Unit:
                 if name is not None:
                     self.macros[self.text(name)] = self.text(value) if value is not None else ""
             elif t == "declaration":
+                for d in child.children_by_field_name("declarator"):
+                    n = _declared_identifier(d)
+                    if n is not None:
+                        self.globals.add(self.text(n))
                 words = {self.text(c) for c in child.children}
                 if words & {"const", "constexpr", "__constant__"} or any(
                         c.type == "type_qualifier" and self.text(c) in ("const", "constexpr", "__constant__")
@@ -235,6 +259,7 @@ class _KernelVariant:
         self.params = self._params()
         self.written = self._written_names()
         self.checked_functions: dict[str, bool] = {}  # name -> has loops
+        self.read_only_functions: dict[str, bool] = {}  # name -> writes no memory (see writes_no_memory)
 
     # -------------------------------------------------- eligibility
     def _params(self) -> list[str]:
@@ -334,8 +359,6 @@ class _KernelVariant:
             raise _NotCollapsible("a called function reads threadIdx")
 
     def _check_macro(self, name: str, seen: set[str]) -> bool:
-        import re
-
         if name in seen:
             return False
         seen.add(name)
@@ -484,6 +507,74 @@ class _KernelVariant:
                 return False
         return True
 
+    def writes_no_memory(self, loop) -> bool:
+        """A hoisted loop whose body only reads memory: it assigns locals of the kernel
+        (never memory through a pointer, a subscript or `->`, nor a file-scope variable),
+        calls only pure functions, value macros and functions of this file that write
+        no memory either, and has no `return`. No thread of the block can see another's
+        work inside it, so its outcome is the same for every interleaving of the
+        threads, and it may run iteration by iteration with the threads innermost
+        (where g++ vectorises them) in every order."""
+        body = loop.child_by_field_name("body")
+        if any(n.type == "return_statement" for n in _walk(body)):
+            return False
+        return self._assigns_only(body, self._kernel_locals())
+
+    def _assigns_only(self, node, locals_: set[str]) -> bool:
+        """`node` writes no variable but `locals_` and no memory, through what it calls too."""
+        for n in _walk(node):
+            t = n.type
+            targets = []
+            if t == "assignment_expression":
+                targets = [n.child_by_field_name("left")]
+            elif t == "update_expression":
+                targets = [n.child_by_field_name("argument")]
+            elif t == "pointer_expression" and _operator(self.u, n) == "&":
+                return False  # an address taken may be written through later
+            for target in targets:
+                root = _variable_root(target)
+                if root is None or self.u.text(root) not in locals_ or self.u.text(root) in self.u.globals:
+                    return False
+            if t == "call_expression":
+                name = self._callee_name(n)
+                f = n.child_by_field_name("function")
+                if not (name in _PURE_FUNCTIONS or (name or "").startswith("make_")
+                        or (f is not None and f.type == "primitive_type")
+                        or (name in self.u.macros and _macro_is_a_value(self.u, name, set()))
+                        or (name in self.u.functions and self._function_writes_no_memory(name))):
+                    return False
+            if t == "identifier" and self.u.text(n) in self.u.macros \
+                    and not _macro_is_a_value(self.u, self.u.text(n), set()):
+                return False
+        return True
+
+    def _function_writes_no_memory(self, name: str) -> bool:
+        """Every definition of `name` here takes its parameters by value and writes only
+        its own locals and parameters (copies)."""
+        if name in self.read_only_functions:
+            return self.read_only_functions[name]
+        self.read_only_functions[name] = False  # recursion: assume it writes until seen
+        ok = not self._takes_reference(name)
+        for fn in self.u.functions[name]:
+            body = fn.child_by_field_name("body")
+            if not ok or body is None:
+                ok = False
+                break
+            own = {self.u.text(i) for d in _walk(fn.child_by_field_name("declarator"))
+                   if d.type == "parameter_declaration"
+                   for i in [_declared_identifier(d.child_by_field_name("declarator"))] if i is not None}
+            own |= {n for d in _walk(body) if d.type == "declaration" for n in _declared_names(self.u, d)}
+            ok = self._assigns_only(body, own)
+        self.read_only_functions[name] = ok
+        return ok
+
+    def _kernel_locals(self) -> set[str]:
+        out = set()
+        for n in _walk(self.body):
+            if n.type == "declaration":
+                out.update(_declared_names(self.u, n))
+        return out
+
     # -------------------------------------------------- statements
     def _flattenable(self, stmt, remat: set[str], declared: set[str]) -> list | None:
         """`if (c) { body }` as the last statement, with c a pure guard: its statements,
@@ -528,9 +619,53 @@ class _KernelVariant:
                 raise _NotCollapsible("a loop under thread-dependent control flow, or one it may break out of")
             if p.kind not in _LOOP_KINDS and self._calls_looping_function(p.node):
                 raise _NotCollapsible("calls a function with a loop outside a top-level loop")
-        text = _Generator(self, plan, loops > 0).variant()
+        apart = self._regions_apart(plan) if loops else []
+        gen = _Generator(self, plan, loops > 0, apart)
+        text = gen.variant()
         at = len(self.u.data[:self.body.children[0].end_byte].decode())  # a str offset, as the rewriter's edits
-        return KernelPlan(name, line, True, loops, "", at, text)
+        return KernelPlan(name, line, True, loops, gen.thread_innermost, "", at, text)
+
+    def _regions_apart(self, plan: list[_Stmt]) -> list[tuple[str, str]]:
+        """The pointer parameters that must point into different allocations for the
+        regions to run one after another (region_memory.py); raises where no check at
+        run time can allow it."""
+        from cuset.execute.cpu import region_memory
+
+        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), _walk, _PURE_FUNCTIONS)
+        regions: list[tuple[set[str], set[str]]] = []
+        current: tuple[set[str], set[str]] | None = None
+        for p in plan:
+            if p.kind in ("remat", "guard"):
+                continue  # pure: no memory
+            written, accessed = memory.accesses(p.node)
+            if p.kind in _LOOP_KINDS:
+                regions.append((written, accessed))
+                current = None
+            elif current is None:
+                current = (set(written), set(accessed))
+                regions.append(current)
+            else:
+                current[0].update(written)
+                current[1].update(accessed)
+        why, pairs = region_memory.conflicts(regions)
+        if why:
+            raise _NotCollapsible(why)
+        return pairs
+
+    def _pointer_params(self) -> set[str]:
+        d = self.fn.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            d = d.child_by_field_name("declarator")
+        out = set()
+        for p in d.child_by_field_name("parameters").named_children:
+            if p.type != "parameter_declaration":
+                continue
+            decl = p.child_by_field_name("declarator")
+            if decl is not None and decl.type in ("pointer_declarator", "array_declarator"):
+                n = _declared_identifier(decl)
+                if n is not None:
+                    out.add(self.u.text(n))
+        return out
 
     def _calls_looping_function(self, node) -> bool:
         for n in _walk(node):
@@ -600,6 +735,27 @@ class _KernelVariant:
             if self.u.text(n) in self.written or not self._pure(value, remat, thread_ok=True):
                 return False
         return True
+
+
+_MACRO_WRITE = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|\+=|-=|\*=|/=|[A-Za-z_]\w*\s*\(")
+
+
+def _macro_is_a_value(unit: _Unit, name: str, seen: set[str]) -> bool:
+    """A macro whose expansion assigns nothing and calls only pure functions and value macros."""
+    if name in seen:
+        return True
+    seen.add(name)
+    value = unit.macros[name]
+    for m in _MACRO_WRITE.finditer(value):
+        word = m.group(0).rstrip("( \t")
+        if not word or not (word[0].isalpha() or word[0] == "_"):
+            return False  # an assignment or increment
+        if word in unit.macros:
+            if not _macro_is_a_value(unit, word, seen):
+                return False
+        elif word not in _PURE_FUNCTIONS and word not in ("sizeof",) and not word.startswith("make_"):
+            return False
+    return all(_macro_is_a_value(unit, w, seen) for w in re.findall(r"[A-Za-z_]\w*", value) if w in unit.macros)
 
 
 def _is_pragma(unit: _Unit, node) -> bool:
@@ -677,8 +833,9 @@ class _Generator:
     region first recomputes what it needs of earlier regions (remat declarations
     and guards) and binds the replicated locals to this thread's slot."""
 
-    def __init__(self, kv: _KernelVariant, plan: list[_Stmt], regions: bool):
+    def __init__(self, kv: _KernelVariant, plan: list[_Stmt], regions: bool, apart: list[tuple[str, str]] = ()):
         self.kv = kv
+        self.apart = list(apart)  # pointer parameters checked to be different allocations per block
         self.u = kv.u
         self.plan = plan
         self.regions = regions
@@ -691,6 +848,7 @@ class _Generator:
         self.uses_done = regions and any(n.type == "return_statement" for p in plan
                                          if p.kind in ("other",) + _LOOP_KINDS for n in _walk(p.node))
         self.private_slots: list[str] = []  # storage of the private loops' per-thread state
+        self.thread_innermost = 0  # hoisted loops run with the threads innermost (see writes_no_memory)
 
     def variant(self) -> str:
         for p in self.live:
@@ -708,8 +866,12 @@ class _Generator:
             storage += ("unsigned char* const cuset_done = static_cast<unsigned char*>(::cuset::rt::block_loop_scratch("
                         f"{len(self.replicated)}, cuset_bl.n)); __builtin_memset(cuset_done, 0, cuset_bl.n); ")
         storage += "".join(self.private_slots)
+        apart = ""
+        if self.apart:
+            pointers = ", ".join(f"(const void*)({a}), (const void*)({b})" for a, b in self.apart)
+            apart = f"::cuset::rt::block_loop_apart({{{pointers}}}) && "
         return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
-                "::cuset::rt::take_block_loop()) { "
+                f"{apart}::cuset::rt::take_block_loop()) {{ "
                 "const ::cuset::rt::BlockLoop& cuset_bl = ::cuset::rt::block_loop; "
                 "const uint3 cuset_b = blockIdx; const dim3 cuset_bd = blockDim, cuset_gd = gridDim; "
                 f"{aliases}{storage}"
@@ -758,7 +920,11 @@ class _Generator:
                 if current:
                     out.append(self._thread_region(start, current))
                     current = []
-                region = self._loop_region if p.kind == "loop" else self._private_loop_region
+                if p.kind == "loop" and not self.uses_done and self.kv.writes_no_memory(p.node):
+                    region = self._threads_innermost_region
+                    self.thread_innermost += 1
+                else:
+                    region = self._loop_region if p.kind == "loop" else self._private_loop_region
                 out.append(region(p, list(prologue), list(bound)))
                 continue
             if not current:
@@ -825,6 +991,68 @@ class _Generator:
         return (f"{{ {_flat(self.u, init)} while ({cond}) {{ const auto cuset_from = {var}; "
                 f"{self._per_thread(per_thread)} "
                 f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{}} }} }}")
+
+    def _threads_innermost_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
+        """A hoisted loop that writes no memory (`writes_no_memory`): its outcome does not
+        depend on how the threads interleave, so every order runs it the same way, the
+        threads innermost (x) under `GCC ivdep` (different threads touch different
+        per-thread copies and read memory nobody writes meanwhile), where g++ vectorises
+        them: the shared copy of the loop steps UNROLL iterations ahead, their values
+        kept, then each thread runs those iterations (unrolled, so a thread's add chain
+        stays in a register and the threads' chains run side by side in SIMD lanes).
+        The threads' loops have no guard, so this runs only when the earlier guards let
+        every thread of the block through (checked once per region); otherwise the
+        chunked region, which computes the same values. A `continue` ends the thread's
+        iteration, as in the kernel."""
+        node = p.node
+        init_node = node.child_by_field_name("initializer")
+        init = _flat(self.u, init_node)
+        [declarator] = init_node.children_by_field_name("declarator")
+        var = self.u.text(declarator.child_by_field_name("declarator"))
+        cond = _flat(self.u, node.child_by_field_name("condition"))
+        update = node.child_by_field_name("update")
+        step = _flat(self.u, update) if update is not None else "(void)0"
+        inner = " ".join(_flat(self.u, n) for n in _unwrap(node.child_by_field_name("body")))
+        remat = " ".join(_flat(self.u, q.node) for q in prologue if q.kind == "remat")
+
+        def thread(x: str, copy: str, iterations: str, unroll: str) -> str:
+            binds = " ".join(f"cuset_t_{n}& {n} = {copy.format(n=n)}; (void){n};" for n in bound)
+            return (f"const unsigned cuset_x = {x}; const uint3 threadIdx{{cuset_x, cuset_y, cuset_z}}; "
+                    f"(void)threadIdx; {remat} {binds} "
+                    f"{unroll}for (unsigned cuset_u = 0; cuset_u < {iterations}; ++cuset_u) {{ "
+                    f"auto {var} = cuset_v[cuset_u]; {{ {inner} }} }}")
+
+        # Lanes: threads in groups of LANES, each through pointers indexed by the lane
+        # alone (with a wrapping unsigned index the addresses are not affine to g++, and
+        # -O2 vectorises only loops whose trip count is a multiple of the vector's).
+        group = " ".join(f"cuset_t_{n}* const cuset_l_{n} = cuset_q_{n} + cuset_xs;" for n in bound)
+        # Unrolled, a long body would cost compile time out of proportion (g++ honours the pragma).
+        pragma = f'_Pragma("GCC unroll {UNROLL}") ' if len(inner) <= _MAX_UNROLLED_BODY else ""
+        unrolled = thread("cuset_xs + cuset_lane", "cuset_l_{n}[cuset_lane]", str(UNROLL), pragma)
+        lanes = (f"if (cuset_n == {UNROLL}) for (; cuset_xs + {LANES} <= cuset_bd.x; cuset_xs += {LANES}) {{ {group} "
+                 f"_Pragma(\"GCC ivdep\") for (unsigned cuset_lane = 0; cuset_lane < {LANES}; ++cuset_lane) {{ "
+                 f"{unrolled} }} }} ")
+        rest = (f"for (unsigned cuset_x2 = cuset_xs; cuset_x2 < cuset_bd.x; ++cuset_x2) {{ "
+                f"{thread('cuset_x2', 'cuset_q_{n}[cuset_x]', 'cuset_n', '')} }}")
+        fast = (f"{{ {init} while ({cond}) {{ decltype({var}) cuset_v[{UNROLL}]; unsigned cuset_n = 0; "
+                f"for (; cuset_n < {UNROLL} && ({cond}); ++cuset_n, {step}) cuset_v[cuset_n] = {var}; "
+                "for (unsigned cuset_z = 0; cuset_z < cuset_bd.z; ++cuset_z) "
+                "for (unsigned cuset_y = 0; cuset_y < cuset_bd.y; ++cuset_y) { "
+                "const unsigned cuset_t0 = (cuset_z * cuset_bd.y + cuset_y) * cuset_bd.x; unsigned cuset_xs = 0; "
+                + " ".join(f"cuset_t_{n}* const cuset_q_{n} = cuset_r_{n} + cuset_t0;" for n in bound)
+                + f" {lanes}{rest} }} }} }}")
+        chunked = self._loop_region(p, prologue, bound)
+        guards = [q for q in prologue if q.kind == "guard"]
+        if not guards:
+            return f"if (::cuset::rt::block_loop_lanes) {fast} else {chunked}"
+        check = " ".join(f"if ({q.text}) return false;" if q.kind == "guard" else _flat(self.u, q.node)
+                         for q in prologue)
+        all_in = ("{ bool cuset_all_in = ::cuset::rt::block_loop_lanes; "
+                  "if (cuset_all_in) ::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
+                  "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; "
+                  f"if (![&]() __attribute__((always_inline)) -> bool {{ {check} return true; }}()) "
+                  "cuset_all_in = false; }); ")
+        return f"{all_in}if (cuset_all_in) {fast} else {chunked} }}"
 
     def _private_loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
         """A loop of each thread's own, as the fibers' ticks run it: every thread starts

@@ -23,8 +23,11 @@ def _plans(src: str) -> dict[str, object]:
 # ---------------------------------------------------------------- planning (no compiler)
 def test_fixture_kernels_get_the_expected_paths():
     plans = _plans((FIXTURES / "block_loops.cu").read_text())
-    for name in ("colsum", "matmul", "early_exit", "contract", "block_race", "grid_stride", "ragged"):
+    for name in ("colsum", "matmul", "early_exit", "contract", "grid_stride", "ragged", "alias_race"):
         assert plans[name].loop and plans[name].hoisted == 1, plans[name]
+    # total (block_race) and buf (hidden_race) are written in one region and read in another
+    for name, param in (("block_race", "total"), ("hidden_race", "buf")):
+        assert not plans[name].loop and plans[name].reason.startswith(f"writes {param} in one region"), plans[name]
     assert plans["elementwise"].loop and plans["elementwise"].hoisted == 0
     assert not plans["divergent"].loop and plans["divergent"].reason == "shared memory"
     assert not plans["shuffle"].loop and "__shfl_down_sync" in plans["shuffle"].reason
@@ -54,13 +57,42 @@ def test_kernels_that_need_a_fiber_keep_it(body, reason):
     assert not plan.loop and reason in plan.reason, plan
 
 
+@pytest.mark.parametrize("body, innermost", [
+    ("float s = 0; for (int i = 0; i < n; ++i) s += q[i * n + c]; p[c] = s;", True),
+    ("float s = 0; for (int i = 0; i < n; i += 2) { if (q[i] < 0) continue; s += SQ(q[i]); } p[c] = s;", True),
+    ("float s = 0; for (int i = 0; i < n; ++i) { float v = q[i]; s += fmaxf(v, 0.0f); } p[c] = s;", True),
+    # memory written inside the loop: another thread may read it, so the order matters
+    ("for (int i = 0; i < n; ++i) p[i * n + c] = 1;", False),
+    ("float s = 0; for (int i = 0; i < n; ++i) { float* w = p + c; *w = s; s += 1; }", False),
+    ("for (int i = 0; i < n; ++i) counter = i;", False),          # a file-scope variable
+    ("for (int i = 0; i < n; ++i) SET(i);", False),               # a macro that assigns
+    ("float s = 0; for (int i = 0; i < n; ++i) s += helper(q, i); p[c] = s;", True),  # reads through q
+    ("float s = 0; for (int i = 0; i < n; ++i) s += bump(p, i);", False),  # writes through p
+    ("float s = 0; for (int i = 0; i < n; ++i) s += tally(i);", False),  # writes a global
+    ("float a, b; for (int i = 0; i < n; ++i) sincosf(q[i], &a, &b); p[c] = a + b;", False),
+    ("float s = 0; for (int i = 0; i < n; ++i) { s += q[i]; if (s > 1) return; } p[c] = s;", False),
+])
+def test_loops_writing_no_memory_run_with_the_threads_innermost(body, innermost):
+    src = ("#define SQ(v) ((v) * (v))\n#define SET(i) p[i] = 1\n__device__ int counter;\n"
+           "__device__ float helper(const float* q, int i) { float v = q[i]; i += 1; return v * i; }\n"
+           "__device__ float bump(float* q, int i) { q[i] += 1; return q[i]; }\n"
+           "__device__ float tally(int i) { counter += i; return 1.0f; }\n"
+           "__global__ void k(float* p, const float* q, int n) { int c = threadIdx.x; " + body + " }\n")
+    [plan] = plan_kernels(src)
+    assert plan.loop and plan.hoisted == 1, plan
+    assert plan.thread_innermost == int(innermost), plan
+    assert ("GCC ivdep" in plan.text) == innermost
+    assert ("threads innermost" in plan.describe()) == innermost
+    assert "cuset_from" in plan.text  # the chunked region: the fallback, or the only version
+
+
 @pytest.mark.parametrize("body, kind", [
     ("for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = 1;", "private"),  # grid-stride
-    ("int m = p[threadIdx.x]; for (int i = 0; i < m; ++i) p[i] = 0;", "private"),  # bound read from memory
-    ("float s = 0; for (int i = 0; i < n; ++i) s += p[i]; p[threadIdx.x] = s;", "uniform"),
+    ("int m = q[threadIdx.x]; for (int i = 0; i < m; ++i) p[i] = 0;", "private"),  # bound read from memory
+    ("float s = 0; for (int i = 0; i < n; ++i) s += q[i]; p[threadIdx.x] = s;", "uniform"),
 ])
 def test_top_level_loops_run_in_chunks(body, kind):
-    [plan] = plan_kernels("__global__ void k(int* p, int n) { " + body + " }\n")
+    [plan] = plan_kernels("__global__ void k(int* p, const int* q, int n) { " + body + " }\n")
     assert plan.loop and plan.hoisted == 1
     assert ("running" in plan.text) == (kind == "private")  # a private loop keeps its state per thread
 
@@ -97,13 +129,16 @@ def program(tmp_path_factory):
     assert compiled.ok, compiled.detail
     assert "cuset-cpu: kernel paths: colsum: block loop" in compiled.step.stdout
 
-    def run(mode: str, order: str, loops: bool) -> tuple[subprocess.CompletedProcess, bytes, dict[str, str]]:
-        run_dir = workdir / f"{mode}-{order.replace(':', '-')}-{int(loops)}"
+    def run(mode: str, order: str, loops: bool | str) -> tuple[subprocess.CompletedProcess, bytes, dict[str, str]]:
+        """loops: True (the default), False (fibers only) or "chunks" (every hoisted loop chunked)."""
+        run_dir = workdir / f"{mode}-{order.replace(':', '-')}-{loops}"
         run_dir.mkdir(exist_ok=True)
         env = dict(backend.invocation(compiled.executable, order).env, CUSET_CPU_REPORT_PATHS="1",
                    PATH=os.environ.get("PATH", ""))
-        if not loops:
+        if loops is False:
             env["CUSET_CPU_BLOCK_LOOP"] = "0"
+        elif loops == "chunks":
+            env["CUSET_CPU_BLOCK_LOOP"] = "chunks"
         p = subprocess.run([str(compiled.executable), mode], cwd=run_dir, env=env, capture_output=True, text=True,
                            timeout=120)
         out = (run_dir / "out.bin").read_bytes() if (run_dir / "out.bin").exists() else b""
@@ -113,6 +148,88 @@ def program(tmp_path_factory):
 
 
 LOOP_KERNELS = {"colsum", "matmul", "early_exit", "elementwise"}
+
+
+def test_fixture_paths_name_the_loops_run_with_the_threads_innermost(program):
+    plans = _plans((FIXTURES / "block_loops.cu").read_text())
+    innermost = {name for name, p in plans.items() if p.loop and p.thread_innermost}
+    assert innermost == {"colsum", "matmul", "contract", "lanes", "alias_race"}  # contract calls a reader
+    assert plans["early_exit"].hoisted == 1 and not plans["early_exit"].thread_innermost  # writes, returns
+    assert plans["loop_race"].hoisted == 1 and not plans["loop_race"].thread_innermost
+
+
+@pytest.mark.parametrize("order", ["forward", "random:3", "parallel:3"])
+def test_threads_innermost_chunks_and_fibers_agree_bit_for_bit(program, order):
+    # lanes: full blocks take the vectorised region, the last column and row of
+    # blocks the chunked one (threads out of range); 12 threads wide is a group of 8
+    # lanes and 4 more; 100 iterations are 12 groups of 8 and 4.
+    runs = {loops: program("lanes", order, loops) for loops in (True, "chunks", False)}
+    for p, _, _ in runs.values():
+        assert p.returncode == 0, p.stderr
+    outs = {loops: out for loops, (_, out, _) in runs.items()}
+    assert len(outs[True]) == 4 * 2 * 30 * 200 and outs[True] == outs["chunks"] == outs[False]
+    import struct
+    values = struct.unpack(f"{2 * 30 * 200}f", outs[True])
+    assert all(v != 0.0 for v in values)  # every thread in range wrote its result
+    assert runs[True][2] == runs["chunks"][2] == {"lanes": "block loop"} and runs[False][2] == {"lanes": "fibers"}
+
+
+@pytest.mark.parametrize("body, reason, apart", [
+    # written before the loop, read inside it: the same parameter
+    ("p[c] = 1; float s = 0; for (int i = 0; i < n; ++i) s += p[i]; q[c] = s;", "writes p in one region", ()),
+    # through a local pointer computed from it
+    ("float* w = p + c; *w = 1; float s = 0; for (int i = 0; i < n; ++i) s += p[i]; q[c] = s;",
+     "writes p in one region", ()),
+    # a pointer loaded from memory may point anywhere
+    ("float* w = (float*)ptrs[c]; float s = 0; for (int i = 0; i < n; ++i) s += q[i]; w[0] = s;",
+     "memory written in one region", ()),
+    ("float s = 0; for (int i = 0; i < n; ++i) s += q[i]; total = s;", "memory written in one region", ()),
+    ("float s = 0; for (int i = 0; i < n; ++i) s += q[i]; OUT(c) = s;", "memory written in one region", ()),
+    ("float s = 0; for (int i = 0; i < n; ++i) s += q[i]; store(p, c, s);", "", (("p", "q"),)),
+    # different parameters: checked at run time; a thread's own array is no memory
+    ("float s = 0; for (int i = 0; i < n; ++i) s += q[i]; p[c] = s;", "", (("p", "q"),)),
+    ("float a[4]; a[c % 4] = 1; float s = 0; for (int i = 0; i < n; ++i) s += q[i] + a[i % 4]; p[c] = s;", "",
+     (("p", "q"),)),
+    ("p[c] = 0; float s = 0; for (int i = 0; i < n; ++i) s += 1; s += n;", "", ()),  # one region touches memory
+    ("float s = 0; for (int i = 0; i < n; ++i) s += coeff[i % 4]; p[c] = s;", "", ()),  # __constant__: read-only
+])
+def test_regions_never_separate_a_write_from_an_access_of_the_same_memory(body, reason, apart):
+    src = ("#define OUT(i) p[i]\n__device__ float total;\n__constant__ float coeff[4];\n"
+           "__device__ void store(float* d, int i, float v) { d[i] = v; }\n"
+           "__global__ void k(float* p, const float* q, long long* ptrs, int n) { int c = threadIdx.x; " + body + " }\n")
+    [plan] = plan_kernels(src)
+    if reason:
+        assert not plan.loop and plan.reason.startswith(reason), plan
+        return
+    assert plan.loop and plan.hoisted == 1, plan
+    checks = [f"(const void*)({a}), (const void*)({b})" for a, b in apart]
+    assert ("block_loop_apart" in plan.text) == bool(apart)
+    for check in checks:
+        assert check in plan.text
+
+
+def test_a_race_across_regions_is_still_seen(program):
+    # hidden_race: on the fibers (one parameter); alias_race: a block loop whose
+    # regions write and read two parameters, declined where they are one allocation.
+    for mode in ("hidden_race", "alias_same"):
+        forward, out_forward, paths = program(mode, "forward", True)
+        _, out_random, _ = program(mode, "random:3", True)
+        assert forward.returncode == 0 and len(out_forward) == 4 * 64
+        assert set(paths.values()) == {"fibers"}, (mode, paths)
+        assert out_forward != out_random, mode  # the pipeline reports this as `race`
+        assert (out_forward, out_random) == (program(mode, "forward", False)[1], program(mode, "random:3", False)[1])
+    forward, out_forward, paths = program("alias_apart", "forward", True)
+    assert paths == {"alias_race": "block loop"}
+    assert out_forward == program("alias_apart", "random:3", True)[1] == program("alias_apart", "forward", False)[1]
+
+
+def test_a_race_inside_a_hoisted_loop_still_differs_from_forward(program):
+    # loop_race writes memory its neighbour reads inside the loop: chunked, so under
+    # random the chunks run in another order, as on the fibers.
+    for loops in (True, False):
+        forward = program("loop_race", "forward", loops)[1]
+        random = program("loop_race", "random:3", loops)[1]
+        assert len(forward) == 4 * 96 and forward != random, loops
 
 
 @pytest.mark.parametrize("order", ["forward", "random:3"])
@@ -152,8 +269,8 @@ def test_early_exits_and_skips_really_happen(program):
 
     _, out, _ = program("loops", "forward", True)
     floats = struct.unpack(f"{len(out) // 4}f", out)
-    tail = floats[-2 * 200:]
-    returned = sum(1 for v in tail[200:] if v == 0.0)
+    last = floats[300 * 200 + 100 * 70 + 200:][:200]  # after colsum, matmul and early_exit's `out`
+    returned = sum(1 for v in last if v == 0.0)
     assert 0 < returned < 200
 
 
@@ -180,7 +297,7 @@ def test_divergent_barriers_are_still_an_error(program):
 
 def test_race_between_blocks_only_parallel_shows_is_still_seen(program):
     forward, _, paths = program("block_race", "forward", True)
-    assert paths == {"block_race": "block loop"}
+    assert paths == {"block_race": "fibers"}  # total read before the loop, written after it
     assert parse_kv(forward.stdout)["total"] == "64"
     random, _, _ = program("block_race", "random:3", True)
     assert parse_kv(random.stdout)["total"] == "64"   # blocks one at a time: no lost update
@@ -201,3 +318,15 @@ def test_pragma_unroll_is_dropped_and_other_directives_keep_the_fibers():
     assert pragma.loop and pragma.hoisted == 1 and "#pragma" not in pragma.text and "\n" not in pragma.text
     [ifdef] = plan_kernels(head + "\n#ifdef X\n" + loop + "\n#endif\n o[c] = s; }\n")
     assert not ifdef.loop and ifdef.reason == "preprocessor directive in the body"
+
+
+def test_a_long_loop_body_is_not_unrolled():
+    # Unrolled 8 times a long body would cost compile time out of proportion; it
+    # still runs with the threads innermost, iteration by iteration.
+    head = "__global__ void k(float* p, const float* q, int n) { int c = threadIdx.x; float s = 0; "
+    short = head + "for (int i = 0; i < n; ++i) { s += q[i]; } p[c] = s; }\n"
+    long = head + "for (int i = 0; i < n; ++i) { " + " ".join(f"s += q[i] * {k}.0f;" for k in range(300)) + \
+        " } p[c] = s; }\n"
+    [a], [b] = plan_kernels(short), plan_kernels(long)
+    assert a.thread_innermost == b.thread_innermost == 1
+    assert '_Pragma("GCC unroll 8")' in a.text and "GCC unroll" not in b.text

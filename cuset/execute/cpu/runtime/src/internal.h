@@ -78,6 +78,8 @@ void memory_init();
 bool is_device_pointer(const void* p);
 // Bytes from p to the end of its device allocation, 0 if p is not device memory.
 size_t device_bytes_after(const void* p);
+// Whether a and b may point into one allocation (true unless both are in two different ones).
+bool same_device_allocation(const void* a, const void* b);
 // Host code may not touch device memory; kernels and runtime copies may.
 void device_access_begin();
 void device_access_end();

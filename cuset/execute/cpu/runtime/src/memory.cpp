@@ -107,6 +107,11 @@ bool is_device_pointer(const void* p) {
   return a && a->second.live && (uintptr_t)p < a->first + a->second.size + (a->second.size == 0);
 }
 
+bool same_device_allocation(const void* a, const void* b) {
+  auto x = find_alloc(a), y = find_alloc(b);
+  return !x || !y || x == y;  // outside device memory: cannot tell, so they may be one
+}
+
 size_t device_bytes_after(const void* p) {
   auto a = find_alloc(p);
   if (!a || !a->second.live) return 0;

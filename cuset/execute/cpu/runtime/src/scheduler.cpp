@@ -539,6 +539,21 @@ bool take_block_loop() {
   return true;
 }
 
+bool block_loop_lanes = true;
+
+// CUSET_CPU_BLOCK_LOOP: 0 every kernel on the fibers; `chunks` block loops without
+// the threads-innermost regions (every hoisted loop chunked, as before them: for
+// benchmarks and tests comparing the two); unset or anything else: both.
+bool block_loop_apart(std::initializer_list<const void*> pairs) {
+  for (auto it = pairs.begin(); it != pairs.end(); it += 2) {
+    if (same_device_allocation(it[0], it[1])) {
+      block_loop_offered = false;
+      return false;
+    }
+  }
+  return true;
+}
+
 static bool block_loops_enabled() {
 #if CUSET_CPU_ASAN || CUSET_CPU_RACECHECK
   return false;  // the sanitizers' reports name the thread; race checks need the per-thread runs
@@ -547,6 +562,7 @@ static bool block_loops_enabled() {
   if (on < 0) {
     const char* e = getenv("CUSET_CPU_BLOCK_LOOP");
     on = !(e && strcmp(e, "0") == 0);
+    block_loop_lanes = !(e && strcmp(e, "chunks") == 0);
   }
   return on == 1;
 #endif

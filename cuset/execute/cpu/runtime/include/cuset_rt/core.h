@@ -7,6 +7,8 @@
 // order runs blocks on several workers at once.
 #pragma once
 
+#include <initializer_list>
+
 // Built-in variables. They are thread-locals of the worker OS thread that the
 // scheduler rewrites on every switch; being non-const externs, the compiler
 // reloads them after any call that may switch threads. (`__thread`, not
@@ -156,7 +158,14 @@ struct BlockLoop {
 extern __thread bool block_loop_offered;
 extern __thread bool block_loop_ran;
 extern __thread BlockLoop block_loop;
+// Hoisted loops that write no memory may run with the threads innermost (vectorised);
+// false under CUSET_CPU_BLOCK_LOOP=chunks. Set before any block runs, read-only after.
+extern bool block_loop_lanes;
 bool take_block_loop();
+// Pairs of pointers (a0, b0, a1, b1, ...) that regions of a block loop write and
+// access (region_memory.py): true when each pair points into two different device
+// allocations; otherwise the offer is withdrawn (the block runs on the fibers).
+bool block_loop_apart(std::initializer_list<const void*> pairs);
 // Per-thread copies of the locals that live across a hoisted loop: slot k of the
 // running worker, at least `bytes` long, 64-byte aligned, kept between blocks.
 void* block_loop_scratch(unsigned slot, size_t bytes);
