@@ -34,7 +34,7 @@ HAVE_BWRAP = missing_tool("bwrap") is None
 INSTALLED_MODES = tuple(m for m in _TOOLS if missing_tool(m) is None)
 # What mode="auto" must resolve to here: cuset prefers bubblewrap, else unshare.
 AUTO_MODE = INSTALLED_MODES[0] if INSTALLED_MODES else None
-# Machines cuset has a seccomp filter for (README: x86-64 and aarch64).
+# Machines cuset has a seccomp filter for (docs/sandbox.md: x86-64 and aarch64).
 SECCOMP_MACHINE = platform.machine() in ("x86_64", "AMD64", "aarch64", "arm64")
 
 CAP_SYS_ADMIN = 21

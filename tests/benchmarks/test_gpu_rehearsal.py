@@ -1,6 +1,6 @@
 """bench/gpu_rehearsal.py: the CPU dry run of every stage through the CLI, the stage runner's
-handling of failures, time-outs, checks, dependencies and the budget, and the README's GPU recipe
-being the rehearsal's own command lines."""
+handling of failures, time-outs, checks, dependencies and the budget, and the GPU recipe in
+docs/gpu.md being the rehearsal's own command lines."""
 
 from __future__ import annotations
 
@@ -29,16 +29,16 @@ def rehearsal():
     sys.modules.pop(spec.name, None)
 
 
-# --- the README ------------------------------------------------------------------------------------
+# --- the documented recipe -------------------------------------------------------------------------
 
-def test_readme_gpu_recipe_is_the_rehearsals_command_lines(rehearsal, capsys):
+def test_documented_gpu_recipe_is_the_rehearsals_command_lines(rehearsal, capsys):
     assert rehearsal.main(["--print-commands", "--out", str(ROOT / "runs" / "rehearsal")]) == 0
     printed = capsys.readouterr().out.splitlines()
     assert len(printed) == len(rehearsal.STAGES)
-    readme = (ROOT / "README.md").read_text()
-    marker = readme.index("python bench/gpu_rehearsal.py --print-commands --out runs/rehearsal")
-    block = re.search(r"```bash\n(.*?)```", readme[marker:], re.S)
-    assert block, "README: no ```bash block after the --print-commands line"
+    page = (ROOT / "docs" / "gpu.md").read_text()
+    marker = page.index("python bench/gpu_rehearsal.py --print-commands --out runs/rehearsal")
+    block = re.search(r"```bash\n(.*?)```", page[marker:], re.S)
+    assert block, "docs/gpu.md: no ```bash block after the --print-commands line"
     recipe = [ln for ln in block.group(1).splitlines() if ln.strip() and not ln.startswith("#")]
     assert recipe == printed
 

@@ -1,5 +1,5 @@
 """`cuset generate` on KernelBench- and CUDABench-format tasks through every backend, as the
-README documents it (`cuset generate configs/generate/<backend>.yaml tasks=benchmarks/kernelbench ...`).
+docs/gpu.md documents it (`cuset generate configs/generate/<backend>.yaml tasks=benchmarks/kernelbench ...`).
 
 openai: a real HTTP server on 127.0.0.1 (openai_fakes.FakeServer). vllm: cuset's real
 backend with only vLLM's engine faked (vllm_fakes: `LLM`, `SamplingParams` and the output

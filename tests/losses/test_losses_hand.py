@@ -120,7 +120,7 @@ def test_asft_adds_forward_kl_to_the_reference():
     kls = [kl(r, p) for r, p in zip(REF_PROBS, PROBS)]
     assert kls[2] == 0.0
     assert kls[0] == pytest.approx(0.4 * math.log(0.4 / 0.5) + 0.4 * math.log(0.4 / 0.3), rel=1e-12)
-    beta = 0.1  # the default: the official ASFT code's (one README example uses 0.05)
+    beta = 0.1  # the default: the official ASFT code's
     loss = -sum(p * math.log(p) for p in P_Y) + beta * sum(kls)
     check(run("asft", ref=True), loss, a=P_Y, b=[beta] * 4)
 
