@@ -73,7 +73,7 @@ def test_resumed_demo_marks_steps_finished_earlier_as_reused(tmp_path, monkeypat
     from cuset.demo.config import DemoConfig
     from cuset.demo.run import DemoRun
 
-    run = DemoRun(DemoConfig(out=str(tmp_path), methods="sft"), tmp_path)
+    run = DemoRun(DemoConfig(out=str(tmp_path), methods="sft", warmup_steps=0), tmp_path)
     (tmp_path / "steps.json").write_text(json.dumps({"data": 10.0, "base_model": 50.0, "base_nll": 2.0}))
     cells = {"vanilla": {"generate": 30.0, "evaluate": 40.0, "reference_fit": 1.0},
              "sft": {"train": 120.0, "generate": 30.0, "evaluate": 40.0, "reference_fit": 1.0}}
