@@ -3,6 +3,7 @@ reader needs and a test needs to recompute the map, nothing a run could regenera
 (models, generations with logs, caches).
 
     python docs/tools/publish_regime.py RUN docs/regime-2026-11-26 [--calibration CAL_RUN]
+    python docs/tools/publish_regime.py --demo DEMO_RUN docs/demo-2026-11-26-premise
 
 Per level: report.md/json, base_nll.json, results/*.jsonl (the compact per-sample records
 `cuset demo --report-from` recomputes from), confidence/ (the report's figures) and every
@@ -20,6 +21,26 @@ from pathlib import Path
 
 LEVEL_FILES = ("report.md", "report.json", "base_nll.json", "demo_config.json")
 LEVEL_DIRS = ("results", "confidence")
+SKIPPED = {"scores.jsonl"}  # per-token confidences (1.6 MB a level): the figures and confidence.json summarise them
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, dst)
+    return dst
+
+
+def publish_demo(run: Path, dest: Path) -> list[Path]:
+    """One demo run (a map's level, or `cuset demo` itself): its report, base statistics, config,
+    compact per-sample results, confidence figures and training logs."""
+    if not (run / "report.json").is_file():
+        raise SystemExit(f"{run}: no report.json; the demo run has not finished")
+    copied = [_copy(run / name, dest / name) for name in LEVEL_FILES]
+    for sub in LEVEL_DIRS:
+        copied += [_copy(f, dest / f.relative_to(run)) for f in sorted((run / sub).rglob("*"))
+                   if f.is_file() and f.name not in SKIPPED]
+    copied += [_copy(log, dest / log.relative_to(run)) for log in sorted(run.glob("cells/*/train/train_log.jsonl"))]
+    return copied
 
 
 def publish(run: Path, dest: Path, calibration: Path | None = None) -> list[Path]:
@@ -31,22 +52,13 @@ def publish(run: Path, dest: Path, calibration: Path | None = None) -> list[Path
     copied = []
 
     def copy(src: Path, dst: Path) -> None:
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
-        copied.append(dst)
+        copied.append(_copy(src, dst))
 
     for name in ("regime.md", "regime.json", "regime.png"):
         if (run / name).is_file():
             copy(run / name, dest / name)
     for _, level in levels:
-        for name in LEVEL_FILES:
-            copy(level / name, dest / level.name / name)
-        for sub in LEVEL_DIRS:
-            for f in sorted((level / sub).rglob("*")):
-                if f.is_file():
-                    copy(f, dest / level.name / f.relative_to(level))
-        for log in sorted(level.glob("cells/*/train/train_log.jsonl")):
-            copy(log, dest / level.name / log.relative_to(level))
+        copied += publish_demo(level, dest / level.name)
     if calibration is not None:
         for name in ("calibration.md", "calibration.json"):
             copy(calibration / name, dest / "calibration" / name)
@@ -58,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run", type=Path, help="the map's run directory (cuset demo --regime --out RUN)")
     parser.add_argument("dest", type=Path, help="where under docs/ to copy it")
     parser.add_argument("--calibration", type=Path, help="a calibration run (cuset demo --calibrate --out DIR)")
+    parser.add_argument("--demo", action="store_true", help="RUN is one demo run (cuset demo), not a map")
     args = parser.parse_args(argv)
-    copied = publish(args.run, args.dest, args.calibration)
+    copied = publish_demo(args.run, args.dest) if args.demo else publish(args.run, args.dest, args.calibration)
     print(f"{len(copied)} files, {sum(f.stat().st_size for f in copied) / 2**20:.1f} MiB -> {args.dest}")
     return 0
 
