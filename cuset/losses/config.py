@@ -50,7 +50,7 @@ class LossConfig:
     eaft_alpha: float = option(1.0, help="EAFT exponent alpha on the normalised top-k entropy (H/3.0)^alpha")
     eaft_topk: int = option(20, help="EAFT: entropy of the softmax renormalised over the top-k logits")
     asft_beta: float = option(0.1, help="ASFT weight beta of KL(pi_ref || pi_theta) (the official train.py default "
-                                        "and LLaMA-Factory's asft_alpha; one README example uses 0.05)")
+                                        "and LLaMA-Factory's asft_alpha; one example in the ASFT repository's README uses 0.05)")
     profit_threshold: float = option(0.1, help="ProFit: keep a target token when sg(p) >= threshold")
     chunk_size: int = option(
         512, help="target tokens per chunk of the LM head: it holds chunk_size x vocab fp32 values (x3 for ASFT) "
