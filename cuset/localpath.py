@@ -23,7 +23,8 @@ def is_local_path(name: str) -> bool:
 
 
 class MissingPath(CusetError, FileNotFoundError):
-    """A local path given in a config or on the command line that is not there."""
+    """A file, directory or program that a config, the command line or the run needs and that is not
+    there. A CusetError (one line in the CLI) and a FileNotFoundError (for callers that catch those)."""
 
 
 def require_existing(name: str, what: str, expected: str) -> None:

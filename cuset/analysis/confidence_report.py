@@ -24,6 +24,7 @@ from cuset.analysis.confidence import (
 )
 from cuset.analysis.published import PUBLISHED_LABEL, published_section3
 from cuset.io import atomic_write_jsonl, iter_jsonl, atomic_write_text
+from cuset.localpath import MissingPath
 
 
 def save_scores(path: str | Path, samples: Sequence[ScoredSample]) -> Path:
@@ -37,7 +38,7 @@ def load_scores(path: str | Path) -> list[ScoredSample]:
     """Samples of a scores.jsonl; errors name file:line and the field."""
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such scores file (written by `cuset analyze confidence` as scores.jsonl)")
+        raise MissingPath(f"{path}: no such scores file (written by `cuset analyze confidence` as scores.jsonl)")
     out = []
     for lineno, d in iter_jsonl(path):  # a line that is not JSON: JsonlError naming path:line
         try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from cuset.data.cudatext import code_tokens
 from cuset.data.dedup import Removal
+from cuset.localpath import MissingPath
 from cuset.tasks import Task
 
 MIN_BOILERPLATE_TASKS = 5
@@ -100,6 +101,6 @@ def load_eval_sets(paths: list[str]) -> list[tuple[str, Task]]:
         try:
             tasks, _ = load_tasks(path, strict=False)
         except FileNotFoundError as e:
-            raise FileNotFoundError(f"decontam.eval_sets: {e}") from None
+            raise MissingPath(f"decontam.eval_sets: {e}") from None
         out.extend((path, t) for t in tasks)
     return out

@@ -28,6 +28,7 @@ from cuset.demo.config import DemoConfig
 from cuset.experiment import StepLog, run_cell, step_seconds
 from cuset.progress import progress_bar
 from cuset.io import atomic_write_text
+from cuset.localpath import MissingPath
 
 log = logging.getLogger(__name__)
 
@@ -400,7 +401,7 @@ def _copy_pretrained(source: Path, staging: Path, cfg: DemoConfig) -> None:
 
     config = source / "config.json"
     if not config.is_file():
-        raise FileNotFoundError(f"pretrained: {source} holds no config.json; name a model directory such as "
+        raise MissingPath(f"pretrained: {source} holds no config.json; name a model directory such as "
                                 "<demo run>/models/vanilla")
     got = json.loads(config.read_text())
     want = {"hidden_size": cfg.hidden, "num_hidden_layers": cfg.layers}

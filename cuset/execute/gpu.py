@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cuset.execute.interface import CompileOutcome, Invocation
+from cuset.localpath import MissingPath
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import NVCC_MEMORY_BYTES, compile_policy, run_compiler
 
@@ -30,7 +31,7 @@ CUDA_ERROR_RE = re.compile(
 def nvcc_version(nvcc: str = "nvcc") -> str:
     path = shutil.which(nvcc)
     if path is None:
-        raise FileNotFoundError(f"{nvcc} not found on PATH: install the CUDA toolkit or use --backend cpu")
+        raise MissingPath(f"{nvcc} not found on PATH: install the CUDA toolkit or use --backend cpu")
     out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
     # "Cuda compilation tools, release 13.0, V13.0.88" + "Build cuda_13.0.r13.0/compiler.36424714_0"
     lines = [line.strip() for line in out.stdout.splitlines() if "release" in line or line.startswith("Build")]

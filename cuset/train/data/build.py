@@ -21,6 +21,7 @@ from pathlib import Path
 
 from cuset.errors import CusetError
 from cuset.cachedir import cache_root
+from cuset.localpath import MissingPath
 from cuset.progress import progress_bar
 from cuset.tasks.io import Problem
 from cuset.train.data.config import DataConfig
@@ -158,7 +159,7 @@ def tokenize_files(cfg: DataConfig, tokenizer, *, progress: bool = True) -> tupl
     """Columns of the tokenised set and its report. Strict mode raises DataError."""
     missing = [p for p in cfg.paths if not Path(p).is_file()]
     if not cfg.paths or missing:
-        raise FileNotFoundError("data.paths: " + (f"no such file: {', '.join(missing)}" if missing else "no training files given"))
+        raise MissingPath("data.paths: " + (f"no such file: {', '.join(missing)}" if missing else "no training files given"))
     report = DataReport(sources=list(cfg.paths))
     columns: dict[str, list] = {c: [] for c in _columns(cfg)}
     opts = cfg.record_options()
