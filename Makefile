@@ -35,11 +35,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # One pytest worker per core (pytest-xdist), a test file's tests on one worker so that
-# its module fixtures (a demo run, the rehearsal's dry run) are built once; the slowest
+# its module fixtures (a demo run, the rehearsal's dry run) are built once, the files with a
+# slow test handed out first (tests/conftest.py; xdist would otherwise send the files with
+# the fewest tests, often the slowest, last) so that both workers finish together; the slowest
 # tests are listed at the end so the suite's cost stays visible.
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/cuset demo $(DEMO_ARGS)

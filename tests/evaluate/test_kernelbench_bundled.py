@@ -21,6 +21,8 @@ BUNDLE = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench"
 OPTIONS = EvalOptions(timeouts=Timeouts(compile=600, run=60))
 FAMILIES = {"elementwise", "reduction", "softmax", "matmul", "conv", "normalization"}
 
+pytestmark = pytest.mark.slow   # minutes of sandboxed torch runs: `make test` hands this file out first
+
 
 @pytest.fixture(scope="module")
 def verdicts():
