@@ -88,6 +88,19 @@ def write_jsonl_fixture(tmp_path):
     return write
 
 
+@pytest.fixture(scope="session")
+def run_compile_cache(tmp_path_factory, pytestconfig):
+    """A compile-cache root shared by the tests of this pytest run, on every xdist worker
+    (their base temp dirs are popen-gwN under the run's), and by no other run. The bundled
+    suite's reference programs, compiled by several tests, compile once per run, and still
+    by this checkout's code: a persistent cache would keep the binaries of a rewriter
+    change that did not bump REWRITER_VERSION."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if hasattr(pytestconfig, "workerinput") else base) / "run-compile-cache"
+    root.mkdir(exist_ok=True)
+    return root
+
+
 @pytest.fixture
 def cold_compile_cache(tmp_path, monkeypatch):
     """A fresh cache root (CUSET_CACHE) whose compile cache starts empty; the precompiled
