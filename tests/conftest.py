@@ -9,6 +9,7 @@ import pytest
 
 sys.path.append(str(Path(__file__).parent))
 from jsonl_tools import write_jsonl  # noqa: E402  (importable once tests/ is on the path)
+from xdist_order import slow_files_first  # noqa: E402
 # A runner's terminal size (pytest-xdist workers inherit COLUMNS=80) must not decide how
 # the CLI's console, created when cuset.cli is first imported, lays out tables: tests
 # that need a width give it to CliRunner, which sets it for the command alone.
@@ -59,15 +60,7 @@ def make_record(i=0, **changes):
 
 
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test`), the files with a slow test go first: with
-    `--dist loadfile --no-loadscope-reorder` each file is one unit handed out in this
-    order, so the few minute-long files start at once on both workers and the many fast
-    files fill in behind them, instead of one of them starting last and running alone.
-    A serial run keeps the collection order (fast failures first under -x)."""
-    if not hasattr(config, "workerinput"):
-        return
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # stable: each file's order stays
+    slow_files_first(config, items)   # `make test`: the minute-long files start first
 
 
 @pytest.fixture(name="make_record")
