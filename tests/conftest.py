@@ -81,17 +81,29 @@ def write_jsonl_fixture(tmp_path):
     return write
 
 
-@pytest.fixture(scope="session")
-def run_compile_cache(tmp_path_factory, pytestconfig):
-    """A compile-cache root shared by the tests of this pytest run, on every xdist worker
-    (their base temp dirs are popen-gwN under the run's), and by no other run. The bundled
-    suite's reference programs, compiled by several tests, compile once per run, and still
-    by this checkout's code: a persistent cache would keep the binaries of a rewriter
-    change that did not bump REWRITER_VERSION."""
+def _run_dir(tmp_path_factory, pytestconfig, name: str) -> Path:
+    """`name` under this pytest run's base temp dir, the same on every xdist worker (their
+    base temp dirs are popen-gwN under the run's) and fresh for each run."""
     base = tmp_path_factory.getbasetemp()
-    root = (base.parent if hasattr(pytestconfig, "workerinput") else base) / "run-compile-cache"
+    root = (base.parent if hasattr(pytestconfig, "workerinput") else base) / name
     root.mkdir(exist_ok=True)
     return root
+
+
+@pytest.fixture(scope="session")
+def run_compile_cache(tmp_path_factory, pytestconfig):
+    """A compile-cache root shared by the tests of this pytest run and by no other run. The
+    bundled suite's reference programs, compiled by several tests, compile once per run,
+    and still by this checkout's code: a persistent cache would keep the binaries of a
+    rewriter change that did not bump REWRITER_VERSION."""
+    return _run_dir(tmp_path_factory, pytestconfig, "run-compile-cache")
+
+
+@pytest.fixture(scope="session")
+def run_gen_data(tmp_path_factory, pytestconfig):
+    """A `Workspace(data_root=...)` shared by the tests of this pytest run: each bundled
+    task's gen.py runs once per input case and run, not once per test that evaluates it."""
+    return _run_dir(tmp_path_factory, pytestconfig, "run-gen-data")
 
 
 @pytest.fixture

@@ -45,13 +45,13 @@ def suite_programs():
 
 
 @pytest.fixture(scope="module")
-def pipeline(tmp_path_factory, backend, run_compile_cache):
+def pipeline(tmp_path_factory, backend, run_compile_cache, run_gen_data):
     from cuset.evaluate.workspace import Workspace
     from cuset.execute.compile_cache import CompileCache
 
     root = tmp_path_factory.mktemp("suite")
     cache = CompileCache(backend, root=run_compile_cache, timeout=180)
-    ws = Workspace(parent=root / "ws", gen_timeout=300)
+    ws = Workspace(parent=root / "ws", data_root=run_gen_data, gen_timeout=300)
     yield cache, ws
     cache.close()
     ws.close()
@@ -94,14 +94,14 @@ class _PathsBackend:
         return backend
 
 
-def test_every_reference_program_agrees_bit_for_bit_on_both_paths(tmp_path, run_compile_cache):
+def test_every_reference_program_agrees_bit_for_bit_on_both_paths(tmp_path, run_compile_cache, run_gen_data):
     from cuset.evaluate import evaluate_program
     from cuset.evaluate.workspace import Workspace
     from cuset.execute.compile_cache import CompileCache
 
     backend = _PathsBackend()   # compiles as the CPU backend does: the programs other tests compiled are hits
     cache = CompileCache(backend, root=run_compile_cache, timeout=180)
-    ws = Workspace(parent=tmp_path / "ws", gen_timeout=300)
+    ws = Workspace(parent=tmp_path / "ws", data_root=run_gen_data, gen_timeout=300)
     failures, loops, programs = [], 0, suite_programs()
     try:
         for _, task in programs:
