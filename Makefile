@@ -35,11 +35,14 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # One pytest worker per core (pytest-xdist), a test file's tests on one worker so that
-# its module fixtures (a demo run, the rehearsal's dry run) are built once; the slowest
-# tests are listed at the end so the suite's cost stays visible.
+# its module fixtures (a demo run, the rehearsal's dry run) are built once. The files with
+# a slow test are handed out first (tests/conftest.py orders them; --no-loadscope-reorder
+# keeps that order, where xdist >= 3.5 would sort the files by test count and send the
+# few-test, minute-long ones last), so both workers finish together. The slowest tests
+# are listed at the end so the suite's cost stays visible.
 TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not gpu" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 demo: $(STAMP)
 	$(VENV)/bin/cuset demo $(DEMO_ARGS)

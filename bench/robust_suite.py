@@ -21,8 +21,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_suite(tasks, *, robust_cases: int = 3, workers: int = 2, root: Path, backend_name: str = "cpu"):
-    """(task, ExecResult, seconds) per task, in order."""
+def run_suite(tasks, *, robust_cases: int = 3, workers: int = 2, root: Path, backend_name: str = "cpu",
+              cache_root: Path | None = None, data_root: Path | None = None):
+    """(task, ExecResult, seconds) per task, in order. Compiled programs go to `cache_root`
+    (default `root`/cache) and gen.py's data to `data_root` (default under `root`/ws), which
+    the tests share with the other runs of the same programs."""
     from cuset.evaluate import EvalOptions, evaluate_program
     from cuset.evaluate.workspace import Workspace
     from cuset.execute.registry import get_backend
@@ -30,8 +33,8 @@ def run_suite(tasks, *, robust_cases: int = 3, workers: int = 2, root: Path, bac
 
     backend = get_backend(backend_name, **({"workers": 1} if backend_name == "cpu" else {}))
     options = EvalOptions(robust=True, robust_cases=robust_cases)
-    with CompileCache(backend, root / "cache", workers=workers, timeout=300) as cache, \
-            Workspace(parent=root / "ws") as ws:
+    with CompileCache(backend, cache_root or root / "cache", workers=workers, timeout=300) as cache, \
+            Workspace(parent=root / "ws", data_root=data_root) as ws:
         def one(task):
             t = time.perf_counter()
             r = evaluate_program(task, task.bench_cu, backend=backend, cache=cache, workspace=ws, options=options)

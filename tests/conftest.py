@@ -9,6 +9,7 @@ import pytest
 
 sys.path.append(str(Path(__file__).parent))
 from jsonl_tools import write_jsonl  # noqa: E402  (importable once tests/ is on the path)
+from xdist_order import slow_files_first  # noqa: E402
 # A runner's terminal size (pytest-xdist workers inherit COLUMNS=80) must not decide how
 # the CLI's console, created when cuset.cli is first imported, lays out tables: tests
 # that need a width give it to CliRunner, which sets it for the command alone.
@@ -58,6 +59,10 @@ def make_record(i=0, **changes):
     return rec
 
 
+def pytest_collection_modifyitems(config, items):
+    slow_files_first(config, items)   # `make test`: the minute-long files start first
+
+
 @pytest.fixture(name="make_record")
 def make_record_fixture():
     return make_record
@@ -74,6 +79,31 @@ def write_jsonl_fixture(tmp_path):
     def write(lines, name="tasks.jsonl"):
         return write_jsonl(tmp_path / name, lines)
     return write
+
+
+def _run_dir(tmp_path_factory, pytestconfig, name: str) -> Path:
+    """`name` under this pytest run's base temp dir, the same on every xdist worker (their
+    base temp dirs are popen-gwN under the run's) and fresh for each run."""
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if hasattr(pytestconfig, "workerinput") else base) / name
+    root.mkdir(exist_ok=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def run_compile_cache(tmp_path_factory, pytestconfig):
+    """A compile-cache root shared by the tests of this pytest run and by no other run. The
+    bundled suite's reference programs, compiled by several tests, compile once per run,
+    and still by this checkout's code: a persistent cache would keep the binaries of a
+    rewriter change that did not bump REWRITER_VERSION."""
+    return _run_dir(tmp_path_factory, pytestconfig, "run-compile-cache")
+
+
+@pytest.fixture(scope="session")
+def run_gen_data(tmp_path_factory, pytestconfig):
+    """A `Workspace(data_root=...)` shared by the tests of this pytest run: each bundled
+    task's gen.py runs once per input case and run, not once per test that evaluates it."""
+    return _run_dir(tmp_path_factory, pytestconfig, "run-gen-data")
 
 
 @pytest.fixture

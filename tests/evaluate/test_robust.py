@@ -429,8 +429,9 @@ def test_evaluate_file_records_and_reports_both_verdicts(tmp_path):
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _suite_robust(names=None):
-    """bench/robust_suite.py's run over the CPU suite file (all tasks, or those named)."""
+def _suite_robust(cache_root, data_root, names=None):
+    """bench/robust_suite.py's run over the CPU suite file (all tasks, or those named),
+    with the run's shared compile cache and gen.py data."""
     spec_ = importlib.util.spec_from_file_location("robust_suite", ROOT / "bench" / "robust_suite.py")
     bench = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(bench)
@@ -439,7 +440,8 @@ def _suite_robust(names=None):
         tasks = [t for t in tasks if t.task_name in names]
         assert {t.task_name for t in tasks} == set(names)
     with tempfile.TemporaryDirectory(prefix="cuset-robust-") as tmp:
-        rows = bench.run_suite(tasks, robust_cases=3, workers=2, root=Path(tmp))
+        rows = bench.run_suite(tasks, robust_cases=3, workers=2, root=Path(tmp), cache_root=cache_root,
+                               data_root=data_root)
     failures = {t.task_name: f"{r.status.value}/{r.robust_status.value}: {r.detail[:200]} {r.robust_detail[:300]}"
                 for t, r, _ in rows if not (r.passed and r.robust_passed)}
     assert failures == {}
@@ -448,13 +450,13 @@ def _suite_robust(names=None):
 
 
 @needs_gxx
-def test_sample_of_bundled_references_pass_robust_on_the_cpu_backend():
+def test_sample_of_bundled_references_pass_robust_on_the_cpu_backend(run_compile_cache, run_gen_data):
     # A float reduction with a scaled tolerance, attention (softmax + matmuls), an exact
     # integer output: the CPU backend's results against gen.py's references, every element.
-    _suite_robust({"Sum_Reduction", "Scaled_Dot_Product_Attention", "Byte_Histogram"})
+    _suite_robust(run_compile_cache, run_gen_data, {"Sum_Reduction", "Scaled_Dot_Product_Attention", "Byte_Histogram"})
 
 
 @pytest.mark.slow
 @needs_gxx
-def test_every_bundled_reference_passes_robust_on_the_cpu_backend():
-    assert len(_suite_robust()) >= 40
+def test_every_bundled_reference_passes_robust_on_the_cpu_backend(run_compile_cache, run_gen_data):
+    assert len(_suite_robust(run_compile_cache, run_gen_data)) >= 40
