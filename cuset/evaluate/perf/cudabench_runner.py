@@ -35,9 +35,10 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from cuset.evaluate.cudabench import compare_outputs, run_wrapped
+from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.perf.options import PerfOptions
 from cuset.evaluate.perf.records import FAILED, UNBELIEVABLE, UNREADABLE, cudabench_measured, perf_problem
-from cuset.evaluate.pipeline import EvalOptions, compare_outputs, run_wrapped
 from cuset.execute.perf.ncu import NCU_METRICS, NcuCsvError, check_believable, parse_ncu_csv, program_roofline
 from cuset.execute.result import printable
 from cuset.execute.untrusted_files import UnsafeOutput, read_bounded

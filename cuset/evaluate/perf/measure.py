@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.perf.options import PerfOptions
 from cuset.evaluate.perf.records import FAILED, NCU_NOT_INSTALLED, NOT_ON_CPU, NOT_PASSED, not_measured
 from cuset.execute.result import ExecResult, printable
@@ -26,8 +27,6 @@ def measure(task, code: str | None, result: ExecResult, backend, options: PerfOp
     """The perf record of one sample. `backend` is the backend object (or its name); the
     CUDABench profile reuses the evaluation's compile `cache`, `workspace` and
     `eval_options` (EvalOptions: sandbox, cases, limits), which it needs."""
-    from cuset.evaluate.pipeline import EvalOptions
-
     kind = getattr(task, "kind", "cudabench")
     backend_name = backend if isinstance(backend, str) else backend.name
     if backend_name != "gpu":
