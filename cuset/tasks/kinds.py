@@ -1,8 +1,9 @@
 """Task kinds: the benchmark formats cuset reads, looked up by name.
 
 A task record's `kind` field (absent: "cudabench") names its `TaskKind`: the record
-class, the check of a decoded JSON record, and the generation prompt. Loading
-(cuset.tasks.io) and prompting go through this table, never through a test of the name.
+class, the check of a decoded JSON record, the generation prompt and the task's source
+files. Loading (cuset.tasks.io), prompting and `cuset tasks show` go through this table,
+never through a test of the name.
 
 The layers above keep their own per-kind tables keyed by the same names: the code
 extractors (cuset.generate.extract) and the evaluators (cuset.evaluate.kinds). Each is
@@ -40,6 +41,7 @@ class TaskKind:
     validate: Callable[[object], Problems]       # every problem of a decoded JSON record
     render_prompt: Callable[..., RenderedPrompt]  # (task, level, *, compat, gpu) -> the generation prompt
     about: str                                   # what its tasks are, for listings
+    files: tuple[tuple[str, str], ...] = ()      # (file name, record attribute) of its sources (`cuset tasks show`)
 
     def __post_init__(self) -> None:
         if getattr(self.record, "kind", None) != self.name:
@@ -50,13 +52,22 @@ class TaskKind:
         """The task of a JSON record in which `validate` found no problem."""
         return self.record.from_json(record)
 
+    def file(self, task, name: str) -> str:
+        """The text of the task's source file `name` (one of `files`)."""
+        attribute = dict(self.files).get(name)
+        if attribute is None:
+            raise KeyError(f"a {self.name} task has no file {name!r}: it has {', '.join(n for n, _ in self.files)}")
+        return getattr(task, attribute)
+
 
 DEFAULT_KIND = "cudabench"   # the kind of a record without a `kind` field (the CUDABench release's files)
 KINDS: dict[str, TaskKind] = {kind.name: kind for kind in (
     TaskKind("cudabench", Task, validate_record, render_cudabench_prompt,
-             "a CUDA program with gen.py inputs and a compare.py checker (the CUDABench format)"),
+             "a CUDA program with gen.py inputs and a compare.py checker (the CUDABench format)",
+             (("bench.cu", "bench_cu"), ("gen.py", "gen_py"), ("compare.py", "compare_py"))),
     TaskKind("kernelbench", KernelBenchTask, validate_kernelbench_record, render_kernelbench_prompt,
-             "a PyTorch Model to rewrite as ModelNew with load_inline CUDA kernels (the KernelBench format)"),
+             "a PyTorch Model to rewrite as ModelNew with load_inline CUDA kernels (the KernelBench format)",
+             (("reference", "reference_src"),)),
 )}
 
 

@@ -27,7 +27,8 @@ def test_the_built_in_kinds_and_their_records():
 
 
 def test_an_unknown_kind_is_a_user_error_naming_the_known_ones():
-    with pytest.raises(UnknownTaskKind, match=r"^unknown task kind 'triton': use cudabench \(the default\) or kernelbench$"):
+    known = r"use cudabench \(the default\) or kernelbench"
+    with pytest.raises(UnknownTaskKind, match=rf"^unknown task kind 'triton': {known}$"):
         get_kind("triton")
     with pytest.raises(CusetError, match="unknown task kind None"):
         get_kind(None)
@@ -97,13 +98,15 @@ def render_toy(task: ToyTask, level: int = 1, *, compat: bool = False, gpu: str 
 
 @pytest.fixture
 def toy_kind(monkeypatch):
-    toy = TaskKind("toy", ToyTask, validate_toy, render_toy, "a made-up format for the test")
+    toy = TaskKind("toy", ToyTask, validate_toy, render_toy, "a made-up format for the test",
+                   (("expression.txt", "expression"),))
     monkeypatch.setattr(kinds, "KINDS", {**KINDS, "toy": toy})
     return toy
 
 
 def test_a_third_format_loads_validates_and_renders_through_the_registry(toy_kind, tmp_path):
-    cuda = Task.from_json({"id": 1, "task_name": "t", "task_description": "d", "inputs": [{"name": "x", "dtype": "float32", "shape": "(4,)"}],
+    cuda = Task.from_json({"id": 1, "task_name": "t", "task_description": "d",
+                           "inputs": [{"name": "x", "dtype": "float32", "shape": "(4,)"}],
                            "outputs": [{"name": "y", "dtype": "float32", "shape": "(4,)"}],
                            "gpu": "unknown", "bench.cu": "x", "gen.py": "x", "compare.py": "x",
                            "level1_prompt": "p1", "level2_prompt": "p2", "level3_prompt": "p3"})
@@ -123,6 +126,10 @@ def test_a_third_format_loads_validates_and_renders_through_the_registry(toy_kin
     with pytest.raises(TaskValidationError, match="expression: missing"):
         load_tasks(path)
     assert render_prompt(tasks[0], 2, gpu="H100").user == "Compute x * x (level 2, gpu H100)."
+    assert toy_kind.file(tasks[0], "expression.txt") == "x * x"
+    assert get_kind("cudabench").file(cuda, "gen.py") == "x"
+    with pytest.raises(KeyError, match="a toy task has no file 'gen.py': it has expression.txt"):
+        toy_kind.file(tasks[0], "gen.py")
     assert render_prompt(cuda, 3).user.startswith("## Task Name\nt\n\n## Task Description\np3")
     # the layers above refuse to start without the new kind's entries
     with pytest.raises(LookupError, match="no entry for toy"):
