@@ -21,6 +21,8 @@ from cuset.execute.compile_cache import CompileCache
 from cuset.execute.interface import Backend
 from cuset.execute.result import ExecResult
 
+# EvalOptions and Timeouts live in cuset.evaluate.options; named here too because callers of
+# the entry build their options next to it (`from cuset.evaluate.pipeline import EvalOptions, ...`).
 __all__ = ["EvalOptions", "Timeouts", "evaluate_program"]
 
 
