@@ -61,14 +61,15 @@ def show(
     """Print the rendered generation prompt of one task (or one of its files)."""
     import json
 
-    from cuset.tasks import render_prompt
+    from cuset.tasks import get_kind, render_prompt
 
     tasks, _ = _load(file)
     by_id = {str(t.id): t for t in tasks}
     if id not in by_id:
         fail(f"no valid task with id {id} in {file} ({len(by_id)} valid tasks)")
     task = by_id[id]
-    files = ("reference",) if task.kind == "kernelbench" else ("bench.cu", "gen.py", "compare.py")
+    kind = get_kind(task.kind)
+    files = [name for name, _ in kind.files]
     if field == "prompt":
         p = render_prompt(task, level, compat=compat, gpu=gpu)
         out.print("[bold]--- system ---[/]")
@@ -78,8 +79,7 @@ def show(
     elif field == "json":
         out.print_json(json.dumps(task.to_json()))
     elif field in files:
-        text = task.reference_src if field == "reference" else task.to_json()[field]
-        out.print(text, markup=False, highlight=False)
+        out.print(kind.file(task, field), markup=False, highlight=False)
     else:
         fail(f"--field must be prompt, {', '.join(files)} or json for a {task.kind} task, not {field!r}")
 

@@ -22,12 +22,11 @@ one never is, as long as the backend and the cases stay the same. status is a
 from __future__ import annotations
 
 import contextlib
-import functools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -96,7 +95,7 @@ def pipeline_evaluator(cfg: ValidationConfig, backend, *, cache_dir: str | Path 
     gen.py runs once per task and case). sandbox_gen=False runs gen.py unsandboxed: only for
     scripts of our own, such as the task families'."""
     try:
-        from cuset.evaluate import Timeouts, Workspace, evaluate_program
+        from cuset.evaluate import EvalOptions, Timeouts, Workspace, evaluate_program
         from cuset.execute.compile_cache import CompileCache
     except ImportError as e:
         raise ValidationUnavailable(
@@ -106,7 +105,12 @@ def pipeline_evaluator(cfg: ValidationConfig, backend, *, cache_dir: str | Path 
                         compare=cfg.compare_timeout_s)
     with CompileCache(backend, cache_dir, workers=cfg.n_workers, timeout=timeouts.compile) as cache, \
             Workspace(gen_timeout=timeouts.gen, gen_sandbox=_gen_sandbox() if sandbox_gen else None) as workspace:
-        yield functools.partial(evaluate_program, cache=cache, workspace=workspace, timeouts=timeouts)
+        options = EvalOptions(timeouts=timeouts)
+
+        def evaluate(task, code, *, backend, cases) -> ExecResult:
+            return evaluate_program(task, code, backend=backend, cache=cache, workspace=workspace,
+                                    options=replace(options, cases=tuple(cases)))
+        yield evaluate
 
 
 def make_backend(name: str):

@@ -7,7 +7,8 @@ Library entry points:
 
 from cuset.evaluate.config import EvalConfig, SandboxConfig
 from cuset.evaluate.metrics import Summary, official_pass_at_k, pass_at_k, summarize
-from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
+from cuset.evaluate.options import EvalOptions, Timeouts
+from cuset.evaluate.pipeline import evaluate_program
 from cuset.evaluate.records import SampleResult, load_results, save_results
 from cuset.evaluate.runner import evaluate_file
 from cuset.evaluate.workspace import Workspace

@@ -1,5 +1,5 @@
-"""Evaluate one candidate on one KernelBench task (`evaluate_program` dispatches here
-for `task.kind == "kernelbench"`).
+"""Evaluate one candidate on one KernelBench task (`evaluate_program` dispatches here for
+task kind "kernelbench", see cuset.evaluate.kinds).
 
 Plain verdict (`ExecResult.status`): `task.n_trials` seeded trials on the task's
 shapes, as KernelBench checks; on the CPU backend also two trials with threads in a
@@ -37,6 +37,7 @@ import dataclasses
 import time
 
 from cuset.evaluate.kernelbench_hacks import check_answer, summary_line
+from cuset.evaluate.options import EvalOptions
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.kernelbench.build import ExtensionBuilder
 from cuset.execute.kernelbench.verify import DEFAULT_SEED, Check, KbVerdict, plain_checks, verify
@@ -60,15 +61,16 @@ def robust_checks(task, cases: int, seed: int = DEFAULT_SEED) -> list[Check]:
     return checks
 
 
-def evaluate_kernelbench(task, code: str | None, *, backend, options=None, cache: CompileCache | None = None,
-                         workdir=None) -> ExecResult:
+def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOptions | None = None,
+                         cache: CompileCache | None = None, workspace=None, workdir=None) -> ExecResult:
     """One candidate on one KernelBench task. `backend`: a Backend (its name is
     used: "cpu" or "gpu") or the name itself. `cache`: a CompileCache whose
     backend is a kernelbench ExtensionBuilder (others are ignored; extensions then
-    go to a cache of their own under the same root)."""
-    from cuset.evaluate.pipeline import EvalOptions
-
+    go to a cache of their own under the same root). Run dirs go to the `workspace`'s
+    runs/ (hidden from every sandbox, removed with it), else under `workdir`."""
     opts = options or EvalOptions()
+    if workspace is not None:
+        workdir = workspace.runs_dir()
     name = backend if isinstance(backend, str) else backend.name
     t0 = time.perf_counter()
     own = cache is None or not isinstance(cache.backend, ExtensionBuilder)

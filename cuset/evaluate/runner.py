@@ -35,7 +35,7 @@ from cuset.execute.compile_cache import CompileCache
 from cuset.execute.result import ExecResult, Status, printable
 from cuset.execute.sandbox import resolve_mode
 from cuset.progress import progress_bar
-from cuset.generate.extract import get_extractor
+from cuset.generate.extract import extract_answer
 from cuset.tasks.reasoning import UNTERMINATED_DETAIL, split_reasoning
 from cuset.generate.records import GenerationRecord, load_generations
 from cuset.tasks import AnyTask, load_tasks, task_id_order
@@ -47,10 +47,7 @@ def code_for(rec: GenerationRecord, extractor: str, kind: str = "cudabench") -> 
     """The program to evaluate: the record's own `code`, or re-extracted from the response's
     answer by the rule for the task's kind (a reasoning trace is never searched; an unclosed
     trace leaves no code)."""
-    if extractor == "record":
-        return rec.code
-    split = split_reasoning(rec.response)
-    return None if split.unterminated else get_extractor(extractor, kind)(split.answer)
+    return rec.code if extractor == "record" else extract_answer(rec.response, extractor, kind)
 
 
 def sample_result(task_id: int | str, task_name: str, family: str, rec: GenerationRecord, code: str | None,

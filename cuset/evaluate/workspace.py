@@ -90,7 +90,7 @@ class Workspace:
         protect(self.root, self.data_root)
         self._locks: dict[str, threading.Lock] = {}
         self._prepared: dict[str, PreparedData] = {}
-        # compare.py verdicts by (data dir, compare.py hash, outputs digest, compat): see pipeline._judge.
+        # compare.py verdicts by (data dir, compare.py hash, outputs digest, compat): see cudabench._judge.
         self.verdicts: dict[tuple, tuple] = {}
         self._guard = threading.Lock()
         self._preload = python_preload

@@ -21,8 +21,10 @@ KernelBench answers are Python modules defining `class ModelNew`:
 - default (`extract_modelnew`): the last fenced block that defines `class ModelNew`
   (a response that drafts and then corrects keeps the correction), else the whole
   response when it is itself a Python module defining ModelNew; None otherwise.
-`get_extractor(name, kind)` picks the rule for a task kind. Reasoning traces are split
-off before any of these run (cuset.tasks.reasoning), for both kinds.
+`get_extractor(name, kind)` picks the rule for a task kind from `EXTRACTORS_BY_KIND`, a
+table checked at import to cover every kind of cuset.tasks.kinds. Reasoning traces are
+split off before any of these run (cuset.tasks.reasoning), for every kind:
+`extract_answer` does both.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ from __future__ import annotations
 import ast
 import re
 
+from cuset.errors import CusetError
+from cuset.tasks.kinds import DEFAULT_KIND, get_kind, per_kind
+from cuset.tasks.reasoning import split_reasoning
 from cuset.tasks.reply import fenced_blocks
 
 COMPAT_RE = re.compile(r"```(?:cpp|c\+\+)?\s*(.*?)```", re.DOTALL)
@@ -100,14 +105,24 @@ def extract_modelnew(response: str) -> str | None:
 
 EXTRACTORS = {"default": extract_code, "compat": extract_code_compat}
 KERNELBENCH_EXTRACTORS = {"default": extract_modelnew, "compat": extract_modelnew_compat}
-_BY_KIND = {"cudabench": EXTRACTORS, "kernelbench": KERNELBENCH_EXTRACTORS}
+# task kind -> extraction rule name -> rule; every kind of cuset.tasks.kinds has its rules
+EXTRACTORS_BY_KIND = per_kind({"cudabench": EXTRACTORS, "kernelbench": KERNELBENCH_EXTRACTORS}, "code extractors")
 
 
-def get_extractor(name: str, kind: str = "cudabench"):
+class UnknownExtractor(CusetError, ValueError):
+    """An extraction rule name that is not registered for the task kind."""
+
+
+def get_extractor(name: str, kind: str = DEFAULT_KIND):
     """The extraction rule `name` (default or compat) for tasks of `kind` (task.kind)."""
-    if kind not in _BY_KIND:
-        raise ValueError(f"unknown task kind {kind!r}: use one of {', '.join(_BY_KIND)}")
-    table = _BY_KIND[kind]
+    table = EXTRACTORS_BY_KIND[get_kind(kind).name]
     if name not in table:
-        raise ValueError(f"unknown code extractor {name!r}: use one of {', '.join(table)}")
+        raise UnknownExtractor(f"unknown code extractor {name!r}: use one of {', '.join(table)}")
     return table[name]
+
+
+def extract_answer(response: str | None, rule: str, kind: str = DEFAULT_KIND) -> str | None:
+    """The program in a model's `response` by extraction `rule` for tasks of `kind`: the
+    reasoning trace is split off first and never searched; an unclosed trace leaves no code."""
+    split = split_reasoning(response)
+    return None if split.unterminated else get_extractor(rule, kind)(split.answer)

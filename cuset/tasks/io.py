@@ -1,9 +1,9 @@
 """Load, validate and save task files: JSONL of records, or a directory of KernelBench references.
 
-A JSONL record's `kind` field picks its schema: absent or "cudabench" is a CUDABench
-record (cuset.tasks.schema), "kernelbench" a KernelBench one (cuset.tasks.kernelbench);
-one file may mix both. A directory is read as KernelBench's layout (see
-`load_kernelbench_dir`).
+A JSONL record's `kind` field picks its schema from the registry of task kinds
+(cuset.tasks.kinds): absent or "cudabench" is a CUDABench record (cuset.tasks.schema),
+"kernelbench" a KernelBench one (cuset.tasks.kernelbench); one file may mix kinds. A
+directory is read as KernelBench's layout (see `load_kernelbench_dir`).
 
 Strict mode (the default) collects every problem in the file and raises one
 `TaskValidationError` listing them all as `file:line: field: message`. Lenient
@@ -24,12 +24,11 @@ from cuset.localpath import require_existing
 from cuset.tasks.kernelbench import (
     KIND as KERNELBENCH, KernelBenchTask, check_reference, validate_kernelbench_record,
 )
-from cuset.tasks.schema import DTYPES, FIELDS, Task, parse_shape
+from cuset.tasks.kinds import TaskKind, find_kind, known_kinds, record_kind
+from cuset.tasks.schema import Task
 
 AnyTask = Task | KernelBenchTask
 METADATA_FILE = "metadata.jsonl"  # optional per-task fields of a KernelBench directory
-
-IDENT_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 @dataclass(frozen=True)
@@ -65,66 +64,6 @@ class LoadReport:
         return sum(self.skipped.values())
 
 
-def _check_tensor_list(value, fld: str) -> list[tuple[str, str, str]]:
-    """Return (field, message, reason) triples for a malformed inputs/outputs list."""
-    errs: list[tuple[str, str, str]] = []
-    if not isinstance(value, list):
-        return [(fld, f"must be a list of {{name, dtype, shape}}, got {type(value).__name__}", "bad_type")]
-    seen: set[str] = set()
-    for i, spec in enumerate(value):
-        where = f"{fld}[{i}]"
-        if not isinstance(spec, dict):
-            errs.append((where, "must be an object with name, dtype, shape", "bad_type"))
-            continue
-        for key in ("name", "dtype", "shape"):
-            if key not in spec:
-                errs.append((f"{where}.{key}", "missing", "missing_field"))
-        name = spec.get("name")
-        if "name" in spec:
-            if not isinstance(name, str) or not name or not set(name) <= IDENT_CHARS:
-                errs.append((f"{where}.name", f"{name!r} is not a valid file stem (letters, digits, _)", "bad_name"))
-            elif name in seen:
-                errs.append((f"{where}.name", f"duplicate tensor name {name!r}", "duplicate_name"))
-            else:
-                seen.add(name)
-        if "dtype" in spec and spec["dtype"] not in DTYPES:
-            errs.append((f"{where}.dtype", f"unknown dtype {spec['dtype']!r}; use one of {', '.join(DTYPES)}", "bad_dtype"))
-        if "shape" in spec:
-            try:
-                parse_shape(spec["shape"])
-            except ValueError as e:
-                errs.append((f"{where}.shape", str(e), "bad_shape"))
-    return errs
-
-
-def validate_record(record) -> list[tuple[str, str, str]]:
-    """All problems of one decoded JSON record as (field, message, reason)."""
-    if not isinstance(record, dict):
-        return [("<record>", f"must be a JSON object, got {type(record).__name__}", "bad_type")]
-    errs: list[tuple[str, str, str]] = []
-    for key in FIELDS:
-        if key not in record:
-            errs.append((key, "missing (CUDABench records have all 12 fields)", "missing_field"))
-    if "id" in record and (isinstance(record["id"], bool) or not isinstance(record["id"], int)):
-        errs.append(("id", f"must be an integer, got {record['id']!r}", "bad_type"))
-    for key in FIELDS:
-        if key in ("id", "inputs", "outputs") or key not in record:
-            continue
-        if not isinstance(record[key], str):
-            errs.append((key, f"must be a string, got {type(record[key]).__name__}", "bad_type"))
-    for key in ("bench.cu", "gen.py", "compare.py", "task_name"):
-        if isinstance(record.get(key), str) and not record[key].strip():
-            errs.append((key, "is empty", "empty_field"))
-    for key in ("inputs", "outputs"):
-        if key in record:
-            errs.extend(_check_tensor_list(record[key], key))
-    if isinstance(record.get("outputs"), list) and not record["outputs"]:
-        errs.append(("outputs", "declares no outputs: nothing could be checked", "no_outputs"))
-    if "family" in record and not isinstance(record["family"], str):
-        errs.append(("family", "must be a string when present", "bad_type"))
-    return errs
-
-
 def _iter_hf(name: str, split: str) -> Iterator[tuple[int, object]]:
     try:
         import datasets
@@ -154,14 +93,13 @@ def _from_kernelbench_columns(record):
     return {"kind": KERNELBENCH, "id": tid, "task_name": _default_task_name(stem), "reference_src": record["code"]}
 
 
-def _validate_any(record) -> tuple[list[tuple[str, str, str]], type | None]:
-    """Problems of a record of either kind, and the class to build it with."""
-    kind = record.get("kind", Task.kind) if isinstance(record, dict) else Task.kind
-    if kind == KERNELBENCH:
-        return validate_kernelbench_record(record), KernelBenchTask
-    if kind == Task.kind:
-        return validate_record(record), Task
-    return [("kind", f"unknown task kind {kind!r}: use cudabench (the default) or kernelbench", "bad_kind")], None
+def _validate_any(record) -> tuple[list[tuple[str, str, str]], TaskKind | None]:
+    """Problems of a record of any registered kind, and its kind (None when unknown)."""
+    name = record_kind(record)
+    kind = find_kind(name)
+    if kind is None:
+        return [("kind", f"unknown task kind {name!r}: use {known_kinds()}", "bad_kind")], None
+    return kind.validate(record), kind
 
 
 def load_tasks(source: str | os.PathLike, *, strict: bool = True,
@@ -181,12 +119,12 @@ def load_tasks(source: str | os.PathLike, *, strict: bool = True,
     tasks: list[AnyTask] = []
     first_line_of_id: dict[int | str, int] = {}
     for lineno, record in rows:
-        cls = None
+        kind = None
         if isinstance(record, JsonlError):  # bad JSON or UTF-8: reported with the other problems
             errs = [("<line>", record.detail, "bad_json")]
         else:
             record = _from_kernelbench_columns(record)
-            errs, cls = _validate_any(record)
+            errs, kind = _validate_any(record)
         if not errs:
             tid = record["id"]
             if tid in first_line_of_id:
@@ -196,7 +134,7 @@ def load_tasks(source: str | os.PathLike, *, strict: bool = True,
         if errs:
             _reject(report, [Problem(src, lineno, f, m, r) for f, m, r in errs])
             continue
-        tasks.append(cls.from_json(record))
+        tasks.append(kind.parse(record))
         report.loaded += 1
     if strict and report.problems:
         raise TaskValidationError(report.problems)

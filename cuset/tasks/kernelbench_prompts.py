@@ -1,4 +1,4 @@
-"""Generation prompts of KernelBench tasks (`render_prompt` dispatches here on task.kind).
+"""Generation prompts of KernelBench tasks (`cuset.tasks.render_prompt` dispatches here by kind).
 
 Two styles, as for CUDABench:
 - `compat=True` reproduces the prompt of KernelBench's original generation script: the
@@ -169,9 +169,10 @@ def compat_user_prompt(reference_src: str) -> str:
             + COMPAT_INSTRUCTION)
 
 
-def render_kernelbench_prompt(task: "KernelBenchTask", *, compat: bool = False,
+def render_kernelbench_prompt(task: "KernelBenchTask", level: int = 1, *, compat: bool = False,
                               gpu: str | None = None) -> RenderedPrompt:
-    """System + user prompt asking for a ModelNew of `task`. `gpu` (a label) is named in the default prompt only."""
+    """System + user prompt asking for a ModelNew of `task`. `gpu` (a label) is named in the
+    default prompt only; `level` does not apply (one prompt per task), taken as every kind's renderer takes it."""
     if compat:
         return RenderedPrompt(system=COMPAT_SYSTEM, user=compat_user_prompt(task.reference_src))
     extra = BACKWARD_NOTE if task.backward else ""

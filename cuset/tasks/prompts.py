@@ -1,4 +1,4 @@
-"""Render the generation prompt of a task at a prompt level.
+"""Render the generation prompt of a CUDABench task at a prompt level.
 
 Two styles:
 - `compat=True` reproduces the official CUDABench harness text (system prompt with
@@ -8,14 +8,12 @@ Two styles:
   real I/O contract (raw little-endian files of the declared dtype) instead of
   forcing everything through float helpers.
 
-KernelBench tasks (task.kind == "kernelbench") are rendered by
-cuset.tasks.kernelbench_prompts, with the same two styles.
+`cuset.tasks.render_prompt` picks the renderer by the task's kind (cuset.tasks.kinds);
+KernelBench's is cuset.tasks.kernelbench_prompts, with the same two styles.
 """
 
 from __future__ import annotations
 
-from cuset.tasks.kernelbench import KernelBenchTask
-from cuset.tasks.kernelbench_prompts import render_kernelbench_prompt
 from cuset.tasks.schema import RenderedPrompt, Task, TensorSpec
 
 DEFAULT_GPU = "NVIDIA GeForce RTX 4090"  # the official harness's default GPU label
@@ -147,16 +145,13 @@ def _spec_lines(specs: tuple[TensorSpec, ...]) -> str:
     return "\n".join(f"{s.name}: {s.dtype}, shape = {s.shape}" for s in specs)
 
 
-def render_prompt(task: Task | KernelBenchTask, level: int = 1, *, compat: bool = False,
-                  gpu: str | None = None) -> RenderedPrompt:
+def render_cudabench_prompt(task: Task, level: int = 1, *, compat: bool = False,
+                            gpu: str | None = None) -> RenderedPrompt:
     """The system + user prompt asking a model to solve `task` at prompt `level` (1, 2 or 3).
 
     `gpu` is the GPU label. Both styles default to DEFAULT_GPU, the label the
     official harness passes; a record's own `gpu` is used when it is not "unknown".
-    A KernelBench task has one prompt (`level` is ignored); see kernelbench_prompts.
     """
-    if task.kind == KernelBenchTask.kind:
-        return render_kernelbench_prompt(task, compat=compat, gpu=gpu)
     description = task.prompt(level)
     if compat:
         label = gpu or (task.gpu if task.gpu and task.gpu != "unknown" else DEFAULT_GPU)

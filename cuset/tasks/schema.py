@@ -37,6 +37,7 @@ DTYPES: dict[str, int] = {
 }
 
 LEVELS = (1, 2, 3)
+IDENT_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 def task_id_order(task_id: int | str) -> tuple[bool, int | str]:
@@ -147,7 +148,7 @@ class Task:
 
     @classmethod
     def from_json(cls, record: dict) -> "Task":
-        """Build from a record already checked by `cuset.tasks.io.validate_record`."""
+        """Build from a record already checked by `validate_record`."""
         kwargs = {attr: record[key] for key, attr in FIELDS.items()}
         for attr in ("inputs", "outputs"):
             kwargs[attr] = tuple(TensorSpec(t["name"], t["dtype"], t["shape"]) for t in kwargs[attr])
@@ -157,7 +158,7 @@ class Task:
 
 @dataclass(frozen=True)
 class RenderedPrompt:
-    """A task's prompt as a model gets it (`cuset.tasks.prompts.render_prompt`, either kind)."""
+    """A task's prompt as a model gets it (`cuset.tasks.render_prompt`, any kind)."""
 
     system: str
     user: str
@@ -165,3 +166,63 @@ class RenderedPrompt:
     def messages(self) -> list[dict[str, str]]:
         """Chat messages, the form HF chat templates and OpenAI servers take."""
         return [{"role": "system", "content": self.system}, {"role": "user", "content": self.user}]
+
+
+def _check_tensor_list(value, fld: str) -> list[tuple[str, str, str]]:
+    """Return (field, message, reason) triples for a malformed inputs/outputs list."""
+    errs: list[tuple[str, str, str]] = []
+    if not isinstance(value, list):
+        return [(fld, f"must be a list of {{name, dtype, shape}}, got {type(value).__name__}", "bad_type")]
+    seen: set[str] = set()
+    for i, spec in enumerate(value):
+        where = f"{fld}[{i}]"
+        if not isinstance(spec, dict):
+            errs.append((where, "must be an object with name, dtype, shape", "bad_type"))
+            continue
+        for key in ("name", "dtype", "shape"):
+            if key not in spec:
+                errs.append((f"{where}.{key}", "missing", "missing_field"))
+        name = spec.get("name")
+        if "name" in spec:
+            if not isinstance(name, str) or not name or not set(name) <= IDENT_CHARS:
+                errs.append((f"{where}.name", f"{name!r} is not a valid file stem (letters, digits, _)", "bad_name"))
+            elif name in seen:
+                errs.append((f"{where}.name", f"duplicate tensor name {name!r}", "duplicate_name"))
+            else:
+                seen.add(name)
+        if "dtype" in spec and spec["dtype"] not in DTYPES:
+            errs.append((f"{where}.dtype", f"unknown dtype {spec['dtype']!r}; use one of {', '.join(DTYPES)}", "bad_dtype"))
+        if "shape" in spec:
+            try:
+                parse_shape(spec["shape"])
+            except ValueError as e:
+                errs.append((f"{where}.shape", str(e), "bad_shape"))
+    return errs
+
+
+def validate_record(record) -> list[tuple[str, str, str]]:
+    """All problems of one decoded JSON record as (field, message, reason)."""
+    if not isinstance(record, dict):
+        return [("<record>", f"must be a JSON object, got {type(record).__name__}", "bad_type")]
+    errs: list[tuple[str, str, str]] = []
+    for key in FIELDS:
+        if key not in record:
+            errs.append((key, "missing (CUDABench records have all 12 fields)", "missing_field"))
+    if "id" in record and (isinstance(record["id"], bool) or not isinstance(record["id"], int)):
+        errs.append(("id", f"must be an integer, got {record['id']!r}", "bad_type"))
+    for key in FIELDS:
+        if key in ("id", "inputs", "outputs") or key not in record:
+            continue
+        if not isinstance(record[key], str):
+            errs.append((key, f"must be a string, got {type(record[key]).__name__}", "bad_type"))
+    for key in ("bench.cu", "gen.py", "compare.py", "task_name"):
+        if isinstance(record.get(key), str) and not record[key].strip():
+            errs.append((key, "is empty", "empty_field"))
+    for key in ("inputs", "outputs"):
+        if key in record:
+            errs.extend(_check_tensor_list(record[key], key))
+    if isinstance(record.get("outputs"), list) and not record["outputs"]:
+        errs.append(("outputs", "declares no outputs: nothing could be checked", "no_outputs"))
+    if "family" in record and not isinstance(record["family"], str):
+        errs.append(("family", "must be a string when present", "bad_type"))
+    return errs

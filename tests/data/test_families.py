@@ -15,7 +15,7 @@ from cuset.data.families import DOMAINS, REGISTRY, Family, all_families, familie
 from cuset.data.checker import Check, compare_script
 from cuset.data.families.base import Tensor, cfloat, name_num, pick, size_grid, task_seed
 from cuset.data.families.selfcheck import combined_source, compare_verdicts, run_gen, self_check, self_check_many
-from cuset.tasks.io import validate_record
+from cuset.tasks import validate_record
 
 FAMILY_NAMES = list(REGISTRY)
 

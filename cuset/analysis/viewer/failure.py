@@ -3,7 +3,7 @@
 Nothing here is guessed: each fact is read from what the evaluation wrote: the
 record's `mismatch` (the rejected outputs against the reference, element by element,
 cuset.evaluate.strict.mismatch_record), else parsed from the messages of
-cuset.evaluate.pipeline, cuset.evaluate.strict and the KernelBench compare; absent
+cuset.evaluate.cudabench, cuset.evaluate.strict and the KernelBench compare; absent
 when the record holds neither (e.g. a results file written before `mismatch` existed,
 where compare.py printing only 'F' says nothing about which element differed).
 """

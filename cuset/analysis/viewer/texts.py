@@ -44,7 +44,7 @@ class RunTexts:
         task = self.tasks.get(task_id)
         if task is None:
             return None
-        from cuset.tasks.prompts import render_prompt
+        from cuset.tasks import render_prompt
 
         rendered = render_prompt(task, level or 1, compat=self.compat)
         return f"[system]\n{rendered.system}\n\n[user]\n{rendered.user}"

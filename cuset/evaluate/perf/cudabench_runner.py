@@ -35,9 +35,12 @@ import subprocess
 from functools import lru_cache
 from pathlib import Path
 
+from cuset.evaluate.cudabench import compare_outputs, run_wrapped
+from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.perf.options import PerfOptions
-from cuset.evaluate.perf.records import FAILED, UNBELIEVABLE, UNREADABLE, cudabench_measured, perf_problem
-from cuset.evaluate.pipeline import EvalOptions, compare_outputs, run_wrapped
+from cuset.evaluate.perf.records import (
+    FAILED, NCU_NOT_INSTALLED, UNBELIEVABLE, UNREADABLE, cudabench_measured, not_measured, perf_problem,
+)
 from cuset.execute.perf.ncu import NCU_METRICS, NcuCsvError, check_believable, parse_ncu_csv, program_roofline
 from cuset.execute.result import printable
 from cuset.execute.untrusted_files import UnsafeOutput, read_bounded
@@ -75,6 +78,20 @@ def gpu_name(device: str) -> str:
         return f"unknown GPU (nvidia-smi: {type(e).__name__})"
     name = out.stdout.strip().splitlines()[:1]
     return printable(name[0])[:100] if out.returncode == 0 and name else "unknown GPU (nvidia-smi failed)"
+
+
+def time_answer(task, code: str, *, backend, perf: PerfOptions, options: EvalOptions, cache=None,
+                workspace=None) -> dict:
+    """The kind's timer (cuset.evaluate.kinds): "ncu not installed" per sample where there is
+    none, else `profile_cudabench`, which reuses the evaluation's backend, cache and workspace."""
+    ncu = ncu_path(perf.ncu)
+    if ncu is None:
+        return not_measured(KIND, NCU_NOT_INSTALLED)
+    if isinstance(backend, str) or cache is None or workspace is None:
+        raise ValueError("profiling a CUDABench program needs the backend object, its compile cache and the "
+                         "evaluation's workspace")
+    return profile_cudabench(task, code, backend=backend, cache=cache, workspace=workspace, options=options,
+                             perf=perf, ncu=ncu)
 
 
 def profile_cudabench(task, code: str, *, backend, cache, workspace, options: EvalOptions, perf: PerfOptions,

@@ -94,6 +94,14 @@ def _failed(reason: str) -> dict:
     return {"status": FAILED, "kind": "kernelbench", "reason": reason}
 
 
+def time_answer(task, code: str, *, backend, perf: PerfOptions, options, cache=None, workspace=None) -> dict:
+    """`time_kernelbench` with the arguments every kind's timer takes (cuset.evaluate.kinds):
+    the evaluation's options give the sandbox and limits; run dirs go to the workspace's runs/."""
+    return time_kernelbench(task, code, options=perf, sandbox=options.sandbox,
+                            workdir=workspace.runs_dir() if workspace is not None else None,
+                            program_memory_bytes=options.program_memory_bytes, extra_env=dict(options.extra_env))
+
+
 def _run_dir(root: Path, name: str, source: str) -> Path:
     run_dir = Path(tempfile.mkdtemp(prefix="run-", dir=root))
     (run_dir / name).write_text(source)

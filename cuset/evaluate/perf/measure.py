@@ -4,6 +4,7 @@ Only programs that passed are timed, only on the GPU backend, each timing in the
 with its own timeout. On the CPU backend nothing is timed: the record says "not measured
 on the CPU backend" (no CPU time is ever reported as a kernel's speed).
 
+Each task kind's timer is registered with its evaluator (cuset.evaluate.kinds):
 - KernelBench answers: CUDA events, KernelBench's way (cuset.evaluate.perf.kernelbench_runner);
 - CUDABench programs: Nsight Compute metrics and the official roofline score
   (cuset.evaluate.perf.cudabench_runner); where no `ncu` is installed each record says
@@ -14,8 +15,10 @@ from __future__ import annotations
 
 import logging
 
+from cuset.evaluate.kinds import eval_kind
+from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.perf.options import PerfOptions
-from cuset.evaluate.perf.records import FAILED, NCU_NOT_INSTALLED, NOT_ON_CPU, NOT_PASSED, not_measured
+from cuset.evaluate.perf.records import FAILED, NOT_ON_CPU, NOT_PASSED, not_measured
 from cuset.execute.result import ExecResult, printable
 
 log = logging.getLogger(__name__)
@@ -26,32 +29,16 @@ def measure(task, code: str | None, result: ExecResult, backend, options: PerfOp
     """The perf record of one sample. `backend` is the backend object (or its name); the
     CUDABench profile reuses the evaluation's compile `cache`, `workspace` and
     `eval_options` (EvalOptions: sandbox, cases, limits), which it needs."""
-    from cuset.evaluate.pipeline import EvalOptions
-
-    kind = getattr(task, "kind", "cudabench")
+    kind = task.kind
     backend_name = backend if isinstance(backend, str) else backend.name
     if backend_name != "gpu":
         return not_measured(kind, NOT_ON_CPU)
     if not result.passed or not code:
         return not_measured(kind, NOT_PASSED)
-    opts = eval_options or EvalOptions()
+    timer = eval_kind(kind).time_answer
     try:
-        if kind == "kernelbench":
-            from cuset.evaluate.perf.kernelbench_runner import time_kernelbench
-
-            return time_kernelbench(task, code, options=options, sandbox=opts.sandbox,
-                                    workdir=workspace.runs_dir() if workspace is not None else None,
-                                    program_memory_bytes=opts.program_memory_bytes, extra_env=dict(opts.extra_env))
-        from cuset.evaluate.perf.cudabench_runner import ncu_path, profile_cudabench
-
-        ncu = ncu_path(options.ncu)
-        if ncu is None:
-            return not_measured(kind, NCU_NOT_INSTALLED)
-        if isinstance(backend, str) or cache is None or workspace is None:
-            raise ValueError("profiling a CUDABench program needs the backend object, its compile cache and the "
-                             "evaluation's workspace")
-        return profile_cudabench(task, code, backend=backend, cache=cache, workspace=workspace, options=opts,
-                                 perf=options, ncu=ncu)
+        return timer(task, code, backend=backend, perf=options, options=eval_options or EvalOptions(), cache=cache,
+                     workspace=workspace)
     except Exception as e:  # noqa: BLE001 - a bug of ours: the sample keeps its verdict, gets no time
         log.error("timing %s failed", getattr(task, "id", "?"), exc_info=e)
         return {"status": FAILED, "kind": kind, "reason": printable(f"the timing raised {type(e).__name__}: {e}")[:500]}

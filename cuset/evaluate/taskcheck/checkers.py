@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cuset.evaluate.pipeline import compare_outputs, run_once
+from cuset.evaluate.cudabench import compare_outputs, run_once
 from cuset.evaluate.strict import compare_arrays, decode, encode, find_reference, read_output
 from cuset.evaluate.taskcheck.corrupt import CORRUPTIONS, corrupt
 from cuset.evaluate.taskcheck.record import CorruptionResult
