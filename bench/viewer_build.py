@@ -161,6 +161,8 @@ def _browser_load_ms(site: Path, largest: Path) -> dict | None:
                 out[name] = {"ms": runs, "median_ms": sorted(runs)[1]}
             browser.open(site / "index.html")
             out["table_count_text"] = browser.driver.find_element("id", "count").text
+            # the table library pages the rows: the first page's rows are all the DOM holds
+            out["rows_on_first_page"] = len(browser.driver.find_elements("css selector", "#sample-table .tabulator-row"))
             root = site.resolve().as_uri() + "/"
             out["requests_outside_site"] = [u for u in browser.requested_urls() if not u.startswith(root)]
             return out
@@ -215,7 +217,8 @@ def main() -> None:
         if browser:
             print(f"headless Chromium load (file://, median of 3): index.html {browser['index_html']['median_ms']} ms, "
                   f"largest sample page {browser['largest_sample_page']['median_ms']} ms; "
-                  f"table says '{browser['table_count_text']}'; requests outside the site: "
+                  f"table says '{browser['table_count_text']}', {browser['rows_on_first_page']} rows on its first page; "
+                  f"requests outside the site: "
                   f"{len(browser['requests_outside_site'])}")
         shutil.rmtree(Path(tmp) / "run", ignore_errors=True)
     record.write({"tasks": args.tasks, "samples_per_task": args.samples, "seed": args.seed,

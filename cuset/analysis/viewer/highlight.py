@@ -9,7 +9,6 @@ is ours. The result is `Markup` so the (autoescaping) templates insert it as is.
 from __future__ import annotations
 
 import html
-from bisect import bisect_right
 from collections import Counter
 from functools import lru_cache
 
@@ -67,18 +66,33 @@ def _boundaries(spans: list[Span]) -> tuple[list[int], list[tuple[str, ...]]]:
     return points, states
 
 
-def _pieces(code: str, spans: list[Span]):
-    """(text, token class, top span kind or "") for consecutive pieces of `code`."""
+def _runs(code: str, spans: list[Span]) -> list[tuple[int, int, str, str]]:
+    """(start, end, token class, top span kind) of the maximal runs of `code` that share a
+    class and a kind. Adjacent tokens of one class merge (most tokens have no class of
+    their own: names, punctuation, whitespace), so the page has one element per run rather
+    than per token, and the loops below run per run: this is the hot path of `cuset view`."""
     points, states = _boundaries(spans)
+    n_points = len(points)
+    k, kind = 0, ""                    # points[k]: the next boundary; kind: the top kind before it
+    runs: list[tuple[int, int, str, str]] = []
+    run_start, run_key, end = 0, None, 0
     for start, ttype, value in _lexer().get_tokens_unprocessed(code):
         cls = _css_class(ttype)
         pos, end = start, start + len(value)
         while pos < end:
-            i = bisect_right(points, pos)          # the state that holds at `pos`
-            kinds = states[i - 1] if i else ()
-            stop = min(end, points[i]) if i < len(points) else end
-            yield code[pos:stop], cls, kinds[0] if kinds else ""
-            pos = stop
+            while k < n_points and points[k] <= pos:
+                kinds = states[k]
+                kind = kinds[0] if kinds else ""
+                k += 1
+            key = (cls, kind)
+            if key != run_key:
+                if run_key is not None:
+                    runs.append((run_start, pos, *run_key))
+                run_start, run_key = pos, key
+            pos = points[k] if k < n_points and points[k] < end else end
+    if run_key is not None:
+        runs.append((run_start, end, *run_key))
+    return runs
 
 
 def highlight(code: str, *, spans: list[Span] | None = None, marks: dict[int, str] | None = None,
@@ -90,16 +104,16 @@ def highlight(code: str, *, spans: list[Span] | None = None, marks: dict[int, st
     marks = marks or {}
     # lines[i]: runs of (span kind, [token html]) so that a span is one element per line
     lines: list[list[tuple[str, list[str]]]] = [[]]
-    for text, cls, kind in _pieces(code, spans):
-        for j, part in enumerate(text.split("\n")):
+    line = lines[0]
+    for start, end, cls, kind in _runs(code, spans):
+        # escaping leaves newlines alone, so the escaped run splits into the same lines
+        for j, part in enumerate(html.escape(code[start:end], quote=False).split("\n")):
             if j:
-                lines.append([])
+                line = []
+                lines.append(line)
             if not part:
                 continue
-            body = html.escape(part, quote=False)
-            if cls:
-                body = f'<span class="{cls}">{body}</span>'
-            line = lines[-1]
+            body = f'<span class="{cls}">{part}</span>' if cls else part
             if line and line[-1][0] == kind:
                 line[-1][1].append(body)
             else:

@@ -4,7 +4,8 @@
                           (filters and search run in the page, over data embedded as JSON)
     compare.html          (several runs) each task's outcome per run, "A passed, B failed"
     s/<run>/<page>.html   one page per sample: record, failure facts, program, response, logs
-    assets/               the stylesheet (pygments' token colours included) and the script
+    assets/               the stylesheet (pygments' token colours included), the script, and the
+                          table library's files with THIRD-PARTY.txt naming them (vendor.py)
 
 Everything a run's files hold is untrusted (a candidate program writes its logs and
 outputs, a model writes its response): the templates autoescape, the code view escapes
@@ -32,6 +33,7 @@ from cuset.analysis.viewer.model import SampleRow, ViewModel, build_model
 from cuset.analysis.viewer.sources import (MAX_SKIPPED_LISTED, LoadedRun, load_records, locate_runs,
                                            unique_names)
 from cuset.analysis.viewer.texts import RunTexts, load_texts
+from cuset.analysis.viewer.vendor import vendor_assets
 from cuset.io import atomic_write_text
 from cuset.spans import KIND_HELP, detect
 
@@ -102,6 +104,7 @@ def build_site(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
     atomic_write_text(out / "assets" / "viewer.css",
                       (asset_dir / "viewer.css").read_text(encoding="utf-8") + "\n" + token_css() + "\n")
     atomic_write_text(out / "assets" / "viewer.js", (asset_dir / "viewer.js").read_text(encoding="utf-8"))
+    vendor_assets(out / "assets")
     run_info = [_run_info(i, run, text) for i, (run, text) in enumerate(zip(runs, texts))]
     index = env.get_template("index.html").render(
         runs=run_info, model=model, headline_keys=HEADLINE_KEYS, has_compare=len(runs) > 1,
@@ -120,7 +123,8 @@ def build_site(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
         (out / "s" / str(i)).mkdir(parents=True, exist_ok=True)
     work = [(i, j) for i, run in enumerate(runs) for j in range(len(run.records))]
     global _PAGES
-    _PAGES = _PageJob(out, model, run_info, texts)
+    # compiled once here, before the workers fork, rather than once in each of them
+    _PAGES = _PageJob(out, model, run_info, texts, env.get_template("sample.html"))
     try:
         n_pages = _write_pages(work, jobs)
     finally:
@@ -137,6 +141,7 @@ class _PageJob:
     model: ViewModel
     run_info: list[dict[str, Any]]
     texts: list[RunTexts]
+    template: Any     # the compiled sample.html
 
 
 # The sample pages' inputs, set while `build_site` writes them: forked workers inherit it
@@ -146,7 +151,7 @@ _PAGES: _PageJob | None = None
 
 def _write_chunk(items: list[tuple[int, int]]) -> int:
     job = _PAGES
-    template = _environment().get_template("sample.html")
+    template = job.template
     for i, j in items:
         record = job.model.runs[i].records[j]
         row = job.model.row_of(i, record)
