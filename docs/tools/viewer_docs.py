@@ -72,11 +72,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     model = build_model([load_records(s) for s in locate_runs(STUDY)])
     wrong = _first(model, args.sample_run, "wrong")
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    def built(element_id: str) -> None:
+        """Wait for the table library to build the page's table (the glue then writes its count)."""
+        WebDriverWait(browser.driver, 30).until(lambda d: d.find_element("id", element_id).text)
+
     with headless_chromium(width=WIDTH) as browser:
         browser.open(site / "index.html")
+        built("count")
         browser.screenshot(PICTURES / "run.png", WIDTH, 1500)
         browser.open(site / "compare.html")
-        from selenium.webdriver.support.ui import Select
+        built("pair-counts")
 
         Select(browser.driver.find_element("name", "a")).select_by_visible_text(args.compare[0])
         Select(browser.driver.find_element("name", "b")).select_by_visible_text(args.compare[1])

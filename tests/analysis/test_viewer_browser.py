@@ -16,7 +16,8 @@ import pytest
 from cuset.analysis.viewer.browser import find_chromium, headless_chromium
 from cuset.analysis.viewer.model import page_name
 from cuset.analysis.viewer.site import build_site
-from viewer_runs import EVIL_CODE, PAYLOAD, eval_run
+from cuset.execute.result import Status
+from viewer_runs import EVIL_CODE, PAYLOAD, eval_run, sample_result, write_eval_dir
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(find_chromium() is None,
@@ -89,6 +90,43 @@ def test_a_click_on_a_column_header_sorts_the_table(site, browser):
     header.click()                                     # descending
     assert [r[0] for r in _rows(browser)] == ["2", "1", "1", "0", "0"]
     assert browser.driver.find_element("id", "count").text == "5 of 5 samples"
+
+
+def test_compare_shows_each_task_per_run_and_narrows_to_a_passed_b_failed(tmp_path, browser):
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    s = Status
+    a = [sample_result(0, 0, s.PASSED), sample_result(0, 1, s.WRONG), sample_result(1, 0, s.WRONG),
+         sample_result(2, 0, s.PASSED)]
+    b = [sample_result(0, 0, s.WRONG), sample_result(1, 0, s.PASSED), sample_result(2, 0, s.PASSED),
+         sample_result(4, 0, s.WRONG)]
+    site = tmp_path / "site"
+    build_site([write_eval_dir(tmp_path / "a" / "eval", a), write_eval_dir(tmp_path / "b" / "eval", b)], site)
+    browser.open(site / "compare.html")
+    driver = browser.driver
+    counts = lambda: driver.find_element("id", "pair-counts").text
+    WebDriverWait(driver, 10).until(lambda d: counts())
+
+    def rows():
+        return [[c.text.strip() for c in tr.find_elements("css selector", CELLS)]
+                for tr in driver.find_elements("css selector", "#compare-table .tabulator-row")]
+
+    assert counts() == "1 task(s) a passed and b failed; 4 of 4 tasks shown"
+    assert [r[0] for r in rows()] == ["0", "1", "2", "4"]
+    assert rows()[0][3:] == ["1/2 s0 s1", "0/1 s0"] and rows()[3][3:] == ["not evaluated", "0/1 s0"]
+    driver.find_element("name", "only").click()
+    assert [r[0] for r in rows()] == ["0"]
+    assert "a-not-b" in driver.find_element("css selector", "#compare-table .tabulator-row").get_attribute("class")
+    assert counts() == "1 task(s) a passed and b failed; 1 of 4 tasks shown"
+    Select(driver.find_element("name", "a")).select_by_visible_text("b")
+    Select(driver.find_element("name", "b")).select_by_visible_text("a")
+    assert [r[0] for r in rows()] == ["1"]
+    Select(driver.find_element("name", "b")).select_by_visible_text("b")   # the same run twice: no pair
+    assert rows() == [] and counts() == "pick two different runs; 0 of 4 tasks shown"
+    driver.find_element("name", "only").click()
+    links = driver.find_elements("css selector", "#compare-table .tabulator-row a")
+    assert [x.text for x in links][:3] == ["s0", "s1", "s0"]               # task 0: a's two samples, b's one
+    assert all(Path(x.get_attribute("href").removeprefix("file://")).is_file() for x in links)
 
 
 def test_a_wrong_sample_page_shows_its_first_mismatching_elements(site, browser):

@@ -40,7 +40,7 @@
     return out.sort();
   }
 
-  // The sample table is Tabulator's (assets/tabulator.min.js, see THIRD-PARTY.txt): it sorts,
+  // The tables are Tabulator's (assets/tabulator.min.js, see THIRD-PARTY.txt): it sorts,
   // filters and pages. This is the glue: the form (and the links behind the numbers, which
   // set it through the URL's #fragment) becomes Tabulator's filters, and every cell is a
   // DOM node made here, so the library never parses a value as HTML.
@@ -119,46 +119,69 @@
     form.addEventListener("submit", function (e) { e.preventDefault(); });
   }
 
+  // compare.html: one row per task, one column per run (Tabulator too); the form picks the
+  // pair A, B and narrows the rows to the tasks A passed and B failed, or to a search.
   function comparePage() {
     var form = document.getElementById("compare-filters");
-    var body = document.querySelector("#compare-table tbody");
     var counts = document.getElementById("pair-counts");
-    function apply() {
-      var a = form.a.value, b = form.b.value, q = form.q.value.trim().toLowerCase();
-      var pair = a === b ? [] : data.pairs[a + "|" + b];
-      var only = {};
-      pair.forEach(function (t) { only[t] = 1; });
-      body.textContent = "";
-      var n = 0;
-      data.tasks.forEach(function (task) {
-        if (form.only.checked && !(task.t in only)) return;
-        if (q && (task.t + " " + task.n + " " + task.f).toLowerCase().indexOf(q) < 0) return;
-        n += 1;
-        var tr = document.createElement("tr");
-        if (task.t in only) tr.className = "a-not-b";
-        tr.appendChild(el("td", task.t));
-        tr.appendChild(el("td", task.n));
-        tr.appendChild(el("td", task.f));
-        data.runs.forEach(function (_, i) {
-          var td = el("td");
-          var o = task.o[String(i)];
-          if (!o) { td.textContent = "not evaluated"; tr.appendChild(td); return; }
-          td.appendChild(el("span", o[0] + "/" + o[1] + " ", o[0] > 0 ? "ok" : "ko"));
-          o[2].forEach(function (s) {
-            td.appendChild(link(s[2], "s" + s[0], "status st-" + s[1]));
-            td.appendChild(document.createTextNode(" "));
-          });
-          tr.appendChild(td);
-        });
-        body.appendChild(tr);
+    var rows = data.tasks.map(function (task) {
+      var row = {t: task.t, n: task.n, f: task.f, hay: task.t + " " + task.n + " " + task.f};
+      data.runs.forEach(function (_, i) {
+        var o = task.o[String(i)];
+        row["r" + i] = o ? o[0] / o[1] : -1;          // the pass share sorts the run's column
+        row["o" + i] = o || null;
       });
+      return row;
+    });
+    function outcomeCell(i) {
+      return function (cell) {
+        var o = cell.getRow().getData()["o" + i];
+        var span = el("span");
+        if (!o) { span.textContent = "not evaluated"; return span; }
+        span.appendChild(el("span", o[0] + "/" + o[1] + " ", o[0] > 0 ? "ok" : "ko"));
+        o[2].forEach(function (s) {
+          span.appendChild(link(s[2], "s" + s[0], "status st-" + s[1]));
+          span.appendChild(document.createTextNode(" "));
+        });
+        return span;
+      };
+    }
+    var only = {};
+    var columns = [
+      {title: "task", field: "t", sorter: "alphanum", formatter: textCell, minWidth: 66, widthGrow: 0.3},
+      {title: "name", field: "n", formatter: textCell, widthGrow: 1.5},
+      {title: "family", field: "f", formatter: textCell, widthGrow: 1}
+    ].concat(data.runs.map(function (name, i) {
+      return {title: name, field: "r" + i, sorter: "number", formatter: outcomeCell(i), widthGrow: 1,
+              variableHeight: true, cssClass: "wrap-cell"};
+    }));
+    var table = new Tabulator("#compare-table", {
+      data: rows, layout: "fitColumns", pagination: true, paginationSize: 100,
+      paginationSizeSelector: [50, 100, 250, true], paginationCounter: "rows", columns: columns,
+      rowFormatter: function (row) {
+        row.getElement().classList.toggle("a-not-b", row.getData().t in only);
+      }
+    });
+    function apply() {
+      var a = form.a.value, b = form.b.value, q = form.q.value.trim().toLowerCase(), onlyPair = form.only.checked;
+      var pair = a === b ? [] : data.pairs[a + "|" + b];
+      only = {};
+      pair.forEach(function (t) { only[t] = 1; });
+      // one function filter: Tabulator's "in" would let every row through for an empty pair
+      table.setFilter(function (d) {
+        return (!onlyPair || d.t in only) && (!q || d.hay.toLowerCase().indexOf(q) >= 0);
+      });
+      table.redraw(true);                                 // the rows' "A passed, B failed" mark
       counts.textContent = (a === b ? "pick two different runs; " :
         pair.length + " task(s) " + data.runs[a] + " passed and " + data.runs[b] + " failed; ") +
-        n + " of " + data.tasks.length + " tasks shown";
+        table.getDataCount("active") + " of " + data.tasks.length + " tasks shown";
     }
-    form.addEventListener("input", apply);
-    form.addEventListener("change", apply);
-    apply();
+    table.on("tableBuilt", function () {
+      form.addEventListener("input", apply);
+      form.addEventListener("change", apply);
+      apply();
+    });
+    form.addEventListener("submit", function (e) { e.preventDefault(); });
   }
 
   if (document.getElementById("sample-table")) samplesPage();
