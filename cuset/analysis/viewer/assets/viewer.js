@@ -68,21 +68,21 @@
       paginationSizeSelector: [50, 100, 250, 500, true], paginationCounter: "rows",
       columns: [
         column("run", "rn", {minWidth: 80}),
-        column("task", "t", {sorter: "alphanum", minWidth: 66, widthGrow: 0.3}),
-        column("name", "n", {widthGrow: 2, minWidth: 100, formatter: function (cell) {
+        column("task", "t", {sorter: "alphanum", minWidth: 74, widthGrow: 0.3}),
+        column("name", "n", {widthGrow: 2, minWidth: 100, variableHeight: true, cssClass: "wrap-cell", formatter: function (cell) {
           return link(cell.getRow().getData().u, cell.getValue());
         }}),
-        column("family", "f", {minWidth: 80}),
-        column("level", "lv", {minWidth: 66, widthGrow: 0.3}),
-        column("sample", "s", {sorter: "number", minWidth: 80, widthGrow: 0.3, formatter: function (cell) {
+        column("family", "f", {minWidth: 100, variableHeight: true, cssClass: "wrap-cell"}),
+        column("level", "lv", {minWidth: 74, widthGrow: 0.3}),
+        column("sample", "s", {sorter: "number", minWidth: 92, widthGrow: 0.3, formatter: function (cell) {
           return link(cell.getRow().getData().u, "s" + cell.getValue());
         }}),
-        column("status", "st", {minWidth: 130, formatter: function (cell) {
+        column("status", "st", {minWidth: 120, formatter: function (cell) {
           return el("span", cell.getValue(), "status st-" + cell.getValue());
         }}),
-        column("robust", "rbt", {minWidth: 80, variableHeight: true, cssClass: "wrap-cell"}),
-        column("tokens", "tok", {sorter: "number", minWidth: 80, widthGrow: 0.3}),
-        column("seconds", "sec", {sorter: "number", minWidth: 86, widthGrow: 0.3}),
+        column("robust", "rbt", {minWidth: 92, variableHeight: true, cssClass: "wrap-cell"}),
+        column("tokens", "tok", {sorter: "number", minWidth: 92, widthGrow: 0.3}),
+        column("seconds", "sec", {sorter: "number", minWidth: 100, widthGrow: 0.3}),
         column("detail", "d", {widthGrow: 4, variableHeight: true, cssClass: "detail-cell wrap-cell"})
       ]
     });
@@ -148,7 +148,7 @@
     }
     var only = {};
     var columns = [
-      {title: "task", field: "t", sorter: "alphanum", formatter: textCell, minWidth: 66, widthGrow: 0.3},
+      {title: "task", field: "t", sorter: "alphanum", formatter: textCell, minWidth: 74, widthGrow: 0.3},
       {title: "name", field: "n", formatter: textCell, widthGrow: 1.5},
       {title: "family", field: "f", formatter: textCell, widthGrow: 1}
     ].concat(data.runs.map(function (name, i) {
