@@ -76,3 +76,18 @@ def test_code_runs_merge_tokens_of_one_class_and_split_at_span_edges():
     assert ('<span id="L2" class="ln mark" title="error: &quot;x&quot; &lt;here&gt;"><span class="sp sp-kernel_body">'
             '  x[</span><span class="sp sp-thread_index"><span class="nb">threadIdx</span>.x</span>'
             '<span class="sp sp-kernel_body">] <span class="o">=</span> <span class="mi">1</span>;</span>\n</span>') in page
+
+
+def test_a_repeated_program_is_analysed_once_and_keeps_its_own_marks():
+    from cuset.analysis.viewer.highlight import _analysed, program_view
+
+    code = "__global__ void twice(float *y) {\n  y[threadIdx.x] = 2;\n}\n"
+    _analysed.cache_clear()
+    first, spans = program_view(code, {1: "warning: first"})
+    second, spans_again = program_view(code, {3: "error: second"})
+    assert _analysed.cache_info().hits == 1 and _analysed.cache_info().misses == 1
+    assert spans == spans_again == tuple(detect(code))
+    assert first == highlight(code, spans=detect(code), marks={1: "warning: first"})
+    assert second == highlight(code, spans=detect(code), marks={3: "error: second"})
+    assert 'title="warning: first"' in first and "second" not in first
+    assert 'title="error: second"' in second and "first" not in second
