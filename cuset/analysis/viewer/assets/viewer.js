@@ -64,15 +64,17 @@
       return c;
     }
     var table = new Tabulator("#sample-table", {
-      data: rows, layout: "fitColumns", pagination: true, paginationSize: 100,
+      // a page of 50 rows drawn as plain DOM (the rows wrap: their CSS lets cells grow) shows the
+      // table of 1,500 samples ~3x sooner than the virtual renderer with variable-height columns
+      data: rows, layout: "fitColumns", renderVertical: "basic", pagination: true, paginationSize: 50,
       paginationSizeSelector: [50, 100, 250, 500, true], paginationCounter: "rows",
       columns: [
         column("run", "rn", {minWidth: 80}),
         column("task", "t", {sorter: "alphanum", minWidth: 74, widthGrow: 0.3}),
-        column("name", "n", {widthGrow: 2, minWidth: 100, variableHeight: true, cssClass: "wrap-cell", formatter: function (cell) {
+        column("name", "n", {widthGrow: 2, minWidth: 100, cssClass: "wrap-cell", formatter: function (cell) {
           return link(cell.getRow().getData().u, cell.getValue());
         }}),
-        column("family", "f", {minWidth: 100, variableHeight: true, cssClass: "wrap-cell"}),
+        column("family", "f", {minWidth: 100, cssClass: "wrap-cell"}),
         column("level", "lv", {minWidth: 74, widthGrow: 0.3}),
         column("sample", "s", {sorter: "number", minWidth: 92, widthGrow: 0.3, formatter: function (cell) {
           return link(cell.getRow().getData().u, "s" + cell.getValue());
@@ -80,10 +82,10 @@
         column("status", "st", {minWidth: 120, formatter: function (cell) {
           return el("span", cell.getValue(), "status st-" + cell.getValue());
         }}),
-        column("robust", "rbt", {minWidth: 92, variableHeight: true, cssClass: "wrap-cell"}),
+        column("robust", "rbt", {minWidth: 92, cssClass: "wrap-cell"}),
         column("tokens", "tok", {sorter: "number", minWidth: 92, widthGrow: 0.3}),
         column("seconds", "sec", {sorter: "number", minWidth: 100, widthGrow: 0.3}),
-        column("detail", "d", {widthGrow: 4, variableHeight: true, cssClass: "detail-cell wrap-cell"})
+        column("detail", "d", {widthGrow: 4, cssClass: "detail-cell wrap-cell"})
       ]
     });
     fillSelect(form.status, uniq(rows.map(function (r) { return r.st; })));
@@ -100,7 +102,8 @@
         var value = form[f[0]].value.trim();
         if (value !== "") filters.push({field: f[1], type: f[2], value: value});
       });
-      table.setFilter(filters);
+      // a fresh table with an empty form needs no filtering (setFilter would redraw it for nothing)
+      if (filters.length || table.getFilters().length) table.setFilter(filters);
       count.textContent = table.getDataCount("active") + " of " + rows.length + " samples";
     }
     function fromHash() {
@@ -153,10 +156,10 @@
       {title: "family", field: "f", formatter: textCell, widthGrow: 1}
     ].concat(data.runs.map(function (name, i) {
       return {title: name, field: "r" + i, sorter: "number", formatter: outcomeCell(i), widthGrow: 1,
-              variableHeight: true, cssClass: "wrap-cell"};
+              cssClass: "wrap-cell"};
     }));
     var table = new Tabulator("#compare-table", {
-      data: rows, layout: "fitColumns", pagination: true, paginationSize: 100,
+      data: rows, layout: "fitColumns", renderVertical: "basic", pagination: true, paginationSize: 50,
       paginationSizeSelector: [50, 100, 250, true], paginationCounter: "rows", columns: columns,
       rowFormatter: function (row) {
         row.getElement().classList.toggle("a-not-b", row.getData().t in only);
