@@ -7,7 +7,8 @@
    into docs/study-2026-11-26-rerun/view/.
 2. Opens it from file:// in the headless Chromium of the viewer's browser test
    (cuset.analysis.viewer.browser: network blocked, requests recorded) and saves PNGs in
-   docs/viewer/: run.png (headline, pass rates by family and level, the sample table),
+   docs/viewer/: run.png (headline, pass rates by family and level), samples.png (the sample
+   table narrowed to one run's wrong samples, as the link behind a number opens it),
    compare.png (each task per run, "A passed, B failed") and sample.png (a `wrong`
    sample's page). It fails if any page requested anything but its own files.
 3. With --full-run (the study's output dir itself, whose cells keep generations and
@@ -37,6 +38,13 @@ def _first(model, run_name: str | None, status: str, want=lambda row: True):
         if (run_name is None or names[row.run] == run_name) and row.status == status and want(row):
             return row
     raise SystemExit(f"no {status} sample{' in ' + run_name if run_name else ''} to picture")
+
+
+def _run_index(model, run_name: str) -> int:
+    names = [r.source.name for r in model.runs]
+    if run_name not in names:
+        raise SystemExit(f"no run named {run_name} (runs: {', '.join(names)})")
+    return names.index(run_name)
 
 
 def _check_local(browser, site: Path, since: int = 0) -> None:
@@ -72,11 +80,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     model = build_model([load_records(s) for s in locate_runs(STUDY)])
     wrong = _first(model, args.sample_run, "wrong")
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    def built(element_id: str) -> None:
+        """Wait for the table library to build the page's table (the glue then writes its count)."""
+        WebDriverWait(browser.driver, 30).until(lambda d: d.find_element("id", element_id).text)
+
     with headless_chromium(width=WIDTH) as browser:
         browser.open(site / "index.html")
+        built("count")
         browser.screenshot(PICTURES / "run.png", WIDTH, 1500)
+        # the sample table (the table library's), as a link behind a number leaves it: sft's wrong samples
+        browser.open(site / "index.html", f"run={_run_index(model, args.sample_run)}&status=wrong")
+        built("count")
+        browser.driver.set_window_size(WIDTH, 1100)
+        browser.driver.execute_script("document.getElementById('samples').scrollIntoView()")
+        if not browser.driver.save_screenshot(str(PICTURES / "samples.png")):
+            raise SystemExit("Chromium could not write samples.png")
         browser.open(site / "compare.html")
-        from selenium.webdriver.support.ui import Select
+        built("pair-counts")
 
         Select(browser.driver.find_element("name", "a")).select_by_visible_text(args.compare[0])
         Select(browser.driver.find_element("name", "b")).select_by_visible_text(args.compare[1])
@@ -98,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 browser.open(full / row.href)
                 browser.screenshot(PICTURES / "sample-program.png", WIDTH, 2000)
                 _check_local(browser, full, since)
-    for name in ("run", "compare", "sample", "sample-program"):
+    for name in ("run", "samples", "compare", "sample", "sample-program"):
         path = PICTURES / f"{name}.png"
         if path.exists():
             print(f"{path}: {path.stat().st_size / 1e3:.0f} kB")

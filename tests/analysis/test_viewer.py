@@ -76,9 +76,10 @@ def test_hostile_strings_render_as_text(tmp_path):
     for page in site.rglob("*.html"):
         text = page.read_text()
         assert "<script>window" not in text and "<img src=x" not in text, page
-        # the only script elements are ours: the JSON data and the viewer's own file
+        # the only script elements are ours: the JSON data, the table library's file and the viewer's own
         for tag in re.findall(r"<script[^>]*>", text):
-            assert tag in ('<script type="application/json" id="viewer-data">', '<script src="assets/viewer.js">'), tag
+            assert tag in ('<script type="application/json" id="viewer-data">', '<script src="assets/tabulator.min.js">',
+                           '<script src="assets/viewer.js">'), tag
     evil = (site / "s" / "0" / page_name(2, 0)).read_text()
     assert evil.count("&lt;/script&gt;&lt;script&gt;window.__cuset_pwned=1;document.title=") >= 5   # title, detail, code, response, logs
     assert "&lt;img src=x onerror=" in evil

@@ -16,7 +16,8 @@ import pytest
 from cuset.analysis.viewer.browser import find_chromium, headless_chromium
 from cuset.analysis.viewer.model import page_name
 from cuset.analysis.viewer.site import build_site
-from viewer_runs import EVIL_CODE, PAYLOAD, eval_run
+from cuset.execute.result import Status
+from viewer_runs import EVIL_CODE, PAYLOAD, eval_run, sample_result, write_eval_dir
 
 pytestmark = [pytest.mark.browser,
               pytest.mark.skipif(find_chromium() is None,
@@ -41,10 +42,22 @@ def browser():
         yield b
 
 
+ROWS = "#sample-table .tabulator-row"      # the table library's (Tabulator's) rows and cells
+CELLS = ".tabulator-cell"
+
+
+def _open_table(browser, page: Path, fragment: str = "") -> None:
+    """Open index.html and wait for the table library to build the table and the glue to count it."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.open(page, fragment)
+    WebDriverWait(browser.driver, 10).until(lambda d: d.find_element("id", "count").text)
+
+
 def _rows(browser) -> list[tuple[str, str, str]]:
     out = []
-    for tr in browser.driver.find_elements("css selector", "#sample-table tbody tr"):
-        cells = [td.text for td in tr.find_elements("tag name", "td")]
+    for tr in browser.driver.find_elements("css selector", ROWS):
+        cells = [td.text for td in tr.find_elements("css selector", CELLS)]
         out.append((cells[1], cells[5], cells[6]))
     return out
 
@@ -56,7 +69,7 @@ def _text(browser, css: str) -> str:
 def test_the_table_lists_every_sample_and_filters_narrow_it(site, browser):
     from selenium.webdriver.support.ui import Select
 
-    browser.open(site / "index.html")
+    _open_table(browser, site / "index.html")
     assert _rows(browser) == SAMPLES
     assert browser.driver.find_element("id", "count").text == "5 of 5 samples"
     Select(browser.driver.find_element("name", "status")).select_by_value("wrong")
@@ -65,15 +78,62 @@ def test_the_table_lists_every_sample_and_filters_narrow_it(site, browser):
     browser.driver.find_element("css selector", "#filters button[type=reset]").click()
     browser.driver.find_element("name", "q").send_keys("thread orders")    # search: the race's detail
     assert _rows(browser) == [("1", "s1", "race")]
-    browser.open(site / "index.html", "family=reduce")                       # the links behind the numbers
+    _open_table(browser, site / "index.html", "family=reduce")                       # the links behind the numbers
     assert _rows(browser) == [("1", "s0", "wrong"), ("1", "s1", "race")]
+
+
+def test_a_click_on_a_column_header_sorts_the_table(site, browser):
+    _open_table(browser, site / "index.html")
+    header = browser.driver.find_element("css selector", "#sample-table .tabulator-col[tabulator-field=t]")
+    header.click()                                     # ascending: the order the samples came in
+    assert [r[0] for r in _rows(browser)] == ["0", "0", "1", "1", "2"]
+    header.click()                                     # descending
+    assert [r[0] for r in _rows(browser)] == ["2", "1", "1", "0", "0"]
+    assert browser.driver.find_element("id", "count").text == "5 of 5 samples"
+
+
+def test_compare_shows_each_task_per_run_and_narrows_to_a_passed_b_failed(tmp_path, browser):
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    s = Status
+    a = [sample_result(0, 0, s.PASSED), sample_result(0, 1, s.WRONG), sample_result(1, 0, s.WRONG),
+         sample_result(2, 0, s.PASSED)]
+    b = [sample_result(0, 0, s.WRONG), sample_result(1, 0, s.PASSED), sample_result(2, 0, s.PASSED),
+         sample_result(4, 0, s.WRONG)]
+    site = tmp_path / "site"
+    build_site([write_eval_dir(tmp_path / "a" / "eval", a), write_eval_dir(tmp_path / "b" / "eval", b)], site)
+    browser.open(site / "compare.html")
+    driver = browser.driver
+    counts = lambda: driver.find_element("id", "pair-counts").text
+    WebDriverWait(driver, 10).until(lambda d: counts())
+
+    def rows():
+        return [[c.text.strip() for c in tr.find_elements("css selector", CELLS)]
+                for tr in driver.find_elements("css selector", "#compare-table .tabulator-row")]
+
+    assert counts() == "1 task(s) a passed and b failed; 4 of 4 tasks shown"
+    assert [r[0] for r in rows()] == ["0", "1", "2", "4"]
+    assert rows()[0][3:] == ["1/2 s0 s1", "0/1 s0"] and rows()[3][3:] == ["not evaluated", "0/1 s0"]
+    driver.find_element("name", "only").click()
+    assert [r[0] for r in rows()] == ["0"]
+    assert "a-not-b" in driver.find_element("css selector", "#compare-table .tabulator-row").get_attribute("class")
+    assert counts() == "1 task(s) a passed and b failed; 1 of 4 tasks shown"
+    Select(driver.find_element("name", "a")).select_by_visible_text("b")
+    Select(driver.find_element("name", "b")).select_by_visible_text("a")
+    assert [r[0] for r in rows()] == ["1"]
+    Select(driver.find_element("name", "b")).select_by_visible_text("b")   # the same run twice: no pair
+    assert rows() == [] and counts() == "pick two different runs; 0 of 4 tasks shown"
+    driver.find_element("name", "only").click()
+    links = driver.find_elements("css selector", "#compare-table .tabulator-row a")
+    assert [x.text for x in links][:3] == ["s0", "s1", "s0"]               # task 0: a's two samples, b's one
+    assert all(Path(x.get_attribute("href").removeprefix("file://")).is_file() for x in links)
 
 
 def test_a_wrong_sample_page_shows_its_first_mismatching_elements(site, browser):
     from selenium.webdriver.support.ui import WebDriverWait
 
-    browser.open(site / "index.html", "status=wrong")
-    browser.driver.find_element("css selector", "#sample-table tbody tr td a").click()
+    _open_table(browser, site / "index.html", "status=wrong")
+    browser.driver.find_element("css selector", f"{ROWS} {CELLS} a").click()
     WebDriverWait(browser.driver, 10).until(lambda d: d.find_elements("id", "mismatch"))
     assert browser.driver.current_url.endswith("/s/0/" + page_name(1, 0))
     header = [th.text for th in browser.driver.find_elements("css selector", "#mismatch thead th")]
@@ -102,10 +162,10 @@ def test_a_script_payload_renders_as_text_and_never_runs(site, browser):
     assert len(tops) == 2 and tops[1][0] == tops[0][1]                   # one line under the other, no blank between
     assert PAYLOAD in _text(browser, "#response")
     assert PAYLOAD in _text(browser, "#steps")
-    browser.open(site / "index.html", "task=2")                           # the table builds its rows in JS
+    _open_table(browser, site / "index.html", "task=2")                  # the table builds its rows in JS
     assert driver.execute_script("return typeof window.__cuset_pwned") == "undefined"
     assert driver.title != "pwned"
-    cells = [td.text for td in driver.find_elements("css selector", "#sample-table tbody tr td")]
+    cells = [td.text for td in driver.find_elements("css selector", f"{ROWS} {CELLS}")]
     assert cells[2] == f"evil{PAYLOAD}" and cells[-1].endswith(PAYLOAD)
     assert driver.execute_script("return document.querySelectorAll('#sample-table img, #sample-table script')"
                                  ".length") == 0
@@ -120,8 +180,9 @@ def test_nothing_is_fetched_from_the_network(site, browser):
     root = site.resolve().as_uri() + "/"
     assert urls and all(u.startswith(root) for u in urls), [u for u in urls if not u.startswith(root)]
     fetched = {u.removeprefix(root) for u in urls}
-    # the recorder saw the pages and their stylesheet and script: it was listening
-    assert {"index.html", "assets/viewer.css", "assets/viewer.js"} <= fetched
+    # the recorder saw the pages, their stylesheets and scripts (the table library's too): it was listening
+    assert {"index.html", "assets/viewer.css", "assets/viewer.js", "assets/tabulator.min.js",
+            "assets/tabulator.min.css"} <= fetched
     assert {p.relative_to(site).as_posix() for p in pages} <= fetched
 
 
@@ -149,7 +210,7 @@ def test_the_pages_policy_stops_markup_that_escaping_would_have_missed(site, bro
     spliced.write_text(page.replace("<main>", "<main>" + PAYLOAD + '<img src="http://192.0.2.1/y.png">', 1))
     seen = len(browser.requested_urls())
     try:
-        browser.open(spliced)
+        _open_table(browser, spliced)
         driver = browser.driver
         assert driver.execute_script("return typeof window.__cuset_pwned") == "undefined"
         assert driver.title != "pwned"

@@ -9,7 +9,6 @@ is ours. The result is `Markup` so the (autoescaping) templates insert it as is.
 from __future__ import annotations
 
 import html
-from bisect import bisect_right
 from collections import Counter
 from functools import lru_cache
 
@@ -67,18 +66,48 @@ def _boundaries(spans: list[Span]) -> tuple[list[int], list[tuple[str, ...]]]:
     return points, states
 
 
-def _pieces(code: str, spans: list[Span]):
-    """(text, token class, top span kind or "") for consecutive pieces of `code`."""
+def _runs(code: str, spans: list[Span]) -> list[tuple[int, int, str, str]]:
+    """(start, end, token class, top span kind) of the maximal runs of `code` that share a
+    class and a kind. Adjacent tokens of one class merge (most tokens have no class of
+    their own: names, punctuation, whitespace), so the page has one element per run rather
+    than per token, and the loops below run per run: this is the hot path of `cuset view`."""
     points, states = _boundaries(spans)
+    n_points = len(points)
+    k, kind = 0, ""                    # points[k]: the next boundary; kind: the top kind before it
+    runs: list[tuple[int, int, str, str]] = []
+    run_start, run_key, end = 0, None, 0
     for start, ttype, value in _lexer().get_tokens_unprocessed(code):
         cls = _css_class(ttype)
         pos, end = start, start + len(value)
         while pos < end:
-            i = bisect_right(points, pos)          # the state that holds at `pos`
-            kinds = states[i - 1] if i else ()
-            stop = min(end, points[i]) if i < len(points) else end
-            yield code[pos:stop], cls, kinds[0] if kinds else ""
-            pos = stop
+            while k < n_points and points[k] <= pos:
+                kinds = states[k]
+                kind = kinds[0] if kinds else ""
+                k += 1
+            key = (cls, kind)
+            if key != run_key:
+                if run_key is not None:
+                    runs.append((run_start, pos, *run_key))
+                run_start, run_key = pos, key
+            pos = points[k] if k < n_points and points[k] < end else end
+    if run_key is not None:
+        runs.append((run_start, end, *run_key))
+    return runs
+
+
+@lru_cache(maxsize=32)
+def _analysed(code: str) -> tuple[tuple[Span, ...], tuple[tuple[int, int, str, str], ...]]:
+    """`code`'s spans and runs. A run's samples often repeat a program (greedy or low-temperature
+    decoding: 10% of the 2026-11-26 study's 960 programs are repeats) and the pages are written
+    task by task, so a small cache spares lexing and span detection for each repeat."""
+    spans = detect(code)
+    return tuple(spans), tuple(_runs(code, spans))
+
+
+def program_view(code: str, marks: dict[int, str] | None = None) -> tuple[Markup, tuple[Span, ...]]:
+    """`highlight(code, marks=marks)` and the spans it marked, from the cache of recent programs."""
+    spans, runs = _analysed(code)
+    return _lines_html(code, runs, marks or {}, "L"), spans
 
 
 def highlight(code: str, *, spans: list[Span] | None = None, marks: dict[int, str] | None = None,
@@ -87,19 +116,22 @@ def highlight(code: str, *, spans: list[Span] | None = None, marks: dict[int, st
     classed `sp sp-<kind>`, lines in `marks` classed `mark` with the message as a title."""
     if spans is None:
         spans = detect(code)
-    marks = marks or {}
+    return _lines_html(code, _runs(code, spans), marks or {}, anchor)
+
+
+def _lines_html(code: str, code_runs, marks: dict[int, str], anchor: str) -> Markup:
     # lines[i]: runs of (span kind, [token html]) so that a span is one element per line
     lines: list[list[tuple[str, list[str]]]] = [[]]
-    for text, cls, kind in _pieces(code, spans):
-        for j, part in enumerate(text.split("\n")):
+    line = lines[0]
+    for start, end, cls, kind in code_runs:
+        # escaping leaves newlines alone, so the escaped run splits into the same lines
+        for j, part in enumerate(html.escape(code[start:end], quote=False).split("\n")):
             if j:
-                lines.append([])
+                line = []
+                lines.append(line)
             if not part:
                 continue
-            body = html.escape(part, quote=False)
-            if cls:
-                body = f'<span class="{cls}">{body}</span>'
-            line = lines[-1]
+            body = f'<span class="{cls}">{part}</span>' if cls else part
             if line and line[-1][0] == kind:
                 line[-1][1].append(body)
             else:

@@ -4,7 +4,8 @@
                           (filters and search run in the page, over data embedded as JSON)
     compare.html          (several runs) each task's outcome per run, "A passed, B failed"
     s/<run>/<page>.html   one page per sample: record, failure facts, program, response, logs
-    assets/               the stylesheet (pygments' token colours included) and the script
+    assets/               the stylesheet (pygments' token colours included), the script, and the
+                          table library's files with THIRD-PARTY.txt naming them (vendor.py)
 
 Everything a run's files hold is untrusted (a candidate program writes its logs and
 outputs, a model writes its response): the templates autoescape, the code view escapes
@@ -27,13 +28,14 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from markupsafe import Markup
 
 from cuset.analysis.viewer.failure import failure_facts
-from cuset.analysis.viewer.highlight import highlight, span_counts, token_css
+from cuset.analysis.viewer.highlight import program_view, span_counts, token_css
 from cuset.analysis.viewer.model import SampleRow, ViewModel, build_model
 from cuset.analysis.viewer.sources import (MAX_SKIPPED_LISTED, LoadedRun, load_records, locate_runs,
                                            unique_names)
 from cuset.analysis.viewer.texts import RunTexts, load_texts
+from cuset.analysis.viewer.vendor import vendor_assets
 from cuset.io import atomic_write_text
-from cuset.spans import KIND_HELP, detect
+from cuset.spans import KIND_HELP
 
 HEADLINE_KEYS = ("compile@1", "function@1", "compile@3", "function@3")
 _JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
@@ -102,6 +104,7 @@ def build_site(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
     atomic_write_text(out / "assets" / "viewer.css",
                       (asset_dir / "viewer.css").read_text(encoding="utf-8") + "\n" + token_css() + "\n")
     atomic_write_text(out / "assets" / "viewer.js", (asset_dir / "viewer.js").read_text(encoding="utf-8"))
+    vendor_assets(out / "assets")
     run_info = [_run_info(i, run, text) for i, (run, text) in enumerate(zip(runs, texts))]
     index = env.get_template("index.html").render(
         runs=run_info, model=model, headline_keys=HEADLINE_KEYS, has_compare=len(runs) > 1,
@@ -118,9 +121,12 @@ def build_site(run_dirs: Sequence[str | Path], out: str | Path | None = None, *,
         atomic_write_text(out / "compare.html", compare)
     for i in range(len(runs)):
         (out / "s" / str(i)).mkdir(parents=True, exist_ok=True)
-    work = [(i, j) for i, run in enumerate(runs) for j in range(len(run.records))]
+    # task by task across the runs: the same task's programs, often repeated, come one after another
+    work = sorted(((i, j) for i, run in enumerate(runs) for j in range(len(run.records))),
+                  key=lambda w: (str(runs[w[0]].records[w[1]].task_id), w[0], w[1]))
     global _PAGES
-    _PAGES = _PageJob(out, model, run_info, texts)
+    # compiled once here, before the workers fork, rather than once in each of them
+    _PAGES = _PageJob(out, model, run_info, texts, env.get_template("sample.html"))
     try:
         n_pages = _write_pages(work, jobs)
     finally:
@@ -137,6 +143,7 @@ class _PageJob:
     model: ViewModel
     run_info: list[dict[str, Any]]
     texts: list[RunTexts]
+    template: Any     # the compiled sample.html
 
 
 # The sample pages' inputs, set while `build_site` writes them: forked workers inherit it
@@ -146,7 +153,7 @@ _PAGES: _PageJob | None = None
 
 def _write_chunk(items: list[tuple[int, int]]) -> int:
     job = _PAGES
-    template = _environment().get_template("sample.html")
+    template = job.template
     for i, j in items:
         record = job.model.runs[i].records[j]
         row = job.model.row_of(i, record)
@@ -160,7 +167,9 @@ def _write_pages(work: list[tuple[int, int]], jobs: int) -> int:
 
     if jobs <= 1 or len(work) < 2 * jobs or "fork" not in multiprocessing.get_all_start_methods():
         return _write_chunk(work)
-    chunks = [work[k::jobs] for k in range(jobs)]
+    # contiguous chunks of the task-by-task order, so a task's samples (which often repeat a
+    # program: see highlight._analysed) are written by one worker, its cache warm
+    chunks = [work[k * len(work) // jobs:(k + 1) * len(work) // jobs] for k in range(jobs)]
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
         return sum(pool.map(_write_chunk, chunks))
 
@@ -186,8 +195,7 @@ def _sample_page(template, model: ViewModel, run_info: list[dict], i: int, recor
     facts = failure_facts(record)
     code_html = spans = None
     if gen is not None and gen.code:
-        spans = detect(gen.code)
-        code_html = highlight(gen.code, spans=spans, marks=facts.marked_lines())
+        code_html, spans = program_view(gen.code, facts.marked_lines())
     others = []
     for j, outcome in sorted(model.outcomes.get(row.task_id, {}).items()):
         others.append({"run": run_info[j]["name"], "current": j == i, "passed": outcome.passed, "n": outcome.n,
