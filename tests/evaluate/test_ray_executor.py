@@ -16,8 +16,9 @@ import pytest
 import ray  # the test extra installs it: a broken install fails, never skips
 
 from cuset.evaluate import EvalConfig
+from cuset.evaluate.config import ExecutionConfig
 from cuset.evaluate.metrics import summarize
-from cuset.evaluate.ray_executor import PID_DIR_ENV
+from cuset.evaluate.batch import PID_DIR_ENV
 from cuset.evaluate.records import load_results
 from cuset.evaluate.runner import evaluate_file
 from cuset.execute.result import Status
@@ -32,7 +33,7 @@ pytestmark = [pytest.mark.slow,
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """One local cluster for the module: 2 CPUs, workers that note which sample they run."""
+    """One local cluster for the module: 2 CPUs, workers that note which job (sample) they run."""
     pid_dir = tmp_path_factory.mktemp("pids")
     os.environ[PID_DIR_ENV] = str(pid_dir)  # inherited by the worker processes
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -59,8 +60,7 @@ def suite(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def config(tmp_path: Path, executor: str, **kw) -> EvalConfig:
-    return EvalConfig(backend="cpu", executor=executor, workers=2, progress=False,
-                      cache_dir=str(tmp_path / f"cache-{executor}"), **kw)
+    return EvalConfig(ExecutionConfig(backend="cpu", executor=executor, workers=2), progress=False, cache_dir=str(tmp_path / f"cache-{executor}"), **kw)
 
 
 def outcome(path: Path) -> dict:
@@ -117,7 +117,9 @@ def test_a_killed_worker_never_loses_or_doubles_a_sample(retries, cluster, suite
     keys = [(r["task_id"], r["sample"]) for r in lines]
     assert len(keys) == len(set(keys)) == 2 * N_TASKS  # every sample exactly once
     got, expected = outcome(tmp_path / "results.jsonl"), outcome(local_run)
-    task_id, sample = (int(x) for x in killed[0].split(".")[1:])
+    # the worker noted the job's index: the run evaluated every sample, in the generations file's order
+    row = json.loads(suite[1].read_text().splitlines()[int(killed[0].split(".")[1])])
+    task_id, sample = row["task_id"], row["sample"]
     if retries:
         assert got == expected  # the killed sample was retried on another worker
         assert summary.infra_errors == []
