@@ -219,7 +219,7 @@ def _run(todo: list[tuple[str, dict, tuple[int, ...]]], execution: ExecutionConf
 
     # locally this process's backend (possibly one the caller built) serves every thread
     local = Setup(_local_pipeline, (backend, cache_dir, sandbox_gen))
-    remote = Setup(_worker_pipeline, (sandbox_gen,))
+    remote = Setup(_worker_pipeline, (cache_dir, sandbox_gen))
     run_jobs(_validate_job, todo, execution, setup=remote if execution.executor == "ray" else local,
              state=state, on_result=record, on_lost=lost)
 
@@ -231,10 +231,10 @@ def _local_pipeline(execution: ExecutionConfig, backend, cache_dir, sandbox_gen:
 
 
 @contextmanager
-def _worker_pipeline(execution: ExecutionConfig, sandbox_gen: bool):
+def _worker_pipeline(execution: ExecutionConfig, cache_dir, sandbox_gen: bool):
     """A Ray worker's backend and pipeline, built from the driver's execution section."""
     backend = make_backend(execution)
-    with pipeline_evaluator(execution, backend, sandbox_gen=sandbox_gen) as evaluate:
+    with pipeline_evaluator(execution, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen) as evaluate:
         yield evaluate, backend
 
 

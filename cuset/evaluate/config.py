@@ -118,8 +118,8 @@ class ExecutionConfig:
             return "backend"
         have = shutil.which("nvcc") is not None
         if self.compile_judge == "nvcc" and not have:
-            raise FileNotFoundError("compile_judge=nvcc but nvcc is not on PATH: install the CUDA toolkit "
-                                    "or set compile_judge=backend")
+            raise FileNotFoundError("execution.compile_judge=nvcc but nvcc is not on PATH: install the CUDA "
+                                    "toolkit or set execution.compile_judge=backend")
         return "nvcc" if have else "backend"
 
     def make_backend(self, compat: bool = False):
@@ -143,7 +143,7 @@ class ExecutionConfig:
             from cuset.execute.cpu.backend import usable_cores
 
             if compat and kwargs.get("poison_device_memory"):
-                raise ValueError("backend_options.poison_device_memory=true with compat: the official harness runs "
+                raise ValueError("execution.backend_options.poison_device_memory=true with compat: the official harness runs "
                                  "on GPU memory as the driver hands it out (cleared, or reused after cudaFree); "
                                  "drop one of the two")
             # Programs run `n_workers` at a time: each run gets its share of the

@@ -26,6 +26,7 @@ def test_every_small_suite_reference_passes_on_the_cpu_backend(tmp_path):
     cpu, _ = load_tasks(ROOT / "benchmarks" / "cuset-bench-cpu.jsonl", strict=True)
     assert cpu == [t for t in suite_tasks() if t.id in {c.id for c in cpu}]
     assert len(cpu) >= 40
-    results = validate_references(cpu, backend=backend, cases=(0, 1), workers=2, cache_dir=tmp_path / "cache")
+    results = validate_references(cpu, backend=backend, cases=(0, 1), execution=ExecutionConfig(workers=2),
+                                  cache_dir=tmp_path / "cache")
     failures = {r.task_name: f"{r.status}: {r.detail[:300]}" for r in results if not r.passed}
     assert failures == {}

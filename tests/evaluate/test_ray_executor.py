@@ -60,7 +60,8 @@ def suite(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def config(tmp_path: Path, executor: str, **kw) -> EvalConfig:
-    return EvalConfig(ExecutionConfig(backend="cpu", executor=executor, workers=2), progress=False, cache_dir=str(tmp_path / f"cache-{executor}"), **kw)
+    return EvalConfig(ExecutionConfig(backend="cpu", executor=executor, workers=2, **kw), progress=False,
+                      cache_dir=str(tmp_path / f"cache-{executor}"))
 
 
 def outcome(path: Path) -> dict:
@@ -151,6 +152,27 @@ def test_an_interrupted_local_run_resumes_under_ray(cluster, suite, local_run, t
     assert len(lines) == 2 * N_TASKS  # nothing evaluated twice
     assert outcome(tmp_path / "results.jsonl") == outcome(local_run)
     assert summary.meta["resumed"] == len(partial) and summary.meta["evaluated_now"] == 2 * N_TASKS - len(partial)
+
+
+def test_curation_on_ray_judges_as_evaluation_did(cluster, suite, local_run):
+    """The curation path of the batch runner on the same cluster: the programs of the first
+    3 tasks, each as a task's reference, get the statuses the local evaluation gave them."""
+    import dataclasses
+
+    from cuset.data.validation import validate_references
+
+    tasks, _ = load_tasks(suite[0], strict=True)
+    programs = {(r["task_id"], r["sample"]): r["code"] for r in map(json.loads, suite[1].read_text().splitlines())}
+    as_references = {key: dataclasses.replace(next(t for t in tasks if t.id == key[0]), bench_cu=code)
+                     for key, code in programs.items() if key[0] in {t.id for t in tasks[:3]}}
+    execution = config(local_run.parent, "ray").execution   # the local run's section, executor=ray
+    validations = validate_references(list(as_references.values()), execution=execution, cases=(0,),
+                                      cache_dir=local_run.parent / "cache-local" / "compile")
+    expected = outcome(local_run)
+    assert len(validations) == 6
+    assert {key: Status(v.status) for key, v in zip(as_references, validations)} == \
+        {key: expected[key][0] for key in as_references}
+    assert {v.status for v in validations} == {"passed", "runtime_error"}
 
 
 def test_summaries_leave_infra_errors_out_of_denominators():
