@@ -98,7 +98,7 @@ class ExecutionConfig:
                                hide=tuple(sb.hide) + tuple(hide))
         memory = int(sb.program_memory_gb * (1 << 30)) if sb.program_memory_gb is not None else None
         disk = int(sb.run_disk_mb * (1 << 20)) if sb.run_disk_mb is not None else None
-        return EvalOptions(tuple(cases), self.timeouts(compat), compat, sandbox=policy,
+        return EvalOptions(cases=tuple(cases), timeouts=self.timeouts(compat), compat=compat, sandbox=policy,
                            cpu_memory_bytes=int(sb.cpu_memory_gb * (1 << 30)), program_memory_bytes=memory,
                            run_disk_bytes=disk, **rest)
 

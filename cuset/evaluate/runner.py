@@ -280,17 +280,13 @@ def _run(ctx: EvalContext, todo: list[GenerationRecord], task_by_id: dict[int | 
                             Status.INFRA_ERROR, f"the Ray worker running it was lost {cfg.execution.ray_max_retries + 1} "
                             f"time(s) ({type(err).__name__})", n_tokens=g.n_tokens, backend=ctx.backend.name))
 
-    meta = run_jobs(_evaluate_sample, [(g, task_by_id.get(g.task_id), invalid.get(g.task_id, "")) for g in todo],
+    meta = run_jobs(EvalContext.evaluate, [(g, task_by_id.get(g.task_id), invalid.get(g.task_id, "")) for g in todo],
                     cfg.execution, setup=context_setup(cfg), state=ctx,
                     on_result=lambda i, result: record(result), on_lost=lost)
     if meta["executor"] == "ray":
         meta = {"executor": "ray", "ray_address": meta["ray_address"],
                 "ray_resources_per_sample": meta["ray_resources_per_job"], "infra_errors": len(lost_keys)}
     return meta
-
-
-def _evaluate_sample(ctx: EvalContext, rec: GenerationRecord, task: AnyTask | None, missing_reason: str) -> SampleResult:
-    return ctx.evaluate(rec, task, missing_reason)
 
 
 def context_setup(cfg: EvalConfig) -> Setup:

@@ -38,8 +38,8 @@ def test_eval_config_errors_are_listed(files):
     res = runner.invoke(app, ["eval", str(files / "tasks.jsonl"), str(files / "gens.jsonl"), "--out", str(files / "o"),
                               "workerz=2", "execution.timeout_run=soon"])
     assert res.exit_code == 2
-    assert "workerz: unknown key (did you mean 'workers'?)" in res.output
-    assert "timeout_run: expected a number" in res.output
+    assert "workerz: unknown key (did you mean 'execution.workers'?)" in res.output
+    assert "execution.timeout_run: expected a number" in res.output
 
 
 def test_eval_missing_generations_file(files):
