@@ -33,7 +33,7 @@ def test_expand_grid_is_the_cartesian_product_in_written_order():
 
 def test_settings_are_routed_to_their_stage():
     stages, vanilla = split_settings({"loss.tau": 0.3, "train.optim.learning_rate": 1e-4, "generate.temperature": 0.2,
-                                      "eval.backend": "cpu", "method": "dft", "loss.conf_mask": False})
+                                      "eval.execution.backend": "cpu", "method": "dft", "loss.conf_mask": False})
     assert stages == {"train": ["loss.tau=0.3", "optim.learning_rate=0.0001", "loss.name=dft", "loss.conf_mask=false"],
                       "generate": ["temperature=0.2"], "eval": ["execution.backend=cpu"]}
     assert not vanilla
