@@ -156,9 +156,10 @@ def harness_style(tasks, samples, backend, workdir: Path) -> tuple[float, int]:
 def cuset_run(tasks, gens_path: Path, out: Path, cache: Path, backend, executor: str = "local",
               compile_judge: str = "auto") -> tuple[float, int, dict]:
     from cuset.evaluate import EvalConfig, evaluate_file
+    from cuset.evaluate.config import ExecutionConfig
 
-    cfg = EvalConfig(backend=backend.name, cache_dir=str(cache), progress=True, executor=executor,
-                     compile_judge=compile_judge)
+    cfg = EvalConfig(ExecutionConfig(backend=backend.name, executor=executor, compile_judge=compile_judge),
+                     cache_dir=str(cache), progress=True)
     start = time.perf_counter()
     summary = evaluate_file(tasks, gens_path, out, cfg, backend=backend)
     seconds = time.perf_counter() - start
@@ -167,7 +168,7 @@ def cuset_run(tasks, gens_path: Path, out: Path, cache: Path, backend, executor:
 
 def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from cuset.evaluate import EvalConfig
+    from cuset.evaluate.config import ExecutionConfig
     from cuset.evaluate.runner import compile_judge_of
     from cuset.execute.nvcc_checked import NvccCheckedBackend
     from cuset.generate.records import GenerationRecord, save_generations
@@ -189,9 +190,9 @@ def main() -> None:
     # Two pairs, each doing the same compile work on both sides: the backend's own
     # compiler (g++ on the CPU backend), and nvcc judging compilation as the official
     # harness does (`cuset eval`'s default wherever nvcc is installed).
-    pairs = [("backend", EvalConfig(backend=args.backend, compile_judge="backend").make_backend())]
+    pairs = [("backend", ExecutionConfig(backend=args.backend, compile_judge="backend").make_backend())]
     if args.backend != "gpu" and shutil.which("nvcc"):
-        pairs.append(("nvcc", EvalConfig(backend=args.backend, compile_judge="nvcc", compat=True).make_backend()))
+        pairs.append(("nvcc", ExecutionConfig(backend=args.backend, compile_judge="nvcc").make_backend(compat=True)))
     tasks, programs = make_tasks_and_programs(args.distinct)
     samples = [(t, code) for r in range(args.repeats) for t, code in programs]  # duplicates far apart
     root = Path(tempfile.mkdtemp(prefix="cuset-bench-eval-"))
@@ -252,10 +253,10 @@ def ray_overhead(args, record) -> None:
     """cuset eval with executor=local and executor=ray, cold then warm, on the same samples."""
     import ray
 
-    from cuset.evaluate import EvalConfig
+    from cuset.evaluate.config import ExecutionConfig
     from cuset.generate.records import GenerationRecord, save_generations
 
-    backend = EvalConfig(backend=args.backend, compile_judge="backend").make_backend()
+    backend = ExecutionConfig(backend=args.backend, compile_judge="backend").make_backend()
     tasks, programs = make_tasks_and_programs(args.distinct)
     samples = [(t, code) for r in range(args.repeats) for t, code in programs]
     root = Path(tempfile.mkdtemp(prefix="cuset-bench-ray-"))

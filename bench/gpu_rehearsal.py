@@ -311,7 +311,7 @@ def generate_argv(plan: Plan, backend: str, *extra: str) -> list[str]:
 
 def eval_argv(plan: Plan, name: str, tasks: Path, generations: Path, *extra: str) -> list[str]:
     return cuset("eval", tasks, generations, ROOT / plan.profile.eval_config, "--out", plan.eval_dir(name),
-                 "--backend", plan.profile.eval_backend, f"workers={plan.profile.eval_workers}", "progress=false", *extra)
+                 "--backend", plan.profile.eval_backend, f"execution.workers={plan.profile.eval_workers}", "progress=false", *extra)
 
 
 # --- reading what a stage wrote ------------------------------------------------------------------

@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from cuset.data.synth import synthesize
     from cuset.data.validation import task_key, validate_references
+    from cuset.evaluate.config import ExecutionConfig
     from cuset.execute.registry import get_backend
     from cuset.io import read_jsonl
 
@@ -71,7 +72,8 @@ def main(argv: list[str] | None = None) -> int:
             new.append(v)
             progress.update(bar, advance=1, bad=sum(not r.passed for r in new))
 
-        results = validate_references(tasks, backend=backend, cases=tuple(args.cases), workers=args.workers,
+        results = validate_references(tasks, backend=backend, cases=tuple(args.cases),
+                                      execution=ExecutionConfig(workers=args.workers),
                                       results_path=results_path, cache_dir=cache_dir, on_result=on_result)
     wall = time.perf_counter() - t1
 

@@ -4,7 +4,8 @@
 
 Every problem (unknown key, wrong type, bad choice, malformed override) is
 collected and raised at once in a `ConfigError`, unknown keys with a
-"did you mean" suggestion. Nested dataclasses are addressed with dots.
+"did you mean" suggestion, keys a config class lists in its `RENAMED` class attribute
+(old key -> new dotted key) with their new name. Nested dataclasses are addressed with dots.
 """
 
 from __future__ import annotations
@@ -123,9 +124,14 @@ def _build(cls: type, data: dict, prefix: str, errors: list[str]):
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
+        renamed = getattr(cls, "RENAMED", {})
+        if key not in fields and key in renamed:
+            errors.append(f"{prefix}{key} was renamed {prefix}{renamed[key]}")
+            continue
         if key not in fields:
-            close = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
-            hint = f" (did you mean '{prefix}{close[0]}'?)" if close else f" (known keys: {', '.join(fields)})"
+            close = difflib.get_close_matches(str(key), [*fields, *renamed], n=1, cutoff=0.6)
+            hint = (f" (did you mean '{prefix}{renamed.get(close[0], close[0])}'?)" if close
+                    else f" (known keys: {', '.join(fields)})")
             errors.append(f"{prefix}{key}: unknown key{hint}")
             continue
         f = fields[key]

@@ -78,8 +78,28 @@ def test_value_checks_run_even_when_another_key_is_refused():
 def test_negative_validation_workers_are_refused_not_clamped():
     from cuset.data.config import ValidationConfig
 
-    with pytest.raises(ConfigError, match="validation.workers must be >= 0"):
-        load_config(ValidationConfig, None, ["workers=-3"])
+    with pytest.raises(ConfigError, match=r"execution: workers must be >= 0 \(0 = one per core\), got -3"):
+        load_config(ValidationConfig, None, ["execution.workers=-3"])
+
+
+def test_old_execution_keys_name_their_new_place():
+    from cuset.data.config import DataBuildConfig
+    from cuset.evaluate.config import EvalConfig
+
+    with pytest.raises(ConfigError) as exc:
+        load_config(DataBuildConfig, None, ["sources=[{path: x}]", "validation.run_timeout_s=30",
+                                            "validation.workers=2", "validation.cases=[0]"])
+    assert exc.value.errors == ["validation.run_timeout_s was renamed validation.execution.timeout_run",
+                                "validation.workers was renamed validation.execution.workers"]
+    with pytest.raises(ConfigError) as exc:
+        load_config(EvalConfig, None, ["backend=cpu", "sandbox.mode=none", "workerz=2"])
+    assert exc.value.errors == ["backend was renamed execution.backend", "sandbox was renamed execution.sandbox",
+                                "workerz: unknown key (did you mean 'execution.workers'?)"]
+    # the new spelling loads, the same section in both configs
+    cfg = load_config(DataBuildConfig, None, ["sources=[{path: x}]", "validation.execution.timeout_run=30",
+                                              "validation.execution.program_threads=2"])
+    assert (cfg.validation.execution.timeout_run, cfg.validation.execution.program_threads) == (30.0, 2)
+    assert type(cfg.validation.execution) is type(load_config(EvalConfig).execution)
 
 
 def test_unknown_key_without_close_match_lists_known_keys():

@@ -33,7 +33,7 @@ def register(root: typer.Typer) -> None:
 
         extra = list(ctx.args)
         if backend is not None:
-            extra.append(f"backend={backend}")
+            extra.append(f"execution.backend={backend}")
         if compat:
             extra.append("compat=true")
         cfg = stage_config(ctx, EvalConfig, config, extra)
@@ -42,7 +42,7 @@ def register(root: typer.Typer) -> None:
         try:  # no GPU: GpuUnavailable (a CusetError), one line
             backend_ = cfg.make_backend()
         except (ImportError, FileNotFoundError) as e:
-            fail(f"the {cfg.backend_name()} backend is not available: {e}")
+            fail(f"the {cfg.execution.backend_name()} backend is not available: {e}")
         try:  # no sandbox, bad tasks or generations, missing tasks: CusetErrors, one line each
             summary = evaluate_file(tasks, generations, out_dir / "results.jsonl", cfg, backend=backend_)
         except FileNotFoundError as e:

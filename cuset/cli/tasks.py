@@ -135,13 +135,13 @@ def check(
     from cuset.evaluate import EvalConfig
     from cuset.evaluate.taskcheck import check_tasks
 
-    extra = list(ctx.args) + ([f"backend={backend}"] if backend is not None else [])
+    extra = list(ctx.args) + ([f"execution.backend={backend}"] if backend is not None else [])
     probe = stage_config(ctx, EvalConfig, config, extra)
     cfg = probe if probe.compat else stage_config(ctx, EvalConfig, config, extra, base={"robust": True})
     try:
         backend_ = cfg.make_backend()
     except (ImportError, FileNotFoundError) as e:
-        fail(f"the {cfg.backend_name()} backend is not available: {e}")
+        fail(f"the {cfg.execution.backend_name()} backend is not available: {e}")
     try:  # a bad task file, an output dir of other settings: CusetErrors, one line (file:line) each
         result = check_tasks(file, out_dir, cfg, backend=backend_)
     except FileNotFoundError as e:

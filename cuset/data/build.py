@@ -113,17 +113,17 @@ def _validation(cfg, run: Path, bar, synth, ok: list[dict], evaluate, backend) -
     if not ok:
         atomic_write_jsonl(run / "3_validation.jsonl", [])
         return []
-    backend = backend or make_backend(cfg.validation.backend)
+    execution = cfg.validation.execution
+    backend = backend or make_backend(execution)
     store = StageStore(run, "3_validation", {"backend": backend.name, "fingerprint": backend.fingerprint(),
                                              "cases": list(cfg.validation.cases)})
-    on_ray = cfg.validation.executor == "ray"
+    on_ray = execution.executor == "ray"
     with ExitStack() as stack:
         if evaluate is None and not on_ray and any(store.get(task_key(r["task"])) is None for r in ok):
-            evaluate = stack.enter_context(pipeline_evaluator(cfg.validation, backend))
+            evaluate = stack.enter_context(pipeline_evaluator(execution, backend))
         with bar(f"3/5 validation ({backend.name}{', ray' if on_ray else ''})", len(ok)) as advance:
             return validate_tasks(synth.records, store, evaluate=evaluate, backend=backend,
-                                  cases=tuple(cfg.validation.cases), workers=cfg.validation.n_workers, advance=advance,
-                                  ray=cfg.validation if on_ray else None)
+                                  cases=tuple(cfg.validation.cases), execution=execution, advance=advance)
 
 
 def _dedup(cfg, run: Path, good: list[str], task_of: dict, origin: dict):
@@ -156,14 +156,14 @@ def _reasoning(cfg, run: Path, bar, final: list[str], task_of: dict, evaluate, b
 
     rc = cfg.reasoning
     unit, count = hf_token_counter(rc.tokenizer) if rc.tokenizer else lexer_token_counter()
-    backend = backend or make_backend(cfg.validation.backend)
+    backend = backend or make_backend(cfg.validation.execution)
     cases = tuple(cfg.validation.cases)
     model = rc.model or cfg.llm.model
     store = StageStore(run, "5_reasoning", stage_settings(rc, model, backend.fingerprint(), cases, unit))
     tasks = [(task_key(task_of[k].to_json()), task_of[k]) for k in final] + _extra_reasoning_tasks(rc.tasks)
     with ExitStack() as stack:
         if evaluate is None and any(store.get(k) is None for k, _ in tasks):
-            evaluate = stack.enter_context(pipeline_evaluator(cfg.validation, backend))
+            evaluate = stack.enter_context(pipeline_evaluator(cfg.validation.execution, backend))
         with bar(f"5/5 reasoning answers ({rc.n_candidates} per task, {backend.name})", len(tasks)) as advance:
             outcome = curate_reasoning(tasks, store, client, cfg=rc, model=model, evaluate=evaluate, backend=backend,
                                        cases=cases, count_tokens=count, token_unit=unit,

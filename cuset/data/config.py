@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import ClassVar
 
 from cuset.config import option
+from cuset.evaluate.config import ExecutionConfig
 
 SOURCE_KINDS = ("cuda_dir", "pairs_jsonl", "tasks_jsonl", "hf")
 HF_FORMATS = ("tasks", "pairs", "code")
@@ -65,33 +67,22 @@ class LLMConfig:
 
 @dataclass
 class ValidationConfig:
-    backend: str = option("auto", "Execution backend: gpu, cpu or auto (gpu when one answers).", choices=("gpu", "cpu", "auto"))
+    # the keys this section had before it embedded the evaluation's execution section
+    RENAMED: ClassVar[dict[str, str]] = {
+        "backend": "execution.backend", "workers": "execution.workers", "executor": "execution.executor",
+        "ray_address": "execution.ray_address", "ray_max_retries": "execution.ray_max_retries",
+        "gen_timeout_s": "execution.timeout_gen", "compile_timeout_s": "execution.timeout_compile",
+        "run_timeout_s": "execution.timeout_run", "compare_timeout_s": "execution.timeout_compare"}
+
     cases: list[int] = option(default_factory=lambda: [0, 1, 2, 3, 4], help="Input cases (CUSET_CASE values) every program must pass.")
-    workers: int = option(0, "Programs validated at once; 0 = number of CPU cores.")
-    gen_timeout_s: float = option(300.0, "Seconds gen.py may take per case.")
-    compile_timeout_s: float = option(120.0, "Seconds one compile may take.")
-    run_timeout_s: float = option(60.0, "Seconds one run of the program may take per case.")
-    compare_timeout_s: float = option(120.0, "Seconds compare.py may take per case.")
-    executor: str = option("local", "Where programs are validated: local (threads of this process) or ray "
-                           "(tasks on a Ray cluster; pip install 'cuset[ray]').", choices=("local", "ray"))
-    ray_address: str | None = option(None, "executor=ray: an existing cluster's address (auto = the one `ray start` "
-                                     "made here); none = an embedded local cluster for this command.")
-    ray_max_retries: int = option(2, "executor=ray: retries of a program whose worker process died; then its "
-                                  "task is recorded as infra_error (not kept; delete the record to retry).")
+    execution: ExecutionConfig = option(default_factory=ExecutionConfig,
+                                        help="How and where the reference programs run: the same section as "
+                                             "`cuset eval`'s `execution` (backend, compile judge, workers, executor, "
+                                             "timeouts, sandbox), so a program is judged as evaluation judges it.")
 
     def __post_init__(self):
         if not self.cases:
             raise ValueError("validation.cases must name at least one case")
-        if self.workers < 0:
-            raise ValueError(f"validation.workers must be >= 0 (0 = one per core), got {self.workers}")
-        if self.ray_max_retries < 0:
-            raise ValueError("validation.ray_max_retries must be >= 0")
-        if min(self.gen_timeout_s, self.compile_timeout_s, self.run_timeout_s, self.compare_timeout_s) <= 0:
-            raise ValueError("validation timeouts must be positive")
-
-    @property
-    def n_workers(self) -> int:
-        return self.workers or os.cpu_count() or 1
 
 
 @dataclass

@@ -6,11 +6,14 @@ Used by stage 3 of `cuset data build` (`validate_tasks`, over the stage-2 record
 resumable in `3_validation.jsonl`, optionally on Ray) and for any list of tasks, such as
 the task families' (`validate_references`, resumable in a results file of your choice):
 
-    results = validate_references(tasks, backend=get_backend("cpu"), cases=(0, 1), workers=2,
+    results = validate_references(tasks, execution=ExecutionConfig(backend="cpu", workers=2), cases=(0, 1),
                                   results_path="runs/v/results.jsonl")
 
-Either way one `pipeline_evaluator` (one compile cache and one workspace shared by every
-program) runs the programs, and the results file is a run store (cuset.data.runstore):
+Either way the programs run as evaluation runs them: the backend built by the same
+`ExecutionConfig.make_backend`, the same `EvalOptions` (timeouts, sandbox limits) and the
+batch runner of cuset.evaluate.batch (local threads sharing one `pipeline_evaluator`: one
+compile cache and one workspace; or Ray workers with one each). The results file is a run
+store (cuset.data.runstore):
 one JSON line per task, `Validation.to_json()`,
     {"key", "task_id", "task_name", "family", "status", "detail", "seconds", "timings"}
 (the data build adds the "candidate" and "origin" it came from), keyed by `task_key`,
@@ -21,28 +24,27 @@ one never is, as long as the backend and the cases stay the same. status is a
 
 from __future__ import annotations
 
-import contextlib
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 from cuset.errors import CusetError
-from cuset.data.config import ValidationConfig
 from cuset.data.records import json_key
 from cuset.data.runstore import StageStore
+from cuset.evaluate.batch import Setup, run_jobs
+from cuset.evaluate.config import ExecutionConfig
 from cuset.execute.result import ExecResult, Status
 from cuset.tasks import Task
 
-# evaluate(task, code, *, backend, cases) -> ExecResult: the signature of cuset.evaluate.evaluate_program
+# evaluate(task, code, *, backend, cases) -> ExecResult: cuset.evaluate.evaluate_program with
+# this run's compile cache, workspace and options (see pipeline_evaluator)
 Evaluate = Callable[..., ExecResult]
 
 
 class ValidationUnavailable(CusetError, RuntimeError):
-    """Validation cannot run here (no evaluation pipeline, no backend)."""
+    """Validation cannot run here (no backend)."""
 
 
 @dataclass(frozen=True)
@@ -88,38 +90,31 @@ def _gen_sandbox():
 
 
 @contextmanager
-def pipeline_evaluator(cfg: ValidationConfig, backend, *, cache_dir: str | Path | None = None,
+def pipeline_evaluator(execution: ExecutionConfig, backend, *, cache_dir: str | Path | None = None,
                        sandbox_gen: bool = True) -> Iterator[Evaluate]:
-    """`cuset.evaluate.evaluate_program` with one compile cache (in `cache_dir`, default the
-    cuset cache) and one workspace shared by every validation (identical sources compile once;
-    gen.py runs once per task and case). sandbox_gen=False runs gen.py unsandboxed: only for
-    scripts of our own, such as the task families'."""
-    try:
-        from cuset.evaluate import EvalOptions, Timeouts, Workspace, evaluate_program
-        from cuset.execute.compile_cache import CompileCache
-    except ImportError as e:
-        raise ValidationUnavailable(
-            f"validation needs the evaluation pipeline (cuset.evaluate.evaluate_program), which cannot be imported: {e}"
-        ) from None
-    timeouts = Timeouts(gen=cfg.gen_timeout_s, compile=cfg.compile_timeout_s, run=cfg.run_timeout_s,
-                        compare=cfg.compare_timeout_s)
-    with CompileCache(backend, cache_dir, workers=cfg.n_workers, timeout=timeouts.compile) as cache, \
-            Workspace(gen_timeout=timeouts.gen, gen_sandbox=_gen_sandbox() if sandbox_gen else None) as workspace:
-        options = EvalOptions(timeouts=timeouts)
+    """`cuset.evaluate.evaluate_program` under `execution`'s options (timeouts, sandbox limits),
+    with one compile cache (in `cache_dir`, default the cuset cache) and one workspace shared by
+    every validation (identical sources compile once; gen.py runs once per task and case).
+    sandbox_gen=False runs gen.py unsandboxed: only for scripts of our own, such as the task families'."""
+    from cuset.evaluate import Workspace, evaluate_program
+    from cuset.execute.compile_cache import CompileCache
 
-        def evaluate(task, code, *, backend, cases) -> ExecResult:
+    options = execution.options((0,))
+    with CompileCache(backend, cache_dir, workers=execution.n_workers, timeout=options.timeouts.compile) as cache, \
+            Workspace(gen_timeout=options.timeouts.gen, gen_sandbox=_gen_sandbox() if sandbox_gen else None) as workspace:
+        def evaluate(task, code: str | None, *, backend, cases) -> ExecResult:
             return evaluate_program(task, code, backend=backend, cache=cache, workspace=workspace,
                                     options=replace(options, cases=tuple(cases)))
+
         yield evaluate
 
 
-def make_backend(name: str):
-    from cuset.execute.registry import get_backend
-
+def make_backend(execution: ExecutionConfig):
+    """The backend `execution` names, built as evaluation builds it."""
     try:
-        return get_backend(name)
-    except (ImportError, RuntimeError) as e:
-        raise ValidationUnavailable(f"execution backend {name!r} is not available: {e}") from None
+        return execution.make_backend()
+    except (ImportError, RuntimeError, FileNotFoundError) as e:
+        raise ValidationUnavailable(f"execution backend {execution.backend!r} is not available: {e}") from None
 
 
 def store_settings(backend, cases: Iterable[int]) -> dict:
@@ -127,33 +122,32 @@ def store_settings(backend, cases: Iterable[int]) -> dict:
     return {"backend": backend.name, "fingerprint": backend.fingerprint(), "cases": list(cases)}
 
 
-def validate_references(tasks: Sequence[Task], *, backend, cases: tuple[int, ...] = (0, 1), workers: int = 2,
-                        results_path: str | Path | None = None, cache_dir: str | Path | None = None,
-                        on_result: Callable[[Validation], None] | None = None,
+def validate_references(tasks: Sequence[Task], *, execution: ExecutionConfig | None = None, backend=None,
+                        cases: tuple[int, ...] = (0, 1), results_path: str | Path | None = None,
+                        cache_dir: str | Path | None = None, on_result: Callable[[Validation], None] | None = None,
                         sandbox_gen: bool = False) -> list[Validation]:
     """Validate each task's own bench.cu; returns one Validation per task, in the order of `tasks`.
 
-    results_path (a .jsonl file): records stream there as tasks finish, and a re-run skips
-    the tasks already recorded (its settings are kept in a state.json beside it). on_result
-    is called with each task validated by this call, one call at a time. gen.py runs unsandboxed unless
-    sandbox_gen (the default suits the task families, whose scripts are ours)."""
+    execution: backend, workers, executor, timeouts (default `ExecutionConfig()`); backend: an
+    already built one (default `execution`'s). results_path (a .jsonl file): records stream
+    there as tasks finish, and a re-run skips the tasks already recorded (its settings are kept
+    in a state.json beside it). on_result is called with each task validated by this call, in
+    this thread. gen.py runs unsandboxed unless sandbox_gen (the default suits the task
+    families, whose scripts are ours)."""
+    execution = execution or ExecutionConfig()
+    backend = backend or make_backend(execution)
     store = _results_store(results_path, backend, cases)
     keys = [task_key(t) for t in tasks]
-    todo = [(k, t) for k, t in dict(zip(keys, tasks)).items() if store.get(k) is None]
+    todo = [(k, t.to_json(), tuple(cases)) for k, t in dict(zip(keys, tasks)).items() if store.get(k) is None]
 
-    lock = threading.Lock()  # on_result is called from the pool's threads, one at a time
-
-    def record(v: Validation) -> None:
-        with lock:
-            store.put(v.to_json())
-            if on_result is not None:
-                on_result(v)
+    def record(i: int, v: Validation) -> None:
+        store.put(v.to_json())
+        if on_result is not None:
+            on_result(v)
 
     try:
         if todo:
-            cfg = ValidationConfig(cases=list(cases), workers=max(1, workers))
-            with pipeline_evaluator(cfg, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen) as evaluate:
-                _run_local(todo, evaluate, backend, tuple(cases), workers, record)
+            _run(todo, execution, backend, record, cache_dir=cache_dir, sandbox_gen=sandbox_gen)
     finally:
         store.close()
     return [Validation.from_json(store.get(k)) for k in keys]
@@ -185,92 +179,74 @@ class _MemoryStore:
 
 
 def validate_tasks(synth_records: list[dict], store: StageStore, *, evaluate: Evaluate | None, backend,
-                   cases: tuple[int, ...], workers: int, advance=None,
-                   ray: ValidationConfig | None = None) -> list[dict]:
+                   cases: tuple[int, ...], execution: ExecutionConfig, advance=None) -> list[dict]:
     """Stage 3 of the data build: validate the `ok` records of stage 2; returns one
     validation record per such record, in order (two candidates that became the same
-    task share one run). `ray`: the validation config of an executor=ray run (programs
-    run on Ray workers, each with its own evaluation pipeline; `evaluate` is then unused)."""
+    task share one run). `evaluate` runs the programs locally (executor=local); on Ray each
+    worker builds its own pipeline from `execution`."""
     ok = [rec for rec in synth_records if rec["status"] == "ok"]
-    jobs: dict[str, tuple[dict, dict]] = {}
+    jobs: dict[str, dict] = {}
     for rec in ok:
         key = task_key(rec["task"])
         if store.get(key) is None and key not in jobs:
-            jobs[key] = (rec, rec["task"])
+            jobs[key] = rec
         elif advance is not None:
             advance()
+    todo = [(key, rec["task"], tuple(cases)) for key, rec in jobs.items()]
 
-    def record(key: str, v: Validation) -> None:
-        rec = jobs[key][0]
+    def record(i: int, v: Validation) -> None:
+        rec = jobs[v.key]
         store.put({**v.to_json(), "candidate": rec["key"], "origin": rec.get("origin", "")})
         if advance is not None:
             advance()
 
-    if ray is not None:
-        _validate_on_ray(list(jobs.items()), ray, backend, cases, record)
-    else:
-        _run_local([(key, Task.from_json(task_json)) for key, (_, task_json) in jobs.items()], evaluate, backend,
-                   cases, workers, lambda v: record(v.key, v), on_error=advance)
+    if todo:
+        _run(todo, execution, backend, record, state=(evaluate, backend) if evaluate is not None else None)
     by_key = {r["key"]: r for r in store.finish(list(dict.fromkeys(task_key(r["task"]) for r in ok)))}
     return [{**by_key[task_key(rec["task"])], "candidate": rec["key"], "origin": rec.get("origin", "")} for rec in ok]
 
 
-def _run_local(jobs: list[tuple[str, Task]], evaluate: Evaluate, backend, cases: tuple[int, ...], workers: int,
-               on_result: Callable[[Validation], None], on_error: Callable[[], Any] | None = None) -> None:
-    """Validate the jobs on a thread pool, calling on_result (under no lock: it must be
-    thread-safe) as each finishes; on_error is called for a job whose validation raised."""
+def _run(todo: list[tuple[str, dict, tuple[int, ...]]], execution: ExecutionConfig, backend,
+         record: Callable[[int, Validation], None], *, state=None, cache_dir=None, sandbox_gen: bool = True) -> None:
+    """Validate (key, task record, cases) jobs with the batch runner; a job whose Ray worker was
+    lost too often is recorded as infra_error (so not kept)."""
+    def lost(i: int, err: BaseException) -> None:
+        key, task_json, _ = todo[i]
+        record(i, Validation(key, task_json.get("id", ""), task_json.get("task_name", ""),
+                             task_json.get("family") or task_json.get("task_name", ""), Status.INFRA_ERROR.value,
+                             f"the Ray worker validating it was lost {execution.ray_max_retries + 1} time(s) "
+                             f"({type(err).__name__})", 0.0))
 
-    def work(job: tuple[str, Task]) -> None:
-        key, task = job
-        try:
-            v = _validate_one(key, task, evaluate, backend, cases)
-        except BaseException:
-            if on_error is not None:
-                on_error()
-            raise
-        on_result(v)
-
-    pool = ThreadPoolExecutor(max_workers=max(1, workers))
-    try:
-        list(pool.map(work, jobs))
-    finally:  # on Ctrl-C or an error: finish the programs running, start no new ones
-        pool.shutdown(wait=True, cancel_futures=True)
+    # locally this process's backend (possibly one the caller built) serves every thread
+    local = Setup(_local_pipeline, (backend, cache_dir, sandbox_gen))
+    remote = Setup(_worker_pipeline, (cache_dir, sandbox_gen))
+    run_jobs(_validate_job, todo, execution, setup=remote if execution.executor == "ray" else local,
+             state=state, on_result=record, on_lost=lost)
 
 
-def _validate_one(key: str, task: Task, evaluate: Evaluate, backend, cases) -> Validation:
+@contextmanager
+def _local_pipeline(execution: ExecutionConfig, backend, cache_dir, sandbox_gen: bool):
+    with pipeline_evaluator(execution, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen) as evaluate:
+        yield evaluate, backend
+
+
+@contextmanager
+def _worker_pipeline(execution: ExecutionConfig, cache_dir, sandbox_gen: bool):
+    """A Ray worker's backend and pipeline, built from the driver's execution section."""
+    backend = make_backend(execution)
+    with pipeline_evaluator(execution, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen) as evaluate:
+        yield evaluate, backend
+
+
+def _validate_job(state: tuple[Evaluate, object], key: str, task_json: dict, cases: tuple[int, ...]) -> Validation:
+    evaluate, backend = state
+    task = Task.from_json(task_json)
     start = time.perf_counter()
-    result = evaluate(task, task.bench_cu, backend=backend, cases=tuple(cases))
+    result = evaluate(task, task.bench_cu, backend=backend, cases=cases)
     if not isinstance(result, ExecResult):
         raise TypeError(f"evaluate returned {type(result).__name__}, expected ExecResult")
     return Validation(key, task.id, task.task_name, task.family_name, result.status.value, result.detail,
                       round(time.perf_counter() - start, 3), {k: round(v, 3) for k, v in result.timings.items()})
-
-
-def validate_on_worker(cfg: ValidationConfig, backend_name: str, key: str, task_json: dict,
-                       cases: tuple[int, ...]) -> Validation:
-    """One program's validation on a Ray worker, with a pipeline kept for the worker's life."""
-    from cuset.execute.ray_tasks import worker_state
-
-    backend = worker_state(f"backend|{backend_name}", lambda: contextlib.nullcontext(make_backend(backend_name)))
-    evaluate = worker_state(f"validate|{backend_name}|{cfg!r}", lambda: pipeline_evaluator(cfg, backend))
-    return _validate_one(key, Task.from_json(task_json), evaluate, backend, cases)
-
-
-def _validate_on_ray(jobs: list, cfg: ValidationConfig, backend, cases, record: Callable[[str, Validation], None]) -> None:
-    from cuset.execute.ray_tasks import ray_map, ray_session
-
-    def lost(i: int, err: BaseException) -> None:
-        key, (rec, task_json) = jobs[i]
-        record(key, Validation(key, task_json.get("id", ""), task_json.get("task_name", ""),
-                               task_json.get("family") or task_json.get("task_name", ""), Status.INFRA_ERROR.value,
-                               f"the Ray worker validating it was lost {cfg.ray_max_retries + 1} time(s) "
-                               f"({type(err).__name__})", 0.0))
-
-    resources = {"num_gpus": 1, "num_cpus": 1} if backend.name == "gpu" else {"num_cpus": 1}
-    with ray_session(cfg.ray_address, cfg.n_workers):
-        ray_map(validate_on_worker, [(key, task_json, tuple(cases)) for key, (rec, task_json) in jobs],
-                resources=resources, max_retries=cfg.ray_max_retries, shared=(cfg, backend.name),
-                on_result=lambda i, v: record(jobs[i][0], v), on_lost=lost)
 
 
 def passed(record: dict) -> bool:

@@ -286,9 +286,9 @@ class DemoRun:
             "hf": {"batch_size": 16, "device": "cpu", "dtype": "float32"},
         })
         # Compilation is judged by nvcc (the paper's metric); the CPU backend runs what compiled.
-        evaluate = load_config(EvalConfig, base={"backend": "cpu", "compile_judge": "nvcc", "progress": c.progress,
-                                                 "cache_dir": str(self.out / "cache"),
-                                                 "backend_options": {"seed": c.seed + 1}})
+        evaluate = load_config(EvalConfig, base={"execution": {"backend": "cpu", "compile_judge": "nvcc",
+                                                               "backend_options": {"seed": c.seed + 1}},
+                                                 "progress": c.progress, "cache_dir": str(self.out / "cache")})
         labels = {"model": "demo-base", "method": method, "seed": self.seed_of(model)}
         return Cell(self.cell_dir(model), str(self.eval_tasks), generate=generate, evaluate=evaluate,
                     train=train, labels=labels)

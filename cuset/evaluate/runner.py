@@ -16,14 +16,15 @@ import logging
 import os
 import time
 from collections import Counter
-from contextlib import contextmanager
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from contextlib import closing, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Sequence
 
 from cuset.errors import CusetError
 from cuset.evaluate import devicemap
-from cuset.evaluate.config import EvalConfig
+from cuset.evaluate.batch import Setup, run_jobs
+from cuset.evaluate.config import EvalConfig, ExecutionConfig
 from cuset.evaluate.metrics import Summary, summarize
 from cuset.evaluate.perf.measure import measure
 from cuset.evaluate.pipeline import evaluate_program
@@ -153,21 +154,21 @@ class EvalContext:
     """One process's evaluation machinery: backend, workspace, compile cache, options.
 
     The local executor shares one between its threads; each Ray worker process builds
-    its own from the same config (cuset.evaluate.ray_executor) and keeps it for the
-    samples it is given."""
+    its own from the same config (cuset.evaluate.batch) and keeps it for the samples it
+    is given."""
 
     def __init__(self, cfg: EvalConfig, backend=None):
         self.cfg = cfg
         self.backend = backend or cfg.make_backend()
         # Absolute: the sandbox hides it by path, and programs run in their own directories.
         self.cache_root = Path(cfg.cache_dir).resolve() if cfg.cache_dir else cache_root()
-        self.sandbox_mode = resolve_mode(cfg.sandbox.mode)  # fail before any work if there is no sandbox
+        self.sandbox_mode = resolve_mode(cfg.execution.sandbox.mode)  # fail before any work if there is no sandbox
         self.workspace = Workspace(parent=cfg.workdir or None,
                                    data_root=self.cache_root / "data" if cfg.data_cache else None,
                                    keep=cfg.keep_workdirs, gen_timeout=cfg.timeouts().gen,
                                    python_preload=tuple(cfg.python_preload) if cfg.python_preload is not None else None)
         self.options = cfg.options(hide=(str(self.cache_root),))
-        self.cache = CompileCache(self.backend, self.cache_root / "compile", workers=cfg.n_workers,
+        self.cache = CompileCache(self.backend, self.cache_root / "compile", workers=cfg.execution.n_workers,
                                   timeout=cfg.timeouts().compile,
                                   max_bytes=int(cfg.compile_cache_gb * (1 << 30)) if cfg.compile_cache_gb else None)
 
@@ -200,8 +201,8 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
                   backend=None, on_result: Callable[[SampleResult], None] | None = None) -> Summary:
     """Evaluate every generation not yet in `results_path`; return the summary of all of them.
 
-    `config.executor` picks where samples run: `local` (threads of this process) or `ray`
-    (tasks on a Ray cluster, see cuset.evaluate.ray_executor); this process alone writes
+    `config.execution.executor` picks where samples run: `local` (threads of this process)
+    or `ray` (tasks on a Ray cluster, see cuset.evaluate.batch); this process alone writes
     the results file either way, so a run resumes under either executor."""
     cfg = config or EvalConfig()
     results_path = Path(results_path)
@@ -220,13 +221,7 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
                 if on_result:
                     on_result(result)
 
-            if cfg.executor == "ray":
-                from cuset.evaluate.ray_executor import run_on_ray
-
-                executor_meta = run_on_ray(todo, cfg, task_by_id, invalid, record)
-            else:
-                _run_local(ctx, todo, task_by_id, invalid, record)
-                executor_meta = {"executor": "local"}
+            executor_meta = _run(ctx, todo, task_by_id, invalid, record)
     finally:
         ctx.close()
     backend, cache = ctx.backend, ctx.cache
@@ -238,13 +233,13 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
         "extract": cfg.extractor, "cases": list(cfg.cases), "robust": cfg.robust,
         "robust_cases": cfg.robust_cases if cfg.robust else None, "strict_kernels": cfg.strict_kernels,
         "perf": cfg.perf, "perf_suspect_speedup": cfg.perf_timing.suspect_speedup if cfg.perf else None,
-        "sandbox": ctx.sandbox_mode, "workers": cfg.n_workers,
+        "sandbox": ctx.sandbox_mode, "workers": cfg.execution.n_workers,
         **executor_meta,
         "tasks": str(tasks) if isinstance(tasks, (str, os.PathLike)) else f"{len(task_by_id)} tasks",
         "tasks_in_file": len(task_by_id),
         "generations": str(generations_path), "evaluated_now": len(todo), "resumed": len(gens) - len(todo),
         # on Ray each worker process keeps its own counts (the cache on disk is shared; its counts are not)
-        "compile_cache": ({"hits": cache.hits, "misses": cache.misses} if cfg.executor == "local"
+        "compile_cache": ({"hits": cache.hits, "misses": cache.misses} if cfg.execution.executor == "local"
                           else "counted in the Ray workers, not collected"),
         "seconds": time.perf_counter() - t0,
         "cuda_mapped_tasks": sorted({r.task_id for r in all_results if r.notes}, key=task_id_order),
@@ -267,16 +262,38 @@ def _kernelbench_meta(backend, cfg: EvalConfig, tasks: list) -> dict:
             "strict_kernels": cfg.strict_kernels, "eval_mode": cfg.eval_mode}
 
 
-def _run_local(ctx: EvalContext, todo: list[GenerationRecord], task_by_id: dict[int | str, AnyTask], invalid: dict[int | str, str],
-               record: Callable[[SampleResult], None]) -> None:
-    pool = ThreadPoolExecutor(max_workers=ctx.cfg.n_workers, thread_name_prefix="eval")
-    try:
-        futures = [pool.submit(ctx.evaluate, g, task_by_id.get(g.task_id), invalid.get(g.task_id, "")) for g in todo]
-        for fut in as_completed(futures):
-            record(fut.result())
-    finally:
-        # On Ctrl-C or an error, drop queued samples; finished ones are already saved.
-        pool.shutdown(wait=True, cancel_futures=True)
+def _run(ctx: EvalContext, todo: list[GenerationRecord], task_by_id: dict[int | str, AnyTask],
+         invalid: dict[int | str, str], record: Callable[[SampleResult], None]) -> dict:
+    """Evaluate `todo` with the batch runner (ctx's threads, or Ray workers with their own
+    contexts), calling `record` for each result as it arrives; returns the executor's meta."""
+    cfg = ctx.cfg
+    lost_keys = []
+
+    def lost(i: int, err: BaseException) -> None:
+        g = todo[i]
+        task = task_by_id.get(g.task_id)
+        lost_keys.append(g.key)
+        record(SampleResult(g.task_id, g.task_name, task.family_name if task else g.task_name, g.sample,
+                            Status.INFRA_ERROR, f"the Ray worker running it was lost {cfg.execution.ray_max_retries + 1} "
+                            f"time(s) ({type(err).__name__})", n_tokens=g.n_tokens, backend=ctx.backend.name))
+
+    meta = run_jobs(EvalContext.evaluate, [(g, task_by_id.get(g.task_id), invalid.get(g.task_id, "")) for g in todo],
+                    cfg.execution, setup=context_setup(cfg), state=ctx,
+                    on_result=lambda i, result: record(result), on_lost=lost)
+    if meta["executor"] == "ray":
+        meta = {"executor": "ray", "ray_address": meta["ray_address"],
+                "ray_resources_per_sample": meta["ray_resources_per_job"], "infra_errors": len(lost_keys)}
+    return meta
+
+
+def context_setup(cfg: EvalConfig) -> Setup:
+    """How a batch runner's process builds its EvalContext for `cfg` (cuset.evaluate.batch)."""
+    return Setup(_eval_context, (cfg,))
+
+
+def _eval_context(execution: ExecutionConfig, cfg: EvalConfig):
+    """An EvalContext for `cfg` under the execution section of the process (a Ray worker's pins its threads)."""
+    return closing(EvalContext(replace(cfg, execution=execution)))
 
 
 @contextmanager

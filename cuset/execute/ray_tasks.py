@@ -1,7 +1,7 @@
 """Run one function over many inputs as Ray tasks; the caller's process gets every outcome.
 
-The one place cuset talks to Ray (evaluation: cuset.evaluate.ray_executor; data curation:
-cuset.data.validation). Ray is optional (`pip install 'cuset[ray]'`) and imported here only.
+The one place cuset talks to Ray (used by the batch runner, cuset.evaluate.batch, which
+evaluation and curation share). Ray is optional (`pip install 'cuset[ray]'`) and imported here only.
 
     with ray_session(address=None, num_cpus=2):
         ray_map(fn, [(a, b), ...], resources={"num_cpus": 1}, max_retries=2,

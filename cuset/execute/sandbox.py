@@ -173,7 +173,7 @@ def resolve_mode(mode: str = "auto") -> str:
     raise SandboxUnavailable(
         "no sandbox for untrusted programs: " + "; ".join(reasons)
         + ". Install bubblewrap (`apt-get install bubblewrap`) or util-linux, "
-          "or set sandbox.mode=none to run unisolated (never for model output).")
+          "or set execution.sandbox.mode=none to run unisolated (never for model output).")
 
 
 def _next_uid() -> int:

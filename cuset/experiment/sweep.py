@@ -54,7 +54,7 @@ class SweepConfig:
     generate_config: str | None = option(None, help="Generation YAML for every cell (the model path is filled in per cell).")
     generate_overrides: list[str] = option(default_factory=list, help="key=value overrides of the generation config.")
     eval_config: str | None = option(None, help="Evaluation YAML (EvalConfig) for every cell.")
-    eval_overrides: list[str] = option(default_factory=list, help="key=value overrides of the evaluation config, e.g. backend=cpu.")
+    eval_overrides: list[str] = option(default_factory=list, help="key=value overrides of the evaluation config, e.g. execution.backend=cpu.")
     grid: dict = option(default_factory=dict, help="key: [values]; every combination is a cell, e.g. {loss.tau: [0.1, 0.3]}.")
     axes: list[dict] = option(default_factory=list, help="More grids, each expanded on its own and added (Figure 4: one axis per "
                               "hyper-parameter around the default setting).")

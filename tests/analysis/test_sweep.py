@@ -33,9 +33,9 @@ def test_expand_grid_is_the_cartesian_product_in_written_order():
 
 def test_settings_are_routed_to_their_stage():
     stages, vanilla = split_settings({"loss.tau": 0.3, "train.optim.learning_rate": 1e-4, "generate.temperature": 0.2,
-                                      "eval.backend": "cpu", "method": "dft", "loss.conf_mask": False})
+                                      "eval.execution.backend": "cpu", "method": "dft", "loss.conf_mask": False})
     assert stages == {"train": ["loss.tau=0.3", "optim.learning_rate=0.0001", "loss.name=dft", "loss.conf_mask=false"],
-                      "generate": ["temperature=0.2"], "eval": ["backend=cpu"]}
+                      "generate": ["temperature=0.2"], "eval": ["execution.backend=cpu"]}
     assert not vanilla
     assert split_settings({"method": "vanilla"}) == ({"train": [], "generate": [], "eval": []}, True)
 
@@ -64,7 +64,7 @@ def test_cell_ids_change_when_the_base_config_changes(tmp_path):
     a = build_cells(sweep_cfg(tmp_path, grid={"loss.tau": [0.5]}))[0]
     b = build_cells(sweep_cfg(tmp_path, grid={"loss.tau": [0.5]}, train_overrides=["seed=7"]))[0]
     assert a.cell_id != b.cell_id and a.cell_id.split("-")[0] == b.cell_id.split("-")[0]
-    c = build_cells(sweep_cfg(tmp_path, grid={"loss.tau": [0.5]}, eval_overrides=["backend=cpu"]))[0]
+    c = build_cells(sweep_cfg(tmp_path, grid={"loss.tau": [0.5]}, eval_overrides=["execution.backend=cpu"]))[0]
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text("{}\n")
     d1 = build_cells(SweepConfig(train_config=TINY_TRAIN, tasks=str(tasks), grid={"loss.tau": [0.5]}))[0]

@@ -56,7 +56,7 @@ def test_sweep_trains_generates_evaluates_and_resumes(setup, monkeypatch):
         name="tiny", out_dir=str(root / "out"), train_config=str(Path(__file__).resolve().parents[2] / "configs/train/tiny/lora.yaml"), tasks=str(tasks),
         train_overrides=[f"model.name_or_path={model}", f"data.paths=[{tasks}]", "optim.max_steps=1", "save_steps=0"],
         generate_overrides=["n_samples=3", "sampling.max_new_tokens=8", "hf.device=cpu", "progress=false"],
-        eval_overrides=["backend=cpu", "compile_judge=nvcc", "progress=false", "workers=1"],
+        eval_overrides=["execution.backend=cpu", "execution.compile_judge=nvcc", "progress=false", "execution.workers=1"],
         grid={"method": ["vanilla", "cuset"]}, labels={"params": "30K"}, progress=False)
 
     real_eval, real_train = cuset.evaluate.evaluate_file, cuset.train.run.train

@@ -121,7 +121,7 @@ def test_commands_are_shown_as_a_user_types_them(rehearsal):
         "model.name_or_path=runs/rehearsal/model 'data.paths=[runs/rehearsal/data/train.jsonl]'")
     assert by_name["eval-kernelbench-robust"] == (
         "cuset eval runs/rehearsal/data/kernelbench-slice runs/rehearsal/data/kernelbench-answers.jsonl "
-        "configs/eval/gpu.yaml --out runs/rehearsal/eval/kernelbench-robust --backend gpu workers=8 progress=false "
+        "configs/eval/gpu.yaml --out runs/rehearsal/eval/kernelbench-robust --backend gpu execution.workers=8 progress=false "
         "robust=true")
     assert rehearsal.shown(["/elsewhere/tool", "x=/tmp/y"]) == "/elsewhere/tool x=/tmp/y"
 

@@ -11,7 +11,7 @@ import pytest
 
 from cuset.data.families.suite import suite_tasks
 from cuset.data.validation import validate_references
-from cuset.evaluate import EvalConfig
+from cuset.evaluate.config import ExecutionConfig
 from cuset.execute.nvcc_checked import NvccCheckedBackend
 from cuset.tasks.io import load_tasks
 
@@ -21,11 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU backend needs g++")
 def test_every_small_suite_reference_passes_on_the_cpu_backend(tmp_path):
-    backend = EvalConfig(backend="cpu").make_backend()   # compile_judge=auto: nvcc when installed
+    backend = ExecutionConfig(backend="cpu").make_backend()   # compile_judge=auto: nvcc when installed
     assert isinstance(backend, NvccCheckedBackend) == (shutil.which("nvcc") is not None)
     cpu, _ = load_tasks(ROOT / "benchmarks" / "cuset-bench-cpu.jsonl", strict=True)
     assert cpu == [t for t in suite_tasks() if t.id in {c.id for c in cpu}]
     assert len(cpu) >= 40
-    results = validate_references(cpu, backend=backend, cases=(0, 1), workers=2, cache_dir=tmp_path / "cache")
+    results = validate_references(cpu, backend=backend, cases=(0, 1), execution=ExecutionConfig(workers=2),
+                                  cache_dir=tmp_path / "cache")
     failures = {r.task_name: f"{r.status}: {r.detail[:300]}" for r in results if not r.passed}
     assert failures == {}

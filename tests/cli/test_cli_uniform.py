@@ -28,7 +28,8 @@ def _stages(tmp_path):
                   "cuset.train.run", "train"),
         "sweep": (["sweep"], [], {"train_config": "t.yaml", "tasks": "t.jsonl"}, "cuset.experiment.sweep", "run_sweep"),
         "generate": (["generate"], [], {"tasks": "t.jsonl", "out": str(gens)}, "cuset.generate.run", "generate_file"),
-        "eval": (["eval", "tasks.jsonl", str(gens)], ["--out", str(tmp_path / "ev")], {"backend": "cpu"},
+        "eval": (["eval", "tasks.jsonl", str(gens)], ["--out", str(tmp_path / "ev")],
+                 {"cases": [0, 2]},
                  "cuset.evaluate", "evaluate_file"),
         "demo": (["demo"], [], {"n_train": 3}, "cuset.demo.run", "run_demo"),
     }
@@ -36,10 +37,10 @@ def _stages(tmp_path):
 
 STAGES = ["data build", "train", "sweep", "generate", "eval", "demo"]
 KNOWN_KEY = {"data build": "max_file_bytes", "train": "loss.tau", "sweep": "train_config", "generate": "n_samples",
-             "eval": "compile_judge", "demo": "finetune_steps"}
+             "eval": "execution.compile_judge", "demo": "finetune_steps"}
 OVERRIDE = {"data build": ("max_file_bytes=1234", "max_file_bytes", 1234), "train": ("loss.tau=0.25", "loss.tau", 0.25),
             "sweep": ("name=grid7", "name", "grid7"), "generate": ("n_samples=7", "n_samples", 7),
-            "eval": ("workers=3", "workers", 3), "demo": ("seed=11", "seed", 11)}
+            "eval": ("execution.workers=3", "execution.workers", 3), "demo": ("seed=11", "seed", 11)}
 
 
 def _stub(monkeypatch, module, name, seen, error=Stop("stopped")):

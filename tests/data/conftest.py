@@ -55,7 +55,7 @@ def build_config(tmp_path, mixed_dir, fake_llm):
             ],
             "llm": {"base_url": fake_llm.base_url, "model": "fake-coder", "concurrency": 3, "backoff_s": 0.0,
                     "cache_dir": str(tmp_path / "llm_cache")},
-            "validation": {"backend": "cpu", "workers": 2},
+            "validation": {"execution": {"backend": "cpu", "workers": 2, "compile_judge": "backend"}},
             "decontam": {"eval_sets": [str(FIXTURES / "eval_tasks.jsonl")]},
             "progress": False,
         }

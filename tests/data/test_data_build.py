@@ -139,13 +139,14 @@ def test_missing_backend_stops_after_synthesis_with_a_clear_error(build_config, 
 @pytest.mark.timeout(900)
 def test_validation_on_a_local_ray_cluster_keeps_the_same_tasks(build_config, fake_llm, tmp_path, monkeypatch,
                                                                 cold_compile_cache):
-    import cuset.data.validation as validation
+    import cuset.evaluate.batch as batch
 
     def no_local_pool(*a, **k):
         raise AssertionError("executor=ray validated on the local thread pool")
 
-    monkeypatch.setattr(validation, "ThreadPoolExecutor", no_local_pool)
-    cfg = build_config(validation={"backend": "cpu", "workers": 2, "executor": "ray"})
+    monkeypatch.setattr(batch, "_run_local", no_local_pool)
+    cfg = build_config(validation={"execution": {"backend": "cpu", "workers": 2, "compile_judge": "backend",
+                                                 "executor": "ray"}})
     result = build_dataset(cfg)
     _check_run(result, fake_llm)  # the same statuses, kept tasks and report as the local executor's
     assert {r["status"] for r in read_jsonl(result.run_dir / "3_validation.jsonl")} <= \

@@ -25,17 +25,17 @@ def test_build_needs_a_config():
 
 def test_build_lists_every_config_error(tmp_path):
     cfg = write_config(tmp_path, {"sources": [{"kind": "cuda_dirs", "path": "x"}], "llm": {"modle": "m"}})
-    res = runner.invoke(app, ["data", "build", cfg, "validation.workers=two"])
+    res = runner.invoke(app, ["data", "build", cfg, "validation.execution.workers=two"])
     assert res.exit_code == 2
     assert "config error" in res.output and "did you mean 'cuda_dir'" in res.output
     assert "llm.modle: unknown key (did you mean 'llm.model'?)" in res.output
-    assert "validation.workers: expected an integer" in res.output
+    assert "validation.execution.workers: expected an integer" in res.output
 
 
 def test_help_config_lists_nested_keys():
     res = runner.invoke(app, ["data", "build", "--help-config"])
     assert res.exit_code == 0
-    for key in ("llm.max_requests", "validation.backend", "decontam.threshold", "sources[].kind"):
+    for key in ("llm.max_requests", "validation.execution.backend", "decontam.threshold", "sources[].kind"):
         assert key in res.output
 
 

@@ -24,5 +24,5 @@ def test_every_shipped_config_loads(path):
 
 def test_paper_config_matches_the_paper():
     cfg = load_config(DataBuildConfig, ROOT / "configs" / "data" / "paper.yaml")
-    assert cfg.validation.cases == [0, 1, 2, 3, 4] and cfg.validation.backend == "gpu"
+    assert cfg.validation.cases == [0, 1, 2, 3, 4] and cfg.validation.execution.backend == "gpu"
     assert cfg.llm.model.startswith("Qwen/Qwen3-Coder")

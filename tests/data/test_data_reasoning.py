@@ -68,7 +68,7 @@ def _config(tmp_path, server, *overrides):
             "sources": [{"kind": "tasks_jsonl", "path": str(tasks), "label": "tasks"}],
             "llm": {"base_url": server.base_url, "model": "fake-reasoner", "concurrency": 2, "backoff_s": 0.0,
                     "cache_dir": str(tmp_path / "llm_cache")},
-            "validation": {"backend": "cpu", "workers": 2, "cases": [0, 1]},
+            "validation": {"execution": {"backend": "cpu", "workers": 2, "compile_judge": "backend"}, "cases": [0, 1]},
             "dedup": {"near_threshold": 1.0},  # the two tasks differ in one line: keep both
             "reasoning": True, "progress": False}
     return load_config(DataBuildConfig, None, ["reasoning.n_candidates=4", *overrides], base=data)

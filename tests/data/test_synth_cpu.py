@@ -11,6 +11,7 @@ import pytest
 
 from cuset.data.families import get_family
 from cuset.data.validation import task_key, validate_references
+from cuset.evaluate.config import ExecutionConfig
 from cuset.data.synth import synthesize
 from cuset.io import read_jsonl
 
@@ -26,7 +27,7 @@ def backend():
 
 def test_a_sample_of_synthesised_references_pass_on_the_cpu_backend(backend, tmp_path):
     sample = random.Random(1).sample(synthesize(2000, seed=0), 6)
-    results = validate_references(sample, backend=backend, cases=(0, 1), workers=2,
+    results = validate_references(sample, backend=backend, cases=(0, 1), execution=ExecutionConfig(workers=2),
                                   results_path=tmp_path / "results.jsonl", cache_dir=tmp_path / "cache")
     assert [(r.task_name, r.status) for r in results] == [(t.task_name, "passed") for t in sample], \
         [r.detail for r in results if r.status != "passed"]
@@ -39,7 +40,8 @@ def test_wrong_programs_fail_and_a_rerun_resumes(backend, tmp_path):
     crash = dataclasses.replace(task, bench_cu=task.bench_cu.replace('"data/x.bin"', '"data/missing.bin"'))
     assert wrong.bench_cu != task.bench_cu and crash.bench_cu != task.bench_cu
     path = tmp_path / "results.jsonl"
-    results = validate_references([task, wrong, crash], backend=backend, cases=(0,), workers=2, results_path=path,
+    results = validate_references([task, wrong, crash], backend=backend, cases=(0,), execution=ExecutionConfig(workers=2),
+                                  results_path=path,
                                   cache_dir=tmp_path / "cache")
     assert [r.status for r in results] == ["passed", "wrong", "runtime_error"]
     calls = []

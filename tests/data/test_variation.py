@@ -62,6 +62,7 @@ def test_the_parts_by_hand():
                     reason="validation needs g++ (CPU backend) and nvcc")
 def test_varied_programs_compile_with_nvcc_and_pass_validation(tmp_path):
     from cuset.data.validation import validate_references
+    from cuset.evaluate.config import ExecutionConfig
     from cuset.execute.cpu import CpuBackend
 
     sample = [vary_task(t, 5) for t in random.Random(2).sample(TASKS, 3)]
@@ -71,7 +72,8 @@ def test_varied_programs_compile_with_nvcc_and_pass_validation(tmp_path):
         done = subprocess.run(["nvcc", "-o", str(tmp_path / f"{task.id}.out"), str(src)], capture_output=True,
                               text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-2000:]
-    results = validate_references(sample, backend=CpuBackend(), cases=(0,), workers=1, cache_dir=tmp_path / "cache")
+    results = validate_references(sample, backend=CpuBackend(), cases=(0,), execution=ExecutionConfig(workers=1),
+                                  cache_dir=tmp_path / "cache")
     assert [r.status for r in results] == ["passed"] * 3, [r.detail for r in results]
 
 

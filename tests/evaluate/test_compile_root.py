@@ -85,8 +85,8 @@ def evaluated(planted, tmp_path_factory):
             names[task_id, sample] = name
     save_generations(files / "gens.jsonl", gens)
     res = CliRunner().invoke(app, ["eval", str(files / "tasks.jsonl"), str(files / "gens.jsonl"), "--out",
-                                   str(files / "out"), "--backend", "cpu", "compile_judge=backend", "workers=2",
-                                   "progress=false", "timeout_compile=600", f"workdir={files / 'work'}",
+                                   str(files / "out"), "--backend", "cpu", "execution.compile_judge=backend", "execution.workers=2",
+                                   "progress=false", "execution.timeout_compile=600", f"workdir={files / 'work'}",
                                    # a compile cache of its own: the honest programs are built in the minimal
                                    # root on every run (the precompiled headers stay shared)
                                    f"cache_dir={files / 'cache'}"])

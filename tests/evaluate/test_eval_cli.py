@@ -25,7 +25,7 @@ def files(tmp_path):
 def test_eval_command_prints_table_and_writes_files(files, monkeypatch):
     monkeypatch.setattr(EvalConfig, "make_backend", lambda self: GxxBackend())
     res = runner.invoke(app, ["eval", str(files / "tasks.jsonl"), str(files / "gens.jsonl"), "--out", str(files / "out"),
-                              "--backend", "cpu", "workers=1", f"cache_dir={files / 'cache'}", "progress=false"])
+                              "--backend", "cpu", "execution.workers=1", f"cache_dir={files / 'cache'}", "progress=false"])
     assert res.exit_code == 0, res.output
     assert "unbiased" in res.output and "66.7" in res.output   # function@1 = 2/3
     assert "passed=2" in res.output and "wrong=1" in res.output
@@ -36,10 +36,10 @@ def test_eval_command_prints_table_and_writes_files(files, monkeypatch):
 
 def test_eval_config_errors_are_listed(files):
     res = runner.invoke(app, ["eval", str(files / "tasks.jsonl"), str(files / "gens.jsonl"), "--out", str(files / "o"),
-                              "workerz=2", "timeout_run=soon"])
+                              "workerz=2", "execution.timeout_run=soon"])
     assert res.exit_code == 2
-    assert "workerz: unknown key (did you mean 'workers'?)" in res.output
-    assert "timeout_run: expected a number" in res.output
+    assert "workerz: unknown key (did you mean 'execution.workers'?)" in res.output
+    assert "execution.timeout_run: expected a number" in res.output
 
 
 def test_eval_missing_generations_file(files):
@@ -137,7 +137,7 @@ def test_a_sample_whose_evaluation_raises_is_a_failure_and_the_run_goes_on(files
         for s, code in enumerate([program(), program(extra="// PROVOKES_A_BUG"), program()])])
     monkeypatch.setattr(EvalConfig, "make_backend", lambda self: _RaisingBackend())
     args = ["eval", str(files / "tasks.jsonl"), str(files / "gens.jsonl"), "--out", str(files / "out"),
-            "--backend", "cpu", "workers=1", f"cache_dir={files / 'cache'}", "progress=false"]
+            "--backend", "cpu", "execution.workers=1", f"cache_dir={files / 'cache'}", "progress=false"]
     res = runner.invoke(app, args)
     assert res.exit_code == 0, res.output
     by_sample = {r.sample: r for r in load_results(files / "out" / "results.jsonl")}

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from eval_fakes import COMPARE_PY, GxxBackend, make_task, needs_gxx, program
 from cuset.cli.main import app
 from cuset.evaluate import EvalConfig, evaluate_file, load_results, summarize
+from cuset.evaluate.config import ExecutionConfig
 from cuset.evaluate import devicemap
 from cuset.evaluate.checks import file_digest, output_problem
 from cuset.evaluate.pipeline import EvalOptions, evaluate_program
@@ -34,20 +35,20 @@ needs_no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU answe
 
 def test_compile_judge_auto_is_nvcc_whenever_installed(monkeypatch):
     monkeypatch.setattr("cuset.evaluate.config.shutil.which", lambda name: "/usr/bin/nvcc")
-    backend = EvalConfig(backend="cpu", backend_options={"seed": 7}).make_backend()
+    backend = EvalConfig(ExecutionConfig(backend="cpu", backend_options={"seed": 7})).make_backend()
     assert isinstance(backend, NvccCheckedBackend) and backend.compile_judge == "nvcc"
     assert isinstance(backend.runner, CpuBackend) and backend.run_orders == ("forward", "random:7")
     assert backend.checker.flags == ("-O2",)
-    compat = EvalConfig(backend="cpu", compat=True).make_backend()
+    compat = EvalConfig(ExecutionConfig(backend="cpu"), compat=True).make_backend()
     assert compat.checker.flags == ()   # the official harness: nvcc without flags
-    assert isinstance(EvalConfig(backend="cpu", compile_judge="backend").make_backend(), CpuBackend)
+    assert isinstance(EvalConfig(ExecutionConfig(backend="cpu", compile_judge="backend")).make_backend(), CpuBackend)
 
 
 def test_compile_judge_without_nvcc(monkeypatch):
     monkeypatch.setattr("cuset.evaluate.config.shutil.which", lambda name: None)
-    assert isinstance(EvalConfig(backend="cpu").make_backend(), CpuBackend)   # auto falls back to g++
+    assert isinstance(EvalConfig(ExecutionConfig(backend="cpu")).make_backend(), CpuBackend)   # auto falls back to g++
     with pytest.raises(FileNotFoundError, match="compile_judge=nvcc but nvcc is not on PATH.*compile_judge=backend"):
-        EvalConfig(backend="cpu", compile_judge="nvcc").make_backend()
+        EvalConfig(ExecutionConfig(backend="cpu", compile_judge="nvcc")).make_backend()
 
 
 # -- 2. the copy check on identity tasks ------------------------------------------
@@ -146,7 +147,7 @@ def test_cuda_gen_py_produces_its_data_here_in_a_fork_of_the_warm_server(tmp_pat
 def test_cuda_mapping_in_fresh_interpreters_is_noted_in_the_record_and_report(tmp_path):
     save_tasks([torch_task()], tmp_path / "tasks.jsonl")
     save_generations(tmp_path / "gens.jsonl", [GenerationRecord(8, "Torch_Axpb", 0, "m", 1, "", program(), 9, "stop", 0.1)])
-    cfg = EvalConfig(cache_dir=str(tmp_path / "cache"), progress=False, workers=1, python_preload=None)
+    cfg = EvalConfig(ExecutionConfig(workers=1), cache_dir=str(tmp_path / "cache"), progress=False, python_preload=None)
     s = evaluate_file(tmp_path / "tasks.jsonl", tmp_path / "gens.jsonl", tmp_path / "out" / "results.jsonl", cfg,
                       backend=GxxBackend())
     (r,) = load_results(tmp_path / "out" / "results.jsonl")
@@ -191,7 +192,7 @@ def test_cli_refusal_is_one_line_with_the_fix(partial, monkeypatch):
 
 @needs_gxx
 def test_allow_missing_counts_missing_tasks_as_failed(partial):
-    cfg = EvalConfig(cache_dir=str(partial / "cache"), progress=False, workers=2, allow_missing=True)
+    cfg = EvalConfig(ExecutionConfig(workers=2), cache_dir=str(partial / "cache"), progress=False, allow_missing=True)
     s = evaluate_file(partial / "tasks.jsonl", partial / "gens.jsonl", partial / "out" / "results.jsonl", cfg,
                       backend=GxxBackend())
     # task 1: 2 of 3 pass; tasks 2 and 3 have no samples and score 0

@@ -106,9 +106,9 @@ PASSING = [name for name, (_, status, _) in SAMPLES.items() if status == "passed
 
 def _eval(files: Path):
     return CliRunner().invoke(app, ["eval", str(files / "tasks.jsonl"), str(files / "gens.jsonl"), "--out",
-                                    str(files / "out"), "--backend", "cpu", "workers=2", "progress=false",
-                                    "timeout_run=60", "timeout_compile=600", f"workdir={files / 'work'}",
-                                    "sandbox.run_disk_mb=16", "sandbox.program_memory_gb=1"])
+                                    str(files / "out"), "--backend", "cpu", "execution.workers=2", "progress=false",
+                                    "execution.timeout_run=60", "execution.timeout_compile=600", f"workdir={files / 'work'}",
+                                    "execution.sandbox.run_disk_mb=16", "execution.sandbox.program_memory_gb=1"])
 
 
 @pytest.fixture(scope="module")

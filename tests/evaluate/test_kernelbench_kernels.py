@@ -81,8 +81,8 @@ SAMPLES = {
 
 def _eval(files: Path, *extra: str):
     return CliRunner().invoke(app, ["eval", str(files / "tasks.jsonl"), str(files / "gens.jsonl"), "--out",
-                                    str(files / "out"), "--backend", "cpu", "workers=2", "progress=false",
-                                    "timeout_run=60", "timeout_compile=600", f"workdir={files / 'work'}", *extra])
+                                    str(files / "out"), "--backend", "cpu", "execution.workers=2", "progress=false",
+                                    "execution.timeout_run=60", "execution.timeout_compile=600", f"workdir={files / 'work'}", *extra])
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,7 @@ import pytest
 
 from eval_fakes import GxxBackend, make_task, needs_gxx, program
 from cuset.evaluate import EvalConfig, evaluate_file, load_results
+from cuset.evaluate.config import ExecutionConfig
 from cuset.evaluate.perf import cudabench_runner
 from cuset.evaluate.perf.measure import measure
 from cuset.evaluate.perf.options import PerfOptions
@@ -175,7 +176,7 @@ def test_cuset_eval_perf_true_records_reports_and_compares(tmp_path, monkeypatch
     save_tasks([make_task(1), make_task(2, n=128)], tmp_path / "tasks.jsonl")
     save_generations(tmp_path / "gens.jsonl", [gen(1, 0, program()), gen(1, 1, program(body="y[i] = 0;")),
                                                gen(2, 0, program(128)), gen(2, 1, program(128))])
-    cfg = EvalConfig(backend="cpu", cache_dir=str(tmp_path / "cache"), progress=False, workers=2, perf=True)
+    cfg = EvalConfig(ExecutionConfig(backend="cpu", workers=2), cache_dir=str(tmp_path / "cache"), progress=False, perf=True)
     out = tmp_path / "run" / "results.jsonl"
     evaluate_file(tmp_path / "tasks.jsonl", tmp_path / "gens.jsonl", out, cfg, backend=GxxOnGpu())
     results = {r.key: r for r in load_results(out)}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from cuset.evaluate.config import EvalConfig
+from cuset.evaluate.config import EvalConfig, ExecutionConfig
 from cuset.evaluate.perf.measure import measure
 from cuset.evaluate.perf.options import PerfOptions
 from cuset.evaluate.perf.records import NCU_NOT_INSTALLED, NOT_ON_CPU, NOT_PASSED
@@ -72,8 +72,7 @@ def test_a_bundled_cudabench_reference_is_profiled_with_the_real_ncu(tmp_path):
                                                                 f"```cuda\n{task.bench_cu}```", task.bench_cu, 1,
                                                                 "stop", 0.0)])
     out = tmp_path / "out" / "results.jsonl"
-    cfg = EvalConfig(backend="gpu", cache_dir=str(tmp_path / "cache"), progress=False, workers=1, perf=True,
-                     allow_missing=True)
+    cfg = EvalConfig(ExecutionConfig(backend="gpu", workers=1), cache_dir=str(tmp_path / "cache"), progress=False, perf=True, allow_missing=True)
     evaluate_file([task], tmp_path / "gens.jsonl", out, cfg)
     (r,) = load_results(out)
     assert r.passed, r.detail

@@ -16,8 +16,9 @@ import pytest
 import ray  # the test extra installs it: a broken install fails, never skips
 
 from cuset.evaluate import EvalConfig
+from cuset.evaluate.config import ExecutionConfig
 from cuset.evaluate.metrics import summarize
-from cuset.evaluate.ray_executor import PID_DIR_ENV
+from cuset.evaluate.batch import PID_DIR_ENV
 from cuset.evaluate.records import load_results
 from cuset.evaluate.runner import evaluate_file
 from cuset.execute.result import Status
@@ -32,7 +33,7 @@ pytestmark = [pytest.mark.slow,
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """One local cluster for the module: 2 CPUs, workers that note which sample they run."""
+    """One local cluster for the module: 2 CPUs, workers that note which job (sample) they run."""
     pid_dir = tmp_path_factory.mktemp("pids")
     os.environ[PID_DIR_ENV] = str(pid_dir)  # inherited by the worker processes
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -59,8 +60,8 @@ def suite(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def config(tmp_path: Path, executor: str, **kw) -> EvalConfig:
-    return EvalConfig(backend="cpu", executor=executor, workers=2, progress=False,
-                      cache_dir=str(tmp_path / f"cache-{executor}"), **kw)
+    return EvalConfig(ExecutionConfig(backend="cpu", executor=executor, workers=2, **kw), progress=False,
+                      cache_dir=str(tmp_path / f"cache-{executor}"))
 
 
 def outcome(path: Path) -> dict:
@@ -117,7 +118,9 @@ def test_a_killed_worker_never_loses_or_doubles_a_sample(retries, cluster, suite
     keys = [(r["task_id"], r["sample"]) for r in lines]
     assert len(keys) == len(set(keys)) == 2 * N_TASKS  # every sample exactly once
     got, expected = outcome(tmp_path / "results.jsonl"), outcome(local_run)
-    task_id, sample = (int(x) for x in killed[0].split(".")[1:])
+    # the worker noted the job's index: the run evaluated every sample, in the generations file's order
+    row = json.loads(suite[1].read_text().splitlines()[int(killed[0].split(".")[1])])
+    task_id, sample = row["task_id"], row["sample"]
     if retries:
         assert got == expected  # the killed sample was retried on another worker
         assert summary.infra_errors == []
@@ -149,6 +152,27 @@ def test_an_interrupted_local_run_resumes_under_ray(cluster, suite, local_run, t
     assert len(lines) == 2 * N_TASKS  # nothing evaluated twice
     assert outcome(tmp_path / "results.jsonl") == outcome(local_run)
     assert summary.meta["resumed"] == len(partial) and summary.meta["evaluated_now"] == 2 * N_TASKS - len(partial)
+
+
+def test_curation_on_ray_judges_as_evaluation_did(cluster, suite, local_run):
+    """The curation path of the batch runner on the same cluster: the programs of the first
+    3 tasks, each as a task's reference, get the statuses the local evaluation gave them."""
+    import dataclasses
+
+    from cuset.data.validation import validate_references
+
+    tasks, _ = load_tasks(suite[0], strict=True)
+    programs = {(r["task_id"], r["sample"]): r["code"] for r in map(json.loads, suite[1].read_text().splitlines())}
+    as_references = {key: dataclasses.replace(next(t for t in tasks if t.id == key[0]), bench_cu=code)
+                     for key, code in programs.items() if key[0] in {t.id for t in tasks[:3]}}
+    execution = config(local_run.parent, "ray").execution   # the local run's section, executor=ray
+    validations = validate_references(list(as_references.values()), execution=execution, cases=(0,),
+                                      cache_dir=local_run.parent / "cache-local" / "compile")
+    expected = outcome(local_run)
+    assert len(validations) == 6
+    assert {key: Status(v.status) for key, v in zip(as_references, validations)} == \
+        {key: expected[key][0] for key in as_references}
+    assert {v.status for v in validations} == {"passed", "runtime_error"}
 
 
 def test_summaries_leave_infra_errors_out_of_denominators():

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from eval_fakes import GxxBackend, make_task, needs_gxx, program
-from cuset.evaluate.config import EvalConfig
+from cuset.evaluate.config import EvalConfig, ExecutionConfig
 from cuset.evaluate.metrics import summarize
 from cuset.evaluate.cudabench import ROBUST_NOT_RUN
 from cuset.evaluate.pipeline import EvalOptions, evaluate_program
@@ -410,7 +410,7 @@ def test_evaluate_file_records_and_reports_both_verdicts(tmp_path):
              (2, 0): program(n=N), (2, 1): partial, (2, 2): partial}
     save_generations(tmp_path / "gens.jsonl", [GenerationRecord(t, "Axpb", i, "m", 1, f"```cpp\n{c}```", c, 10, "stop", 0.1)
                                                for (t, i), c in codes.items()])
-    cfg = EvalConfig(backend="cpu", cache_dir=str(tmp_path / "cache"), progress=False, workers=2, robust=True)
+    cfg = EvalConfig(ExecutionConfig(backend="cpu", workers=2), cache_dir=str(tmp_path / "cache"), progress=False, robust=True)
     s = evaluate_file(tmp_path / "tasks.jsonl", tmp_path / "gens.jsonl", tmp_path / "out" / "results.jsonl", cfg,
                       backend=GxxBackend())
     results = {r.key: r for r in load_results(tmp_path / "out" / "results.jsonl")}

@@ -6,6 +6,7 @@ import pytest
 
 from eval_fakes import GxxBackend, make_task, needs_gxx, program
 from cuset.evaluate import EvalConfig, evaluate_file, load_results
+from cuset.evaluate.config import ExecutionConfig
 from cuset.generate.records import GenerationRecord, save_generations
 from cuset.tasks import save_tasks
 
@@ -29,7 +30,7 @@ def run_files(tmp_path):
         gen(7, 0, good1),                                                            # not in the task file
     ]
     save_generations(tmp_path / "gens.jsonl", gens)
-    cfg = EvalConfig(backend="cpu", cache_dir=str(tmp_path / "cache"), progress=False, workers=2)
+    cfg = EvalConfig(ExecutionConfig(backend="cpu", workers=2), cache_dir=str(tmp_path / "cache"), progress=False)
     return tmp_path, cfg
 
 
@@ -128,7 +129,7 @@ def test_reasoning_models_traces_unclosed_traces_and_token_averages(tmp_path):
                          reasoning_tokens=50),
     ]
     save_generations(tmp_path / "gens.jsonl", gens)
-    cfg = EvalConfig(backend="cpu", cache_dir=str(tmp_path / "cache"), progress=False, workers=1, extract="default")
+    cfg = EvalConfig(ExecutionConfig(backend="cpu", workers=1), cache_dir=str(tmp_path / "cache"), progress=False, extract="default")
     s = evaluate_file(tmp_path / "tasks.jsonl", tmp_path / "gens.jsonl", tmp_path / "out" / "results.jsonl", cfg,
                       backend=GxxBackend())
     results = {r.sample: r for r in load_results(tmp_path / "out" / "results.jsonl")}

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cuset.cli.main import app
-from cuset.evaluate.config import EvalConfig
+from cuset.evaluate.config import EvalConfig, ExecutionConfig
 from cuset.evaluate.records import load_results
 from cuset.evaluate.taskcheck import TaskCheckError, TaskCheckFileError, check_tasks, load_check
 from cuset.evaluate.taskcheck.corrupt import CORRUPTIONS, corrupt, wrong_values
@@ -110,8 +110,7 @@ def write_tasks(path, tasks):
 
 def config(tmp_path):
     # nvcc is not asked (compile_judge=backend): the programs are ours and known to be valid CUDA
-    return EvalConfig(backend="cpu", compile_judge="backend", robust=True, workers=2, progress=False,
-                      workdir=str(tmp_path / "work"))
+    return EvalConfig(ExecutionConfig(backend="cpu", compile_judge="backend", workers=2), robust=True, progress=False, workdir=str(tmp_path / "work"))
 
 
 @pytest.fixture(scope="module")
@@ -221,8 +220,7 @@ def test_an_edited_task_is_checked_again_and_only_it(tmp_path, monkeypatch):
     meta = json.loads((tmp_path / "out" / "references" / "summary.json").read_text())["meta"]
     assert meta["evaluated_now"] == 0 and meta["resumed"] == 2
     with pytest.raises(TaskCheckError, match="holds a check made with"):
-        check_tasks(tasks, tmp_path / "out", EvalConfig(backend="cpu", compile_judge="backend", robust=False,
-                                                         progress=False))
+        check_tasks(tasks, tmp_path / "out", EvalConfig(ExecutionConfig(backend="cpu", compile_judge="backend"), robust=False, progress=False))
 
 
 @needs_cuda_cpu
@@ -252,7 +250,7 @@ runner = CliRunner()
 def test_a_bad_tasks_file_is_one_error_naming_file_and_line(tmp_path, line2, expected):
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps(TASKS[0]) + "\n" + line2 + "\n")
-    res = runner.invoke(app, ["tasks", "check", str(path), "--out", str(tmp_path / "out"), "backend=cpu"])
+    res = runner.invoke(app, ["tasks", "check", str(path), "--out", str(tmp_path / "out"), "execution.backend=cpu"])
     assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
     assert expected in " ".join(res.output.split()) and "Traceback" not in res.output
     assert not (tmp_path / "out" / "task_check.json").exists()
@@ -260,7 +258,7 @@ def test_a_bad_tasks_file_is_one_error_naming_file_and_line(tmp_path, line2, exp
 
 def test_a_missing_tasks_file_is_named(tmp_path):
     res = runner.invoke(app, ["tasks", "check", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "o"),
-                              "backend=cpu"])
+                              "execution.backend=cpu"])
     assert res.exit_code == 2 and "nope.jsonl: no such file or directory" in " ".join(res.output.split())
 
 
@@ -379,7 +377,7 @@ def test_kernelbench_references_and_their_checkers_end_to_end(tmp_path):
 def test_the_command_checks_with_robust_verification_and_exits_1_on_a_defect(tmp_path):
     tasks = write_tasks(tmp_path / "tasks.jsonl", TASKS[:2])
     args = ["tasks", "check", str(tasks), "--out", str(tmp_path / "out"), "--backend", "cpu",
-            "compile_judge=backend", "progress=false", f"workdir={tmp_path / 'work'}"]
+            "execution.compile_judge=backend", "progress=false", f"workdir={tmp_path / 'work'}"]
     res = runner.invoke(app, args)
     assert res.exit_code == 1, res.output
     text = " ".join(res.output.split())
@@ -387,5 +385,5 @@ def test_the_command_checks_with_robust_verification_and_exits_1_on_a_defect(tmp
     assert "checkers tried now: 2, from earlier runs: 0" in text
     doc = json.loads((tmp_path / "out" / "task_check.json").read_text())
     assert doc["settings"]["robust"] is True and doc["counts"]["checker_cannot_fail"] == 1
-    res = runner.invoke(app, args[:-3] + ["robust=false", "compile_judge=backend", "progress=false"])
+    res = runner.invoke(app, args[:-3] + ["robust=false", "execution.compile_judge=backend", "progress=false"])
     assert res.exit_code == 2 and "holds a check made with" in " ".join(res.output.split())

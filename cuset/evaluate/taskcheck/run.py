@@ -30,16 +30,15 @@ import dataclasses
 import hashlib
 import json
 import os
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
 from cuset.errors import CusetError
 from cuset.evaluate.config import EvalConfig
 from cuset.evaluate.records import load_results, save_results
-from cuset.evaluate.runner import EvalContext, compile_judge_of, evaluate_file
+from cuset.evaluate.batch import run_jobs
+from cuset.evaluate.runner import EvalContext, compile_judge_of, context_setup, evaluate_file
 from cuset.evaluate.taskcheck.checkers import BATTERY_VERSION, allclose_strength, compare_py_strength
 from cuset.evaluate.taskcheck.record import CHECK_NAME, TaskCheck
 from cuset.evaluate.taskcheck.report import render_markdown
@@ -174,30 +173,33 @@ def _record(task: AnyTask, key: str, result, checker: tuple[str, str, tuple] = (
 
 def _check_checkers(todo: list[AnyTask], verdicts: dict, keys: dict, cfg: EvalConfig, backend,
                     path: Path) -> dict[int | str, TaskCheck]:
-    """The corruption battery of each task in `todo`, `cfg.workers` at a time; each
-    record appended to `path` as it finishes."""
+    """The corruption battery of each task in `todo` with the batch runner (`execution.workers`
+    at a time, on this process's threads or Ray workers); each record appended to `path` as it finishes."""
     found: dict[int | str, TaskCheck] = {}
+    ordered = sorted(todo, key=lambda t: task_id_order(t.id))
+
+    def lost(i: int, err: BaseException) -> None:
+        raise TaskCheckError(f"the Ray worker checking task {ordered[i].id} was lost "
+                             f"{cfg.execution.ray_max_retries + 1} time(s) ({type(err).__name__}); run the check again")
+
     ctx = EvalContext(cfg, backend)
-    lock = threading.Lock()
-
-    def one(task: AnyTask) -> TaskCheck:
-        if task.kind == "kernelbench":
-            checker = allclose_strength(task, ctx.backend.name, ctx.options, workdir=cfg.workdir or None)
-        else:
-            checker = compare_py_strength(task, ctx)
-        return _record(task, keys[task.id], verdicts[task.id], checker)
-
-    pool = ThreadPoolExecutor(max_workers=cfg.n_workers, thread_name_prefix="check")
     try:
         with JsonlAppender(path) as log, progress_bar("checkers", len(todo), enabled=cfg.progress) as bar:
-            futures = [pool.submit(one, t) for t in sorted(todo, key=lambda t: task_id_order(t.id))]
-            for fut in as_completed(futures):
-                check = fut.result()
-                with lock:
-                    log.append(check.to_json())
-                    found[check.task_id] = check
+            def record(i: int, check: TaskCheck) -> None:   # on Ctrl-C: finished tasks are already saved
+                log.append(check.to_json())
+                found[check.task_id] = check
                 bar.advance(status=f"weak {sum(bool(c.accepted) for c in found.values())}")
+
+            run_jobs(_check_one, [(t, keys[t.id], verdicts[t.id]) for t in ordered], cfg.execution,
+                     setup=context_setup(cfg), state=ctx, on_result=record, on_lost=lost)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)   # on Ctrl-C: finished tasks are already saved
         ctx.close()
     return found
+
+
+def _check_one(ctx: EvalContext, task: AnyTask, key: str, verdict) -> TaskCheck:
+    if task.kind == "kernelbench":
+        checker = allclose_strength(task, ctx.backend.name, ctx.options, workdir=ctx.cfg.workdir or None)
+    else:
+        checker = compare_py_strength(task, ctx)
+    return _record(task, key, verdict, checker)

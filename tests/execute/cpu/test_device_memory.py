@@ -103,9 +103,9 @@ def test_a_kernel_reading_unwritten_memory_passes_by_default_and_is_caught_by_po
 
 
 def test_poison_is_refused_in_compat_mode():
-    from cuset.evaluate.config import EvalConfig
+    from cuset.evaluate.config import EvalConfig, ExecutionConfig
 
-    cfg = EvalConfig(backend="cpu", compat=True, backend_options={"poison_device_memory": True})
+    cfg = EvalConfig(ExecutionConfig(backend="cpu", backend_options={"poison_device_memory": True}), compat=True)
     with pytest.raises(ValueError, match="poison_device_memory=true with compat"):
         cfg.make_backend()
 

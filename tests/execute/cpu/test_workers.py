@@ -91,17 +91,20 @@ def test_forward_is_bit_identical_and_shared_memory_is_per_worker(workers_progra
 
 
 def test_evaluation_shares_the_cores_and_the_budget_follows_memory(monkeypatch):
-    from cuset.evaluate.config import EvalConfig
+    from cuset.evaluate.config import EvalConfig, ExecutionConfig
     from cuset.execute.cpu import backend as cpu_backend
 
     monkeypatch.setattr(cpu_backend, "usable_cores", lambda: 8)
     # (compile_judge=backend: the CPU backend itself, not wrapped by the nvcc judge)
     # 2 samples at a time on 8 cores: 4 worker threads per run; 8 samples: 1 each.
-    assert EvalConfig(backend="cpu", compile_judge="backend", workers=2).make_backend().options.workers == 4
-    one_each = EvalConfig(backend="cpu", compile_judge="backend", workers=8).make_backend()
+    assert EvalConfig(ExecutionConfig(backend="cpu", compile_judge="backend", workers=2)).make_backend().options.workers == 4
+    one_each = EvalConfig(ExecutionConfig(backend="cpu", compile_judge="backend", workers=8)).make_backend()
     assert one_each.options.workers == 1 and one_each.run_orders == ("forward", "random:1")
-    assert EvalConfig(backend="cpu", compile_judge="backend", workers=16).make_backend().options.workers == 1
-    assert EvalConfig(backend="cpu", compile_judge="backend", workers=2, backend_options={"workers": 3}).make_backend().options.workers == 3
+    assert EvalConfig(ExecutionConfig(backend="cpu", compile_judge="backend", workers=16)).make_backend().options.workers == 1
+    # the per-program thread count has its own name; the old spelling names it
+    assert ExecutionConfig(backend="cpu", compile_judge="backend", workers=2, program_threads=3).make_backend().options.workers == 3
+    with pytest.raises(ValueError, match="backend_options.workers was renamed program_threads"):
+        ExecutionConfig(backend="cpu", backend_options={"workers": 3})
     # Default data budget: a quarter of physical memory; still overridable.
     import os
 
