@@ -58,10 +58,7 @@ def register(root: typer.Typer) -> None:
         if scores is not None:
             if model or data:
                 fail("--scores analyses saved scores: leave out --model and --data")
-            try:
-                samples = load_scores(scores)  # a bad line: ScoresError or JsonlError (CusetErrors)
-            except FileNotFoundError as e:
-                fail(str(e))
+            samples = load_scores(scores)  # no file: MissingPath; a bad line: ScoresError or JsonlError (CusetErrors)
             model_label, data_label = f"scores from {scores}", str(scores)
         else:
             if not model or data is None:
@@ -96,10 +93,7 @@ def _score(model: str, data: Path, *, max_length, batch_size, device, dtype, lim
         fail("--batch-size must be >= 1 and --max-length >= 2")
     device = resolve_device(device)  # ModelLoadError (a CusetError): no GPU, bad dtype, unloadable model
     console.print(f"loading {model} on {device} ...")
-    try:
-        lm, tokenizer = load_model(model, device=device, dtype=dtype)
-    except FileNotFoundError as e:
-        fail(f"cannot load model {model!r}: {e}")
+    lm, tokenizer = load_model(model, device=device, dtype=dtype)  # MissingPath or ModelLoadError (CusetErrors)
     items = read_examples(data, RecordOptions(format=data_format, prompt_level=prompt_level))
     if strict:
         items = list(items)

@@ -7,6 +7,7 @@ from typing import Optional
 
 import typer
 
+from cuset.errors import CusetError
 from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
 
 app = typer.Typer(help="Curate datasets: build (validated SFT data), synth (task factory), stats.", no_args_is_help=True)
@@ -37,13 +38,10 @@ def build(
         fail("give a config file: cuset data build CONFIG.yaml [key=value ...] (--help-config lists the keys)")
     cfg = stage_config(ctx, DataBuildConfig, config)
     from cuset.data.build import build_dataset
-    from cuset.data.llm import LLMFatalError
-    from cuset.data.sources import SourceError
-    from cuset.data.validation import ValidationUnavailable
 
     try:
         result = build_dataset(cfg)
-    except (SourceError, LLMFatalError, ValidationUnavailable, FileNotFoundError) as e:
+    except CusetError as e:  # said with where the finished items are, which a rerun resumes from
         fail(f"{e}\n(finished items are kept in {cfg.out_dir}; the next run resumes from them)")
     _print_funnel(result.manifest)
     out.print(f"{result.manifest['stages']['output']['tasks']} tasks -> {result.train_path}", soft_wrap=True, highlight=False)
@@ -62,10 +60,7 @@ def synth(
     holdout: Optional[str] = typer.Option(None, "--holdout", help="What --split holds out: params (sizes/variants) or families (whole families)."),
 ):
     """Deterministic task factory: CUDABench-format tasks with reference programs, no LLM needed."""
-    try:
-        from cuset.data.synth import synthesize
-    except ImportError as e:
-        fail(f"the task factory (cuset.data.synth) is not available: {e}")
+    from cuset.data.synth import synthesize
     from cuset.tasks import save_tasks
 
     if split not in (None, "train", "eval"):

@@ -39,14 +39,10 @@ def register(root: typer.Typer) -> None:
         cfg = stage_config(ctx, EvalConfig, config, extra)
         if not generations.exists():
             fail(f"{generations}: no such generations file (write one with `cuset generate`)")
-        try:  # no GPU: GpuUnavailable (a CusetError), one line
-            backend_ = cfg.make_backend()
-        except (ImportError, FileNotFoundError) as e:
-            fail(f"the {cfg.execution.backend_name()} backend is not available: {e}")
-        try:  # no sandbox, bad tasks or generations, missing tasks: CusetErrors, one line each
-            summary = evaluate_file(tasks, generations, out_dir / "results.jsonl", cfg, backend=backend_)
-        except FileNotFoundError as e:
-            fail(str(e))
+        # no GPU, no nvcc or g++, bad backend options: CusetErrors, one line each
+        backend_ = cfg.make_backend()
+        # no sandbox, bad tasks or generations, missing tasks: CusetErrors, one line each
+        summary = evaluate_file(tasks, generations, out_dir / "results.jsonl", cfg, backend=backend_)
         _print_table(summary)
         console.print(f"results: {out_dir / 'results.jsonl'}  summary: {out_dir / 'summary.json'}  "
                       f"report: {out_dir / 'report.md'}")

@@ -6,7 +6,7 @@ from typing import Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
+from cuset.cli.common import OVERRIDES, config_argument, console, help_config_option, out, stage_config
 
 
 def _keys():
@@ -33,10 +33,7 @@ def register(root: typer.Typer) -> None:
         from cuset.generate.run import generate_file
 
         cfg = stage_config(ctx, GenerateConfig, config)
-        try:  # a backend that fails, a bad task or generations file: CusetErrors, one line each
-            stats = generate_file(cfg)
-        except FileNotFoundError as e:
-            fail(str(e))
+        stats = generate_file(cfg)  # a backend that fails, a missing or bad task file: CusetErrors, one line each
         records = [r for r in load_generations(cfg.out)]
         table = Table(title=f"{cfg.out}")
         for col in ("tasks", "new samples", "kept from before", "with code", "avg tokens"):

@@ -101,10 +101,8 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
     if model_name is not None:
         from cuset.experiment.scoring import load_model, resolve_device
 
-        try:  # no GPU or an unloadable model: ModelLoadError (a CusetError)
-            model, model_tokenizer = load_model(model_name, device=resolve_device(device))
-        except FileNotFoundError as error:
-            fail(f"--model {model_name}: cannot load it ({error})")
+        # no such directory, no GPU or an unloadable model: MissingPath or ModelLoadError (CusetErrors)
+        model, model_tokenizer = load_model(model_name, device=resolve_device(device))
         tok = _load_tokenizer(tokenizer_name) if tokenizer_name else model_tokenizer
     else:
         tok = _load_tokenizer(tokenizer_name)
@@ -137,10 +135,7 @@ def _token_view(title, example, spans, tokenizer_name, model_name, max_length, l
 def _load_tokenizer(name: str):
     from cuset.experiment.scoring import load_tokenizer
 
-    try:  # an unloadable tokenizer: ModelLoadError (a CusetError)
-        return load_tokenizer(name, "--tokenizer")
-    except FileNotFoundError as error:
-        fail(str(error))
+    return load_tokenizer(name, "--tokenizer")  # no such directory or unloadable: MissingPath or ModelLoadError
 
 
 def _confidences(model, tokenizer, encoded: dict, supervised: list[bool], kinds, window: int) -> tuple[list[float | None], float | None]:

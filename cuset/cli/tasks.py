@@ -25,10 +25,7 @@ def _load(source: str):
     """(tasks, report) of every valid record; a missing file or dataset is a one-line error."""
     from cuset.tasks import load_tasks
 
-    try:
-        return load_tasks(source, strict=False)
-    except FileNotFoundError as e:
-        fail(str(e))
+    return load_tasks(source, strict=False)  # a missing file or dataset: MissingPath (a CusetError)
 
 
 @app.command("validate")
@@ -138,14 +135,9 @@ def check(
     extra = list(ctx.args) + ([f"execution.backend={backend}"] if backend is not None else [])
     probe = stage_config(ctx, EvalConfig, config, extra)
     cfg = probe if probe.compat else stage_config(ctx, EvalConfig, config, extra, base={"robust": True})
-    try:
-        backend_ = cfg.make_backend()
-    except (ImportError, FileNotFoundError) as e:
-        fail(f"the {cfg.execution.backend_name()} backend is not available: {e}")
-    try:  # a bad task file, an output dir of other settings: CusetErrors, one line (file:line) each
-        result = check_tasks(file, out_dir, cfg, backend=backend_)
-    except FileNotFoundError as e:
-        fail(str(e))
+    backend_ = cfg.make_backend()  # no GPU, no nvcc or g++, bad backend options: CusetErrors
+    # a bad task file, an output dir of other settings: CusetErrors, one line (file:line) each
+    result = check_tasks(file, out_dir, cfg, backend=backend_)
     table = Table("id", "task", "kind", "reference", "robust", "corruptions rejected", "verdict",
                   title=f"{len(result.checks)} tasks of {file}")
     for c in result.checks:

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
+from cuset.cli.common import OVERRIDES, config_argument, console, help_config_option, out, stage_config
 
 
 def _keys():
@@ -32,16 +32,10 @@ def register(root: typer.Typer) -> None:
 
         cfg = stage_config(ctx, TrainConfig, config)
         cfg.model.check_exists()  # before the training stack's imports (seconds)
-        from cuset.train.data import DataError, TemplateError
-        from cuset.train.errors import SetupError
         from cuset.train.run import train
 
-        try:
-            summary = train(cfg, resume=resume)
-        except (SetupError, DataError, TemplateError, FileNotFoundError) as e:
-            fail(str(e))
-        except OSError as e:  # from_pretrained on a bad path or hub id
-            fail(f"{cfg.model.name_or_path}: {e}")
+        # bad data, template or setup, a missing file, an unloadable model: CusetErrors, one line each
+        summary = train(cfg, resume=resume)
         if summary.get("final_metrics"):
             m = summary["final_metrics"]
             out.print(f"step {summary['steps']}: loss {m.get('loss', float('nan')):.4f}  nll {m.get('nll', float('nan')):.4f}")

@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from cuset.errors import CusetError
-from cuset.config import option
+from cuset.config import ConfigError, option
 from cuset.evaluate.perf.options import PerfOptions
-from cuset.evaluate.pipeline import EvalOptions, Timeouts
+from cuset.evaluate.options import EvalOptions, Timeouts
 from cuset.execute.sandbox import MODES, SandboxPolicy
+from cuset.localpath import MissingPath
 COMPAT_TIMEOUT = 60.0  # the official harness: 60 s to compile, 60 s to run
 
 
@@ -118,7 +119,7 @@ class ExecutionConfig:
             return "backend"
         have = shutil.which("nvcc") is not None
         if self.compile_judge == "nvcc" and not have:
-            raise FileNotFoundError("execution.compile_judge=nvcc but nvcc is not on PATH: install the CUDA "
+            raise MissingPath("execution.compile_judge=nvcc but nvcc is not on PATH: install the CUDA "
                                     "toolkit or set execution.compile_judge=backend")
         return "nvcc" if have else "backend"
 
@@ -143,9 +144,9 @@ class ExecutionConfig:
             from cuset.execute.cpu.backend import usable_cores
 
             if compat and kwargs.get("poison_device_memory"):
-                raise ValueError("execution.backend_options.poison_device_memory=true with compat: the official harness runs "
-                                 "on GPU memory as the driver hands it out (cleared, or reused after cudaFree); "
-                                 "drop one of the two")
+                raise ConfigError(["execution.backend_options.poison_device_memory=true with compat: the official "
+                                   "harness runs on GPU memory as the driver hands it out (cleared, or reused after "
+                                   "cudaFree); drop one of the two"])
             # Programs run `n_workers` at a time: each run gets its share of the
             # cores for its blocks, so parallel programs do not oversubscribe.
             kwargs["workers"] = self.program_threads or max(1, usable_cores() // self.n_workers)

@@ -20,7 +20,7 @@ from typing import Iterable, Iterator
 
 from cuset.errors import CusetError
 from cuset.io import JsonlError, atomic_write_jsonl, iter_jsonl
-from cuset.localpath import require_existing
+from cuset.localpath import MissingPath, require_existing
 from cuset.tasks.kernelbench import (
     KIND as KERNELBENCH, KernelBenchTask, check_reference, validate_kernelbench_record,
 )
@@ -72,7 +72,7 @@ def _iter_hf(name: str, split: str) -> Iterator[tuple[int, object]]:
     try:
         ds = datasets.load_dataset(name, split=split)
     except Exception as e:
-        raise FileNotFoundError(
+        raise MissingPath(
             f"{name!r} is neither a local file nor a loadable Hugging Face dataset ({type(e).__name__}: {e}). "
             "Pass a path to a JSONL file, or check the dataset name and your network."
         ) from None

@@ -23,7 +23,11 @@ def load_tokenizer(cfg: ModelConfig):
     from transformers import AutoTokenizer
 
     cfg.check_exists()
-    tok = AutoTokenizer.from_pretrained(cfg.name_or_path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    try:
+        tok = AutoTokenizer.from_pretrained(cfg.name_or_path, revision=cfg.revision,
+                                            trust_remote_code=cfg.trust_remote_code)
+    except (OSError, ValueError) as e:  # an unresolvable hub id, no network, a directory without tokenizer files
+        raise SetupError(f"model.name_or_path: cannot load a tokenizer from {cfg.name_or_path!r}: {e}") from None
     if not getattr(tok, "is_fast", False):
         raise SetupError(f"{cfg.name_or_path}: training needs a fast tokenizer (character offsets for the CUDA mask)")
     if tok.pad_token_id is None:  # padding positions are masked out, any id will do
@@ -67,7 +71,10 @@ def load_base_model(cfg: ModelConfig, *, quantized: bool = False):
     if quantized:
         kwargs["quantization_config"] = _quantization_config(dtype)
         kwargs["device_map"] = {"": _process_device()}
-    return AutoModelForCausalLM.from_pretrained(cfg.name_or_path, **kwargs)
+    try:
+        return AutoModelForCausalLM.from_pretrained(cfg.name_or_path, **kwargs)
+    except (OSError, ValueError) as e:  # an unresolvable hub id, no network, a directory without weights
+        raise SetupError(f"model.name_or_path: cannot load a model from {cfg.name_or_path!r}: {e}") from None
 
 
 def lora_config(opts: LoraOptions):

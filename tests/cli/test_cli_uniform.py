@@ -204,3 +204,45 @@ def test_a_bad_compare_selector_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "load_runs", lambda *a, **k: [run])
     res = runner.invoke(app, ["report", str(tmp_path), "--compare", "method=SFT", "--out", str(tmp_path / "r")])
     assert res.exit_code == 2 and "--compare 'method=SFT': write two label selectors" in " ".join(res.output.split())
+
+
+@pytest.mark.parametrize("stage", BUG_STAGES)
+def test_a_missing_path_from_the_library_is_one_line_and_a_plain_one_is_a_bug(stage, tmp_path, monkeypatch, make_record):
+    """No stage catches FileNotFoundError itself: the library says a missing file as MissingPath
+    (a CusetError: one line, exit 2), and a plain FileNotFoundError from deep inside is a bug."""
+    import importlib
+
+    from cuset.localpath import MissingPath
+
+    module, name, argv = _bug_cases(tmp_path, make_record)[stage]
+    for error in (MissingPath("/nowhere/x.jsonl: no such file"), FileNotFoundError("/nowhere/y: internal")):
+        def missing(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(importlib.import_module(module), name, missing)
+        _no_backend(monkeypatch)
+        res = runner.invoke(app, argv)
+        if isinstance(error, MissingPath):
+            assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+            assert "/nowhere/x.jsonl: no such file" in res.output and "Traceback" not in res.output
+        else:
+            assert type(res.exception) is FileNotFoundError and res.exit_code != 2, res.output
+
+
+def test_training_on_a_directory_that_holds_no_model_is_one_line(tmp_path):
+    (tmp_path / "empty-model").mkdir()
+    res = runner.invoke(app, ["train", f"output_dir={tmp_path / 'out'}", f"model.name_or_path={tmp_path / 'empty-model'}",
+                              "data.paths=[]"])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert "model.name_or_path: cannot load a tokenizer from" in " ".join(res.output.split())
+
+
+def test_a_bad_backend_option_is_one_line(tmp_path, make_record):
+    tasks = tmp_path / "t.jsonl"
+    tasks.write_text(json.dumps(make_record(0)) + "\n")
+    gens = tmp_path / "g.jsonl"
+    gens.write_text("")
+    res = runner.invoke(app, ["eval", str(tasks), str(gens), "--backend", "cpu", "execution.backend_options.stack_kb=4",
+                              "--out", str(tmp_path / "ev")])
+    assert res.exit_code == 2 and isinstance(res.exception, SystemExit), res.output
+    assert "stack_kb=4: a CUDA thread needs at least 16 KiB of stack" in " ".join(res.output.split())

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuset.config import ConfigError
 from cuset.execute.interface import CompileOutcome, Invocation
 from cuset.execute.cpu.diagnostics import classify_run, summarize_compile_errors
 from cuset.execute.cpu import block_loop, rewrite_worker
@@ -73,10 +74,11 @@ class CpuBackend:
                  compile_memory_bytes: int = COMPILE_MEMORY_BYTES, workers: int | None = None,
                  poison_device_memory: bool = False, block_loops: bool = True):
         if stack_kb < 16:
-            raise ValueError(f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack")
+            raise ConfigError([f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack"], "the CPU backend's options")
         workers = default_workers() if workers is None else workers
         if not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers={workers!r}: the number of OS threads running blocks must be an integer >= 1")
+            raise ConfigError([f"workers={workers!r}: the number of OS threads running blocks must be an integer >= 1"],
+                              "the CPU backend's options")
         if workers > 1 and (asan or race_check):
             workers = 1  # the sanitizer builds run blocks on one OS thread (runtime: per-process bookkeeping)
         self.options = CpuBackendOptions(seed, max_data_bytes, cxx, Path(cache_dir) if cache_dir else None, asan,
@@ -158,7 +160,7 @@ class CpuBackend:
     # ------------------------------------------------------------ run
     def invocation(self, executable: Path, order: str) -> Invocation:
         if order not in self.run_orders and not (order == "forward" or order.startswith(("random:", "parallel:"))):
-            raise ValueError(f"unknown thread order {order!r}: use one of {self.run_orders}")
+            raise ConfigError([f"unknown thread order {order!r}: use one of {self.run_orders}"], "the CPU backend's options")
         env = {"CUSET_CPU_ORDER": order, "CUSET_CPU_STACK_KB": str(self.options.stack_kb),
                "CUSET_CPU_WORKERS": str(self.options.workers)}
         # The access check costs an mprotect per launch and copy: one order is enough.
@@ -195,7 +197,7 @@ def default_workers() -> int:
     env = os.environ.get("CUSET_CPU_WORKERS", "").strip()
     if env:
         if not env.isdigit() or int(env) < 1:
-            raise ValueError(f"CUSET_CPU_WORKERS={env!r}: expected an integer >= 1")
+            raise ConfigError([f"CUSET_CPU_WORKERS={env!r}: expected an integer >= 1"], "the environment")
         return int(env)
     return usable_cores()
 
