@@ -188,7 +188,8 @@ def test_cli_errors(tiny, tmp_path):
     assert res.exit_code == 2 and "tasks.jsonl:4" in res.output and "drop --strict" in res.output
     res = runner.invoke(app, ["analyze", "confidence", "--model", str(tmp_path / "no-model"), "--data", str(data),
                               "--out", str(tmp_path / "s"), "--no-progress"])
-    assert res.exit_code == 2 and "cannot load model" in res.output
+    assert res.exit_code == 2 and "no-model: no such file or directory (expected a model or adapter directory" in \
+        " ".join(res.output.split())
 
 
 def test_parameter_count_from_safetensors_and_model_label_from_generations(tiny, tmp_path, write_run):
