@@ -26,7 +26,7 @@ from cuset.io import iter_jsonl  # noqa: E402
 
 
 def verdicts(path: str) -> dict[tuple[int, int], str]:
-    return {(r["task_id"], r["sample"]): r["status"] for r in iter_jsonl(Path(path))}
+    return {(r["task_id"], r["sample"]): r["status"] for _, r in iter_jsonl(Path(path))}
 
 
 def compare(before: str, after: str) -> dict:
