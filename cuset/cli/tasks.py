@@ -81,28 +81,39 @@ def show(
         fail(f"--field must be prompt, {', '.join(files)} or json for a {task.kind} task, not {field!r}")
 
 
+def _cudabench_columns(t) -> dict[str, str]:
+    return {"inputs": ", ".join(f"{s.name}:{s.dtype}{s.shape}" for s in t.inputs),
+            "outputs": ", ".join(f"{s.name}:{s.dtype}{s.shape}" for s in t.outputs),
+            "data MB": f"{t.data_bytes / 1e6:.2f}"}
+
+
+def _kernelbench_columns(t) -> dict[str, str]:
+    # a KernelBench task's sizes are its module constants (read with ast, never run)
+    variants = [f"{len(t.shape_variants)} shape"] if t.shape_variants else []
+    variants += list(t.value_variants) + (["backward"] if t.backward else [])
+    return {"constants": ", ".join(f"{k}={v}" for k, v in t.constants.items()), "atol/rtol": f"{t.atol:g}/{t.rtol:g}",
+            "trials": str(t.n_trials), "robust variants": ", ".join(variants) or "-"}
+
+
+def _listing_columns():
+    from cuset.tasks.kinds import per_kind
+
+    return per_kind({"cudabench": _cudabench_columns, "kernelbench": _kernelbench_columns}, "`tasks list` columns")
+
+
 @app.command("list")
 def list_tasks(file: str = typer.Argument(..., help=SOURCE_HELP)):
-    """One line per task: id, name, family, then I/O and data size (CUDABench) or sizes and checks (KernelBench)."""
+    """One line per task: id, name, family, then its kind's columns (CUDABench: I/O and data size;
+    KernelBench: sizes and checks). One table per kind in the file."""
     tasks, report = _load(file)
-    cuda = [t for t in tasks if t.kind == "cudabench"]
-    kb = [t for t in tasks if t.kind == "kernelbench"]
-    if cuda or not kb:
-        table = Table("id", "task_name", "family", "inputs", "outputs", "data MB")
-        for t in cuda:
-            table.add_row(str(t.id), t.task_name, t.family_name,
-                          ", ".join(f"{s.name}:{s.dtype}{s.shape}" for s in t.inputs),
-                          ", ".join(f"{s.name}:{s.dtype}{s.shape}" for s in t.outputs),
-                          f"{t.data_bytes / 1e6:.2f}")
-        out.print(table)
-    if kb:
-        # a KernelBench task's sizes are its module constants (read with ast, never run)
-        table = Table("id", "task_name", "family", "constants", "atol/rtol", "trials", "robust variants")
-        for t in kb:
-            variants = [f"{len(t.shape_variants)} shape"] if t.shape_variants else []
-            variants += list(t.value_variants) + (["backward"] if t.backward else [])
-            table.add_row(t.id, t.task_name, t.family_name, ", ".join(f"{k}={v}" for k, v in t.constants.items()),
-                          f"{t.atol:g}/{t.rtol:g}", str(t.n_trials), ", ".join(variants) or "-")
+    for kind, columns_of in _listing_columns().items():
+        of_kind = [t for t in tasks if t.kind == kind]
+        if not of_kind:
+            continue
+        rows = [columns_of(t) for t in of_kind]
+        table = Table("id", "task_name", "family", *rows[0])
+        for t, row in zip(of_kind, rows):
+            table.add_row(str(t.id), t.task_name, t.family_name, *row.values())
         out.print(table)
     if report.total_skipped:
         console.print(f"[yellow]{report.total_skipped} invalid record(s) not shown; run `cuset tasks validate`[/]")

@@ -59,9 +59,16 @@ def suite(tmp_path_factory) -> tuple[Path, Path]:
     return root / "tasks.jsonl", root / "gens.jsonl"
 
 
-def config(tmp_path: Path, executor: str, **kw) -> EvalConfig:
+@pytest.fixture(scope="module")
+def compile_cache(tmp_path_factory) -> Path:
+    """One compile cache for every run of the module: the runs differ in where and how the
+    programs run, never in what g++ builds, and 20 builds per run were most of its time."""
+    return tmp_path_factory.mktemp("cache")
+
+
+def config(cache: Path, executor: str, **kw) -> EvalConfig:
     return EvalConfig(ExecutionConfig(backend="cpu", executor=executor, workers=2, **kw), progress=False,
-                      cache_dir=str(tmp_path / f"cache-{executor}"))
+                      cache_dir=str(cache))
 
 
 def outcome(path: Path) -> dict:
@@ -69,14 +76,14 @@ def outcome(path: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def local_run(suite, tmp_path_factory) -> Path:
+def local_run(suite, compile_cache, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("local")
-    evaluate_file(*suite, out / "results.jsonl", config(out, "local"))
+    evaluate_file(*suite, out / "results.jsonl", config(compile_cache, "local"))
     return out / "results.jsonl"
 
 
-def test_ray_gives_the_same_results_as_local(cluster, suite, local_run, tmp_path):
-    summary = evaluate_file(*suite, tmp_path / "results.jsonl", config(tmp_path, "ray"))
+def test_ray_gives_the_same_results_as_local(cluster, suite, local_run, compile_cache, tmp_path):
+    summary = evaluate_file(*suite, tmp_path / "results.jsonl", config(compile_cache, "ray"))
     expected = outcome(local_run)
     assert len(expected) == 2 * N_TASKS
     assert outcome(tmp_path / "results.jsonl") == expected
@@ -102,14 +109,14 @@ def _kill_first_worker(pid_dir: Path, stop: threading.Event, killed: list) -> No
 
 
 @pytest.mark.parametrize("retries", [2, 0])
-def test_a_killed_worker_never_loses_or_doubles_a_sample(retries, cluster, suite, local_run, tmp_path):
+def test_a_killed_worker_never_loses_or_doubles_a_sample(retries, cluster, suite, local_run, compile_cache, tmp_path):
     for f in cluster.iterdir():
         f.unlink()
     stop, killed = threading.Event(), []
     killer = threading.Thread(target=_kill_first_worker, args=(cluster, stop, killed))
     killer.start()
     try:
-        summary = evaluate_file(*suite, tmp_path / "results.jsonl", config(tmp_path, "ray", ray_max_retries=retries))
+        summary = evaluate_file(*suite, tmp_path / "results.jsonl", config(compile_cache, "ray", ray_max_retries=retries))
     finally:
         stop.set()
         killer.join()
@@ -135,7 +142,7 @@ def test_a_killed_worker_never_loses_or_doubles_a_sample(retries, cluster, suite
         assert "Infrastructure failures (1 samples" in (tmp_path / "report.md").read_text()
 
 
-def test_an_interrupted_local_run_resumes_under_ray(cluster, suite, local_run, tmp_path):
+def test_an_interrupted_local_run_resumes_under_ray(cluster, suite, local_run, compile_cache, tmp_path):
     seen = []
 
     def interrupt(result):
@@ -144,17 +151,17 @@ def test_an_interrupted_local_run_resumes_under_ray(cluster, suite, local_run, t
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        evaluate_file(*suite, tmp_path / "results.jsonl", config(tmp_path, "local"), on_result=interrupt)
+        evaluate_file(*suite, tmp_path / "results.jsonl", config(compile_cache, "local"), on_result=interrupt)
     partial = outcome(tmp_path / "results.jsonl")
     assert 3 <= len(partial) < 2 * N_TASKS
-    summary = evaluate_file(*suite, tmp_path / "results.jsonl", config(tmp_path, "ray"))
+    summary = evaluate_file(*suite, tmp_path / "results.jsonl", config(compile_cache, "ray"))
     lines = (tmp_path / "results.jsonl").read_text().splitlines()
     assert len(lines) == 2 * N_TASKS  # nothing evaluated twice
     assert outcome(tmp_path / "results.jsonl") == outcome(local_run)
     assert summary.meta["resumed"] == len(partial) and summary.meta["evaluated_now"] == 2 * N_TASKS - len(partial)
 
 
-def test_curation_on_ray_judges_as_evaluation_did(cluster, suite, local_run):
+def test_curation_on_ray_judges_as_evaluation_did(cluster, suite, local_run, compile_cache):
     """The curation path of the batch runner on the same cluster: the programs of the first
     3 tasks, each as a task's reference, get the statuses the local evaluation gave them."""
     import dataclasses
@@ -165,9 +172,9 @@ def test_curation_on_ray_judges_as_evaluation_did(cluster, suite, local_run):
     programs = {(r["task_id"], r["sample"]): r["code"] for r in map(json.loads, suite[1].read_text().splitlines())}
     as_references = {key: dataclasses.replace(next(t for t in tasks if t.id == key[0]), bench_cu=code)
                      for key, code in programs.items() if key[0] in {t.id for t in tasks[:3]}}
-    execution = config(local_run.parent, "ray").execution   # the local run's section, executor=ray
+    execution = config(compile_cache, "ray").execution   # the local run's section, executor=ray
     validations = validate_references(list(as_references.values()), execution=execution, cases=(0,),
-                                      cache_dir=local_run.parent / "cache-local" / "compile")
+                                      cache_dir=compile_cache / "compile")
     expected = outcome(local_run)
     assert len(validations) == 6
     assert {key: Status(v.status) for key, v in zip(as_references, validations)} == \

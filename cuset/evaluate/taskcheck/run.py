@@ -47,6 +47,7 @@ from cuset.generate.records import GenerationRecord
 from cuset.io import JsonlAppender, atomic_write_json, atomic_write_jsonl, atomic_write_text, read_jsonl
 from cuset.progress import progress_bar
 from cuset.tasks import AnyTask, load_tasks, task_id_order
+from cuset.tasks.kinds import per_kind
 
 KB_ALIAS = "\n\n# cuset tasks check: the reference itself is the candidate\nModelNew = Model\n"
 STATE_NAME = "check_state.json"
@@ -73,9 +74,24 @@ def task_key(task: AnyTask) -> str:
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _cudabench_checker(task, ctx: EvalContext):
+    return compare_py_strength(task, ctx)
+
+
+def _kernelbench_checker(task, ctx: EvalContext):
+    return allclose_strength(task, ctx.backend.name, ctx.options, workdir=ctx.cfg.workdir or None)
+
+
+# Per task kind: (the task's own solution as an answer of its kind, its checker's strength)
+SELF_CHECK = per_kind({
+    "cudabench": (lambda task: task.bench_cu, _cudabench_checker),
+    "kernelbench": (lambda task: task.reference_src + KB_ALIAS, _kernelbench_checker),
+}, "task checks")
+
+
 def reference_code(task: AnyTask) -> str:
     """The task's own solution as a candidate of its kind."""
-    return task.reference_src + KB_ALIAS if task.kind == "kernelbench" else task.bench_cu
+    return SELF_CHECK[task.kind][0](task)
 
 
 def check_tasks(tasks_path: str | os.PathLike, out_dir: str | os.PathLike, config: EvalConfig | None = None, *,
@@ -198,8 +214,4 @@ def _check_checkers(todo: list[AnyTask], verdicts: dict, keys: dict, cfg: EvalCo
 
 
 def _check_one(ctx: EvalContext, task: AnyTask, key: str, verdict) -> TaskCheck:
-    if task.kind == "kernelbench":
-        checker = allclose_strength(task, ctx.backend.name, ctx.options, workdir=ctx.cfg.workdir or None)
-    else:
-        checker = compare_py_strength(task, ctx)
-    return _record(task, key, verdict, checker)
+    return _record(task, key, verdict, SELF_CHECK[task.kind][1](task, ctx))
