@@ -169,7 +169,7 @@ def perf_options(args):
 
 
 def eval_options(args):
-    from cuset.evaluate.pipeline import EvalOptions, Timeouts
+    from cuset.evaluate.options import EvalOptions, Timeouts
 
     t = args.step_timeout
     return EvalOptions(timeouts=Timeouts(gen=t, compile=t, run=t, compare=t))

@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
 
     record = start_record(variant="" if args.backend == "cpu" else args.backend,
                           argv=None if argv is None else [__file__, *argv])
-    from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
+    from cuset.evaluate.pipeline import evaluate_program
+    from cuset.evaluate.options import EvalOptions, Timeouts
     from cuset.execute.registry import get_backend
     from cuset.execute.compile_cache import CompileCache
     from cuset.execute.kernelbench.build import ExtensionBuilder

@@ -15,15 +15,13 @@ answers through cuset.evaluate.kernelbench.
 from __future__ import annotations
 
 from cuset.evaluate.kinds import evaluator_for
-from cuset.evaluate.options import EvalOptions, Timeouts
+from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.workspace import Workspace
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.interface import Backend
 from cuset.execute.result import ExecResult
 
-# EvalOptions and Timeouts live in cuset.evaluate.options; named here too because callers of
-# the entry build their options next to it (`from cuset.evaluate.pipeline import EvalOptions, ...`).
-__all__ = ["EvalOptions", "Timeouts", "evaluate_program"]
+__all__ = ["evaluate_program"]   # EvalOptions and Timeouts: cuset.evaluate.options (or cuset.evaluate)
 
 
 def evaluate_program(task, code: str | None, *, backend: Backend, options: EvalOptions | None = None,

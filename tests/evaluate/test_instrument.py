@@ -15,7 +15,8 @@ from cuset.evaluate import EvalConfig, evaluate_file, load_results, summarize
 from cuset.evaluate.config import ExecutionConfig
 from cuset.evaluate import devicemap
 from cuset.evaluate.checks import file_digest, output_problem
-from cuset.evaluate.pipeline import EvalOptions, evaluate_program
+from cuset.evaluate.pipeline import evaluate_program
+from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.records import SampleResult
 from cuset.evaluate.runner import MissingTasks
 from cuset.evaluate.workspace import Workspace

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
+from cuset.evaluate.pipeline import evaluate_program
+
+from cuset.evaluate.options import EvalOptions, Timeouts
 from cuset.execute.registry import get_backend
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.kernelbench.build import ExtensionBuilder

@@ -26,7 +26,7 @@ from cuset.evaluate.perf import cudabench_runner
 from cuset.evaluate.perf.measure import measure
 from cuset.evaluate.perf.options import PerfOptions
 from cuset.evaluate.perf.records import NCU_NOT_INSTALLED, NOT_ON_CPU
-from cuset.evaluate.pipeline import EvalOptions
+from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.workspace import Workspace
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.perf.ncu import NCU_METRICS

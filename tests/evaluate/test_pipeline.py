@@ -9,7 +9,8 @@ import pytest
 from eval_fakes import GxxBackend, make_task, needs_gxx, program
 from cuset.evaluate.records import SampleResult
 from cuset.evaluate.cudabench import NO_OUTPUTS_DETAIL
-from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
+from cuset.evaluate.pipeline import evaluate_program
+from cuset.evaluate.options import EvalOptions, Timeouts
 from cuset.evaluate.workspace import Workspace
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.result import Status

@@ -18,7 +18,8 @@ from eval_fakes import GxxBackend, make_task, needs_gxx, program
 from cuset.evaluate.config import EvalConfig, ExecutionConfig
 from cuset.evaluate.metrics import summarize
 from cuset.evaluate.cudabench import ROBUST_NOT_RUN
-from cuset.evaluate.pipeline import EvalOptions, evaluate_program
+from cuset.evaluate.pipeline import evaluate_program
+from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.records import SampleResult, load_results, save_results
 from cuset.evaluate.report import render_markdown
 from cuset.evaluate.seeds import offset_seeds

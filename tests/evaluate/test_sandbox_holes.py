@@ -19,7 +19,8 @@ import pytest
 
 from cuset.execute import disk_quota
 from cuset.evaluate.checks import output_problem, outputs_digest
-from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
+from cuset.evaluate.pipeline import evaluate_program
+from cuset.evaluate.options import EvalOptions, Timeouts
 from cuset.execute.untrusted_files import remove_tree
 from cuset.evaluate.workspace import OWNER_LOCK, Workspace, data_key, remove_stale_workspaces
 from cuset.execute import cgroup

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cuset.evaluate.config import EvalConfig
 from cuset.evaluate.kernelbench import STRICT_KERNELS_DETAIL, evaluate_kernelbench, static_hack_verdict
-from cuset.evaluate.pipeline import EvalOptions, Timeouts
+from cuset.evaluate.options import EvalOptions, Timeouts
 from cuset.evaluate.records import SampleResult
 from cuset.execute.kernelbench.verify import KbVerdict
 from cuset.execute.result import ExecResult, Status

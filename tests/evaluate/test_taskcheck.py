@@ -325,7 +325,7 @@ def test_the_kernelbench_checker_is_measured_against_the_reference_outputs(monke
     """The battery through cuset's comparison, the reference's outputs given at the seam
     (`reference_outputs`): tolerances above the outputs' size accept what they should not."""
     import torch
-    from cuset.evaluate.pipeline import EvalOptions
+    from cuset.evaluate.options import EvalOptions
     from cuset.evaluate.taskcheck.checkers import allclose_strength
     from cuset.tasks import KernelBenchTask
 

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from cuset.evaluate.kernelbench import evaluate_kernelbench, robust_checks
-from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
+from cuset.evaluate.pipeline import evaluate_program
+from cuset.evaluate.options import EvalOptions, Timeouts
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec, bindings_source
 from cuset.execute.kernelbench.verify import extract_specs, verify

@@ -137,7 +137,8 @@ int main() {
 
 
 def test_the_evaluation_names_unwritten_memory_as_the_probable_cause(tmp_path):
-    from cuset.evaluate.pipeline import EvalOptions, evaluate_program
+    from cuset.evaluate.pipeline import evaluate_program
+    from cuset.evaluate.options import EvalOptions
     from cuset.evaluate.workspace import Workspace
     from cuset.execute.compile_cache import CompileCache
     from cuset.execute.cpu import CpuBackend
