@@ -25,7 +25,7 @@ from cuset.execute.result import Status
 from cuset.tasks.io import load_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
-N_TASKS = 10
+N_TASKS = 6   # 12 samples per run: enough for a kill mid-run, a resume after 3, curation of 3 tasks
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU backend needs g++")]
