@@ -5,7 +5,7 @@ the backend's default data budget (a quarter of physical memory). Prints the
 status of each task, the slowest five runs (seconds per thread order, the
 limit is 60 s) and the load average; exits 1 if a task does not pass.
 
-    .venv/bin/python bench/cpu_suite.py [--suite benchmarks/cuset-bench.jsonl] [--workers N] [--json out.json]
+    .venv/bin/python bench/cpu_suite.py [--suite suites/cuset-bench.jsonl] [--workers N] [--json out.json]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def largest_per_family(path: Path):
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suite", type=Path, default=ROOT / "benchmarks" / "cuset-bench.jsonl")
+    ap.add_argument("--suite", type=Path, default=ROOT / "suites" / "cuset-bench.jsonl")
     ap.add_argument("--workers", type=int, default=None, help="worker OS threads per run (default: the cores)")
     ap.add_argument("--json", type=Path, help="also write every task's status and run times here")
     args = ap.parse_args(argv)

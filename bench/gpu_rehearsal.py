@@ -27,7 +27,7 @@ and `key=value` overrides:
   train-step              bench/train_step.py: steps/s and peak memory, chunked head vs full logits (vs TRL)
   eval-kernelbench        cuset eval on a KernelBench slice: each task's correct and wrong bundled answer
   eval-kernelbench-robust the same with robust=true
-  eval-cudabench          cuset eval on a slice of benchmarks/cuset-bench.jsonl: the reference programs
+  eval-cudabench          cuset eval on a slice of suites/cuset-bench.jsonl: the reference programs
   eval-cudabench-robust   the same with robust=true
   eval-generated          cuset eval of generate-hf's samples
 
@@ -100,8 +100,8 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 FORMAT = "cuset-gpu-rehearsal/1"
-SUITE = ROOT / "benchmarks" / "cuset-bench.jsonl"
-KERNELBENCH = ROOT / "benchmarks" / "kernelbench"
+SUITE = ROOT / "suites" / "cuset-bench.jsonl"
+KERNELBENCH = ROOT / "suites" / "kernelbench"
 TRAIN_CONFIGS = ROOT / "configs" / "train" / "qwen2.5-coder-7b-instruct"
 ACCELERATE = ROOT / "configs" / "accelerate"
 # What every pretraining document's answer opens with: generation then yields a trace to count.
@@ -135,8 +135,8 @@ class Profile:
     train_overrides: tuple[str, ...]     # on top of the paper configs
     gen_samples: int
     gen_overrides: tuple[str, ...]
-    cudabench_ids: tuple[int, ...]       # slice of benchmarks/cuset-bench.jsonl
-    kernelbench_ids: tuple[str, ...]     # slice of benchmarks/kernelbench
+    cudabench_ids: tuple[int, ...]       # slice of suites/cuset-bench.jsonl
+    kernelbench_ids: tuple[str, ...]     # slice of suites/kernelbench
     eval_config: str
     eval_backend: str
     eval_workers: int
@@ -546,7 +546,7 @@ STAGES: tuple[Stage, ...] = (
           eval_reader("kernelbench-robust", _kb_tasks, lambda p: 2 * _kb_tasks(p),
                       {"function@1": 0.5, "robust_function@1": 0.5}),
           _summary_of("kernelbench-robust"), needs=("setup",), timeout_s=300),
-    Stage("eval-cudabench", "cuset eval on a slice of benchmarks/cuset-bench.jsonl: the reference programs",
+    Stage("eval-cudabench", "cuset eval on a slice of suites/cuset-bench.jsonl: the reference programs",
           lambda p: eval_argv(p, "cudabench", p.cudabench, p.cudabench_refs),
           eval_reader("cudabench", _cb_tasks, _cb_tasks, {"compile@1": 1.0, "function@1": 1.0}),
           _summary_of("cudabench"), needs=("setup",), timeout_s=240),

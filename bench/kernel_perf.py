@@ -3,11 +3,11 @@
     .venv/bin/python bench/kernel_perf.py                     # both suites, 7.5 minutes at most
     .venv/bin/python bench/kernel_perf.py --suites kernelbench --trials 100 --budget-s 450
 
-- KernelBench (benchmarks/kernelbench): each task's correct answer is verified on the GPU
+- KernelBench (suites/kernelbench): each task's correct answer is verified on the GPU
   backend, then timed KernelBench's way against PyTorch eager and torch.compile (warm-up,
   trials, L2 flushed before each trial, CUDA events; reference and answer in separate
   sandboxed runs), with the static reward-hack rules on every answer;
-- CUDABench (benchmarks/cuset-bench.jsonl): each task's reference program is verified,
+- CUDABench (suites/cuset-bench.jsonl): each task's reference program is verified,
   then profiled under Nsight Compute (`ncu --metrics ... --csv`) for the official
   roofline score, BU and CE; without `ncu` every row says "ncu not installed".
 
@@ -39,8 +39,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BUNDLE = ROOT / "benchmarks" / "kernelbench"
-CUDABENCH = ROOT / "benchmarks" / "cuset-bench.jsonl"
+BUNDLE = ROOT / "suites" / "kernelbench"
+CUDABENCH = ROOT / "suites" / "cuset-bench.jsonl"
 SUITES = ("kernelbench", "cudabench")
 SHARE = {"kernelbench": 0.6, "cudabench": 1.0}   # of the budget left when the suite starts
 STOP_GRACE_S = 15.0

@@ -1,4 +1,4 @@
-"""Every bundled KernelBench task (benchmarks/kernelbench) with its correct and its wrong
+"""Every bundled KernelBench task (suites/kernelbench) with its correct and its wrong
 answer through `evaluate_program` on one backend: the correct answer must pass (plain and,
 with --robust, robust), the wrong one must fail. Prints one line per answer and the
 failures, exits 1 if any answer is judged the wrong way. The same check as
@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-BUNDLE = ROOT / "benchmarks" / "kernelbench"
+BUNDLE = ROOT / "suites" / "kernelbench"
 
 
 def main(argv: list[str] | None = None) -> int:

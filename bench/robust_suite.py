@@ -3,7 +3,7 @@
 every-element check. A reference must pass both; prints one line per task and the
 failures, exits 1 if any.
 
-    .venv/bin/python bench/robust_suite.py [--suite benchmarks/cuset-bench-cpu.jsonl] [--cases 3] [--backend cpu|gpu]
+    .venv/bin/python bench/robust_suite.py [--suite suites/cuset-bench-cpu.jsonl] [--cases 3] [--backend cpu|gpu]
                                            [--samples N] [--workers 2] [--json out.json]
 """
 
@@ -46,7 +46,7 @@ def run_suite(tasks, *, robust_cases: int = 3, workers: int = 2, root: Path, bac
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--suite", type=Path, default=ROOT / "benchmarks" / "cuset-bench-cpu.jsonl")
+    ap.add_argument("--suite", type=Path, default=ROOT / "suites" / "cuset-bench-cpu.jsonl")
     ap.add_argument("--cases", type=int, default=3, help="robust_cases")
     ap.add_argument("--samples", type=int, default=0, help="only every n-th task (0: all)")
     ap.add_argument("--workers", type=int, default=2)

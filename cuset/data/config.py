@@ -132,7 +132,7 @@ class ReasoningConfig:
     tokenizer: str = option("", "Local Hugging Face tokenizer directory to count reasoning tokens with; empty = a "
                             "lexer count (named 'lexer tokens' in the outputs).")
     tasks: list[str] = option(default_factory=list, help="More tasks to ask for after the built ones: task JSONL "
-                              "files or KernelBench directories, of either kind (e.g. benchmarks/kernelbench: "
+                              "files or KernelBench directories, of either kind (e.g. suites/kernelbench: "
                               "PyTorch reference -> ModelNew with CUDA kernels, ConCuR's format).")
 
     def __post_init__(self):

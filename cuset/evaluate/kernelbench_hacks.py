@@ -25,7 +25,7 @@ the classes KernelBench's static checker looks for (the facts; this is our own c
   TF32 switches, half-precision types in the CUDA sources.
 
 The rules are deliberately strict: a correct answer that runs only its own kernels
-(the bundled ones, benchmarks/kernelbench/solutions/*.correct.py) is silent; anything
+(the bundled ones, suites/kernelbench/solutions/*.correct.py) is silent; anything
 that needs a human look fires. Findings never change a verdict by themselves:
 `EvalOptions.strict_kernels` turns a flagged pass into a failure.
 

@@ -129,7 +129,7 @@ def test_reasoning_build_keeps_the_most_concise_passing_answer(tmp_path, reasoni
     assert reasoning_server.requests == sent
 
 
-KB = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench"
+KB = Path(__file__).resolve().parents[2] / "suites" / "kernelbench"
 
 
 def _kb_answer(which: str) -> str:

@@ -1,4 +1,4 @@
-"""Every bundled KernelBench task (benchmarks/kernelbench) through `evaluate_program` on the
+"""Every bundled KernelBench task (suites/kernelbench) through `evaluate_program` on the
 CPU backend: each correct answer passes, each wrong answer fails, and the robust checks
 (other seeds, shape and value variants, gradients) accept every correct answer."""
 
@@ -19,7 +19,7 @@ from cuset.execute.kernelbench.build import ExtensionBuilder
 from cuset.execute.result import Status
 from cuset.tasks import load_tasks
 
-BUNDLE = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench"
+BUNDLE = Path(__file__).resolve().parents[2] / "suites" / "kernelbench"
 OPTIONS = EvalOptions(timeouts=Timeouts(compile=600, run=60))
 FAMILIES = {"elementwise", "reduction", "softmax", "matmul", "conv", "normalization"}
 

@@ -7,7 +7,7 @@ import pytest
 
 from cuset.evaluate.kernelbench_hacks import RULES, check_answer, summary_line
 
-BUNDLED = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench"
+BUNDLED = Path(__file__).resolve().parents[2] / "suites" / "kernelbench"
 
 KERNEL = '''import torch
 import torch.nn as nn

@@ -12,7 +12,7 @@ from cuset.evaluate.perf.records import NCU_NOT_INSTALLED, NOT_ON_CPU, NOT_PASSE
 from cuset.execute.result import ExecResult, Status
 from cuset.tasks import load_tasks
 
-BUNDLE = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench"
+BUNDLE = Path(__file__).resolve().parents[2] / "suites" / "kernelbench"
 
 
 class CudaBenchTask:
@@ -66,7 +66,7 @@ def test_a_bundled_cudabench_reference_is_profiled_with_the_real_ncu(tmp_path):
 
     if not gpu_available() or shutil.which("nvcc") is None or shutil.which("ncu") is None:
         pytest.skip("needs an NVIDIA GPU, nvcc and ncu")
-    tasks = {t.id: t for t in load_tasks(Path(__file__).resolve().parents[2] / "benchmarks" / "cuset-bench.jsonl")[0]}
+    tasks = {t.id: t for t in load_tasks(Path(__file__).resolve().parents[2] / "suites" / "cuset-bench.jsonl")[0]}
     task = tasks[min(tasks)]
     save_generations(tmp_path / "gens.jsonl", [GenerationRecord(task.id, task.task_name, 0, "reference", 1,
                                                                 f"```cuda\n{task.bench_cu}```", task.bench_cu, 1,

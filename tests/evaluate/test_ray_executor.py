@@ -46,7 +46,7 @@ def cluster(tmp_path_factory):
 def suite(tmp_path_factory) -> tuple[Path, Path]:
     """The first bundled CPU-suite tasks; per task the reference and a variant that exits 3."""
     root = tmp_path_factory.mktemp("suite")
-    tasks, _ = load_tasks(ROOT / "benchmarks" / "cuset-bench-cpu.jsonl", strict=True)
+    tasks, _ = load_tasks(ROOT / "suites" / "cuset-bench-cpu.jsonl", strict=True)
     tasks = tasks[:N_TASKS]
     (root / "tasks.jsonl").write_text("".join(json.dumps(t.to_json()) + "\n" for t in tasks))
     rows = []

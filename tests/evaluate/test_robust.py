@@ -437,7 +437,7 @@ def _suite_robust(cache_root, data_root, names=None):
     spec_ = importlib.util.spec_from_file_location("robust_suite", ROOT / "bench" / "robust_suite.py")
     bench = importlib.util.module_from_spec(spec_)
     spec_.loader.exec_module(bench)
-    tasks, _ = load_tasks(ROOT / "benchmarks" / "cuset-bench-cpu.jsonl", strict=True)
+    tasks, _ = load_tasks(ROOT / "suites" / "cuset-bench-cpu.jsonl", strict=True)
     if names is not None:
         tasks = [t for t in tasks if t.task_name in names]
         assert {t.task_name for t in tasks} == set(names)

@@ -1,5 +1,5 @@
 """`cuset generate` on KernelBench- and CUDABench-format tasks through every backend, as the
-docs/gpu.md documents it (`cuset generate configs/generate/<backend>.yaml tasks=benchmarks/kernelbench ...`).
+docs/gpu.md documents it (`cuset generate configs/generate/<backend>.yaml tasks=suites/kernelbench ...`).
 
 openai: a real HTTP server on 127.0.0.1 (openai_fakes.FakeServer). vllm: cuset's real
 backend with only vLLM's engine faked (vllm_fakes: `LLM`, `SamplingParams` and the output
@@ -26,8 +26,8 @@ from vllm_fakes import fake_vllm_module
 ROOT = Path(__file__).resolve().parents[2]
 runner = CliRunner()
 
-KERNELBENCH = ROOT / "benchmarks/kernelbench"            # 23 tasks, ids are names
-CUDABENCH = ROOT / "benchmarks/cuset-bench-cpu.jsonl"    # CUDABench format, integer ids (0, 2, 4, ...)
+KERNELBENCH = ROOT / "suites" / "kernelbench"            # 23 tasks, ids are names
+CUDABENCH = ROOT / "suites/cuset-bench-cpu.jsonl"    # CUDABench format, integer ids (0, 2, 4, ...)
 FORMATS = {"kernelbench": (KERNELBENCH, 0), "cudabench": (CUDABENCH, 3)}  # path, limit (0 = all)
 
 KB_CODE = ("import torch\nimport torch.nn as nn\n\n\n# sampled with seed {seed}\nclass ModelNew(nn.Module):\n"

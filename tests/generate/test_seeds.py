@@ -42,7 +42,7 @@ def test_pinned_values_and_the_same_in_other_processes():
 
 
 def test_in_range_and_distinct_over_both_benchmarks():
-    kb_ids = [t.id for t in load_tasks(ROOT / "benchmarks/kernelbench")[0]]
+    kb_ids = [t.id for t in load_tasks(ROOT / "suites" / "kernelbench")[0]]
     assert len(kb_ids) == 23 and all(isinstance(i, str) for i in kb_ids)
     ids = kb_ids + list(range(500)) + [str(i) for i in range(500)]   # the int 5 and the name "5" differ
     keys = list(itertools.product((0, 1, 2**40), ids, range(3)))

@@ -16,7 +16,7 @@ from cuset.tasks.kernelbench_prompts import (
 )
 from cuset.tasks.reasoning import split_reasoning
 
-BUNDLED = Path(__file__).resolve().parents[2] / "benchmarks" / "kernelbench"
+BUNDLED = Path(__file__).resolve().parents[2] / "suites" / "kernelbench"
 FAMILIES = {"elementwise", "reduction", "softmax", "matmul", "conv", "normalization"}
 
 REF = """import torch

@@ -3,7 +3,7 @@
     from cuset.data.families import get_family, all_families
     task = get_family("relu").make({"kind": "relu"}, {"n": 262144}, task_id=0)
 
-The bundled suite (benchmarks/) uses each family's `suite_variant` at its
+The bundled suite (suites/) uses each family's `suite_variant` at its
 `suite_sizes`; the task factory (`cuset.data.synth`) uses the other variants and sizes.
 """
 

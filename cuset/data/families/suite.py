@@ -1,7 +1,7 @@
 """The bundled benchmark suite: every family's suite variant at each of its suite sizes.
 
 Ids are contiguous from 0, family by family in registry order, sizes smallest first,
-so the file is a pure function of the family code (`benchmarks/build_suite.py`).
+so the file is a pure function of the family code (`suites/build_suite.py`).
 """
 
 from __future__ import annotations

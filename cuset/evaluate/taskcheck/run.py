@@ -1,7 +1,7 @@
 """`cuset tasks check`: every task's own reference through the evaluation, then its
 checker against corrupted outputs; resumable, in parallel.
 
-    result = check_tasks("benchmarks/cuset-bench-cpu.jsonl", "runs/check", EvalConfig(backend="cpu", robust=True))
+    result = check_tasks("suites/cuset-bench-cpu.jsonl", "runs/check", EvalConfig(backend="cpu", robust=True))
     [c for c in result.checks if c.defects]
 
 Two phases, each resumed on its own:

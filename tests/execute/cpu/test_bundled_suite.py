@@ -1,4 +1,4 @@
-"""Every reference program of the bundled benchmark suite (benchmarks/*.jsonl,
+"""Every reference program of the bundled benchmark suite (suites/*.jsonl,
 smallest size of each family) passes on the CPU backend, through the real
 evaluation pipeline: gen.py, sandboxed runs under both thread orders,
 output checks and compare.py."""
@@ -12,10 +12,10 @@ import pytest
 from cpu_helpers import needs_gxx
 from cuset.execute.result import Status
 
-SUITES = sorted((Path(__file__).resolve().parents[3] / "benchmarks").glob("*.jsonl"))
+SUITES = sorted((Path(__file__).resolve().parents[3] / "suites").glob("*.jsonl"))
 
 pytestmark = [needs_gxx, pytest.mark.slow,
-              pytest.mark.skipif(not SUITES, reason="no bundled suite in benchmarks/*.jsonl")]
+              pytest.mark.skipif(not SUITES, reason="no bundled suite in suites/*.jsonl")]
 
 
 def smallest_per_family(path: Path):
@@ -33,7 +33,7 @@ def smallest_per_family(path: Path):
 def suite_programs():
     """(label, task): the smallest size of each family of every bundled suite file, each
     distinct record once. cuset-bench-cpu.jsonl is exactly the smallest sizes of
-    cuset-bench.jsonl (tests/benchmarks/test_suite.py), and running the same record a
+    cuset-bench.jsonl (tests/suites/test_suite.py), and running the same record a
     second time proves nothing the first run did not."""
     seen, programs = set(), []
     for path in SUITES:

@@ -1,8 +1,8 @@
 """Regenerate the bundled suite (cuset-bench.jsonl), its CPU-sized subset
 (cuset-bench-cpu.jsonl) and its README from the task families.
 
-    python benchmarks/build_suite.py          # rewrite both files
-    python benchmarks/build_suite.py --check  # exit 1 if either is stale
+    python suites/build_suite.py          # rewrite both files
+    python suites/build_suite.py --check  # exit 1 if either is stale
 
 The output is a pure function of cuset/data/families: same code, same bytes.
 """
@@ -47,13 +47,13 @@ without a GPU, where the GPU sizes would only time out.
 
 Evaluate a model on it like any CUDABench file:
 
-    cuset generate configs/generate/hf.yaml tasks=benchmarks/cuset-bench.jsonl out=gens.jsonl
-    cuset eval benchmarks/cuset-bench.jsonl gens.jsonl --out runs/bench --backend gpu
+    cuset generate configs/generate/hf.yaml tasks=suites/cuset-bench.jsonl out=gens.jsonl
+    cuset eval suites/cuset-bench.jsonl gens.jsonl --out runs/bench --backend gpu
     # no GPU: the CPU-sized subset
-    cuset generate configs/generate/hf.yaml tasks=benchmarks/cuset-bench-cpu.jsonl out=gens-cpu.jsonl
-    cuset eval benchmarks/cuset-bench-cpu.jsonl gens-cpu.jsonl --out runs/bench-cpu --backend cpu
+    cuset generate configs/generate/hf.yaml tasks=suites/cuset-bench-cpu.jsonl out=gens-cpu.jsonl
+    cuset eval suites/cuset-bench-cpu.jsonl gens-cpu.jsonl --out runs/bench-cpu --backend cpu
 
-The suite is generated, never edited by hand: `python benchmarks/build_suite.py` rewrites
+The suite is generated, never edited by hand: `python suites/build_suite.py` rewrites
 this README and both JSONL files from `cuset/data/families/`, and a test fails when one is
 stale. The task factory (`cuset data synth`) draws from the same families but never uses a
 suite variant or size, so synthesised training data cannot contain a suite task.
@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = [p.name for p, text in wanted.items() if not p.exists() or p.read_text(encoding="utf-8") != text]
         if stale:
-            print(f"stale: {', '.join(stale)}; run python benchmarks/build_suite.py", file=sys.stderr)
+            print(f"stale: {', '.join(stale)}; run python suites/build_suite.py", file=sys.stderr)
             return 1
         print(f"up to date: {len(tasks)} tasks")
         return 0

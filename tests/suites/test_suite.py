@@ -13,11 +13,11 @@ from cuset.data.families.suite import idioms, suite_tasks
 from cuset.tasks.io import load_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
-SUITE = ROOT / "benchmarks" / "cuset-bench.jsonl"
+SUITE = ROOT / "suites" / "cuset-bench.jsonl"
 
 
 def load_builder():
-    spec = importlib.util.spec_from_file_location("build_suite", ROOT / "benchmarks" / "build_suite.py")
+    spec = importlib.util.spec_from_file_location("build_suite", ROOT / "suites" / "build_suite.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -32,9 +32,9 @@ def suite():
 def test_committed_files_are_what_the_builder_writes():
     builder = load_builder()
     tasks = suite_tasks()
-    assert SUITE.read_text(encoding="utf-8") == builder.render_jsonl(tasks), "run python benchmarks/build_suite.py"
-    assert (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8") == builder.render_readme(tasks)
-    assert (ROOT / "benchmarks" / "cuset-bench-cpu.jsonl").read_text(encoding="utf-8") == builder.render_jsonl(
+    assert SUITE.read_text(encoding="utf-8") == builder.render_jsonl(tasks), "run python suites/build_suite.py"
+    assert (ROOT / "suites" / "README.md").read_text(encoding="utf-8") == builder.render_readme(tasks)
+    assert (ROOT / "suites" / "cuset-bench-cpu.jsonl").read_text(encoding="utf-8") == builder.render_jsonl(
         builder.cpu_subset(tasks))
     assert builder.main(["--check"]) == 0
 
@@ -55,7 +55,7 @@ def test_ids_are_contiguous_and_families_have_two_sizes_one_small(suite):
 
 
 def test_cpu_subset_is_the_first_size_of_each_family(suite):
-    cpu, _ = load_tasks(ROOT / "benchmarks" / "cuset-bench-cpu.jsonl", strict=True)
+    cpu, _ = load_tasks(ROOT / "suites" / "cuset-bench-cpu.jsonl", strict=True)
     assert len(cpu) == len({t.family for t in suite})
     by_id = {t.id: t for t in suite}
     for t in cpu:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "kernel_perf.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "kernel_perf.py"
 
 
 def load():

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_every_small_suite_reference_passes_on_the_cpu_backend(tmp_path):
     backend = ExecutionConfig(backend="cpu").make_backend()   # compile_judge=auto: nvcc when installed
     assert isinstance(backend, NvccCheckedBackend) == (shutil.which("nvcc") is not None)
-    cpu, _ = load_tasks(ROOT / "benchmarks" / "cuset-bench-cpu.jsonl", strict=True)
+    cpu, _ = load_tasks(ROOT / "suites" / "cuset-bench-cpu.jsonl", strict=True)
     assert cpu == [t for t in suite_tasks() if t.id in {c.id for c in cpu}]
     assert len(cpu) >= 40
     results = validate_references(cpu, backend=backend, cases=(0, 1), execution=ExecutionConfig(workers=2),
