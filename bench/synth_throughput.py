@@ -1,6 +1,6 @@
 """Validate the task factory at scale, and measure how fast that goes.
 
-Synthesises N tasks (`cuset.data.synth.synthesize`) and runs every reference
+Synthesises N tasks (`cuset.curation.synth.synthesize`) and runs every reference
 program end to end through the evaluation pipeline on the CPU backend: gen.py for
 each input case, compile (g++ through the CPU backend's rewriter, cold compile
 cache), run under the backend's thread orders, compare.py. Prints, in one run:
@@ -43,8 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from cuset.data.synth import synthesize
-    from cuset.data.validation import task_key, validate_references
+    from cuset.curation.synth import synthesize
+    from cuset.curation.validation import task_key, validate_references
     from cuset.evaluate.config import ExecutionConfig
     from cuset.execute.registry import get_backend
     from cuset.io import read_jsonl

@@ -4,7 +4,7 @@
     python suites/build_suite.py          # rewrite both files
     python suites/build_suite.py --check  # exit 1 if either is stale
 
-The output is a pure function of cuset/data/families: same code, same bytes.
+The output is a pure function of cuset/curation/families: same code, same bytes.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from cuset.data.families import DOMAINS, all_families
-from cuset.data.families.suite import IDIOMS, idioms, suite_tasks
+from cuset.curation.families import DOMAINS, all_families
+from cuset.curation.families.suite import IDIOMS, idioms, suite_tasks
 
 HERE = Path(__file__).resolve().parent
 SUITE = HERE / "cuset-bench.jsonl"
@@ -54,12 +54,12 @@ Evaluate a model on it like any CUDABench file:
     cuset eval suites/cuset-bench-cpu.jsonl gens-cpu.jsonl --out runs/bench-cpu --backend cpu
 
 The suite is generated, never edited by hand: `python suites/build_suite.py` rewrites
-this README and both JSONL files from `cuset/data/families/`, and a test fails when one is
+this README and both JSONL files from `cuset/curation/families/`, and a test fails when one is
 stale. The task factory (`cuset data synth`) draws from the same families but never uses a
 suite variant or size, so synthesised training data cannot contain a suite task.
 
 To add a family: write a `build(variant, size, seed) -> TaskParts` function in the
-domain's module under `cuset/data/families/` (the helpers in `base.py` write `main()`,
+domain's module under `cuset/curation/families/` (the helpers in `base.py` write `main()`,
 gen.py and compare.py from the declared tensors), declare a `Family` with its suite
 variant, two or more suite sizes (the first CPU-sized) and its factory variants and
 sizes, add it to the module's `FAMILIES`, then run this script. The tests check every

@@ -76,14 +76,14 @@ def test_value_checks_run_even_when_another_key_is_refused():
 
 
 def test_negative_validation_workers_are_refused_not_clamped():
-    from cuset.data.config import ValidationConfig
+    from cuset.curation.config import ValidationConfig
 
     with pytest.raises(ConfigError, match=r"execution: workers must be >= 0 \(0 = one per core\), got -3"):
         load_config(ValidationConfig, None, ["execution.workers=-3"])
 
 
 def test_old_execution_keys_name_their_new_place():
-    from cuset.data.config import DataBuildConfig
+    from cuset.curation.config import DataBuildConfig
     from cuset.evaluate.config import EvalConfig
 
     with pytest.raises(ConfigError) as exc:

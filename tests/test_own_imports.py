@@ -62,7 +62,7 @@ def test_the_detector_finds_both_patterns():
                "cpu = pytest.importorskip('cuset.execute.cpu')\n"
                "def available():\n"
                "    try:\n"
-               "        from cuset.data.synth import synthesize\n"
+               "        from cuset.curation.synth import synthesize\n"
                "    except ImportError:\n"
                "        return False\n"
                "    return True\n"
@@ -109,7 +109,7 @@ def test_the_library_never_imports_the_cli():
 
 # The packages (and top-level modules) of cuset, bottom to top. A module may import its own
 # package and those of lower layers; the packages of one layer are peers that never import
-# each other (analysis and data only read what the layers below produced; the experiment
+# each other (analysis and curation only read what the layers below produced; the experiment
 # layer runs things). docs/architecture.md shows this table (checked below).
 LAYERS = (
     ("errors",),
@@ -121,7 +121,7 @@ LAYERS = (
     ("generate",),
     ("execute",),
     ("evaluate",),
-    ("analysis", "data"),
+    ("analysis", "curation"),
     ("experiment",),
     ("demo",),
     ("cli",),
@@ -218,8 +218,8 @@ def test_the_layer_and_circle_checks_find_what_they_must(tmp_path):
         "tasks/kernel.py": "def render():\n    from cuset.tasks.prompts import X\n",
         "analysis/__init__.py": "",
         "analysis/sweep.py": "def run():\n    from cuset.experiment import run_cell\n",
-        "data/__init__.py": "",
-        "data/stats.py": "from cuset.analysis import sweep\nfrom cuset.tasks import schema\n",
+        "curation/__init__.py": "",
+        "curation/stats.py": "from cuset.analysis import sweep\nfrom cuset.tasks import schema\n",
         "experiment.py": "import cuset.analysis.sweep\n",
         "errors.py": "",
     }
@@ -228,10 +228,10 @@ def test_the_layer_and_circle_checks_find_what_they_must(tmp_path):
         (root / name).write_text(text)
     graph, lines = import_graph(root)
     assert circles(graph) == {("cuset.tasks.kernel", "cuset.tasks.prompts"), ("cuset.analysis.sweep", "cuset.experiment")}
-    layers = (("errors",), ("tasks",), ("analysis", "data"), ("experiment",))
+    layers = (("errors",), ("tasks",), ("analysis", "curation"), ("experiment",))
     assert sorted(layer_offenders(lines, layers)) == [
         "cuset.analysis.sweep:2 imports cuset.experiment (experiment is not below analysis)",
-        "cuset.data.stats:1 imports cuset.analysis.sweep (analysis is not below data)",
+        "cuset.curation.stats:1 imports cuset.analysis.sweep (analysis is not below curation)",
     ]
 
 

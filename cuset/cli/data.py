@@ -18,7 +18,7 @@ def register(root: typer.Typer) -> None:
 
 
 def _build_keys():
-    from cuset.data.config import DataBuildConfig, SourceConfig
+    from cuset.curation.config import DataBuildConfig, SourceConfig
 
     return "DataBuildConfig keys (set in YAML or as key=value)", [(DataBuildConfig, ""), (SourceConfig, "sources[].")]
 
@@ -32,12 +32,12 @@ def build(
     """Sources -> LLM task synthesis -> validation -> dedup/decontamination -> train.jsonl + manifest.
 
     Re-running with the same run directory resumes: finished items are not redone."""
-    from cuset.data.config import DataBuildConfig
+    from cuset.curation.config import DataBuildConfig
 
     if config is None and not ctx.args:
         fail("give a config file: cuset data build CONFIG.yaml [key=value ...] (--help-config lists the keys)")
     cfg = stage_config(ctx, DataBuildConfig, config)
-    from cuset.data.build import build_dataset
+    from cuset.curation.build import build_dataset
 
     try:
         result = build_dataset(cfg)
@@ -60,7 +60,7 @@ def synth(
     holdout: Optional[str] = typer.Option(None, "--holdout", help="What --split holds out: params (sizes/variants) or families (whole families)."),
 ):
     """Deterministic task factory: CUDABench-format tasks with reference programs, no LLM needed."""
-    from cuset.data.synth import synthesize
+    from cuset.curation.synth import synthesize
     from cuset.tasks import save_tasks
 
     if split not in (None, "train", "eval"):
@@ -90,7 +90,7 @@ def stats(
     import json
 
     from cuset.analysis.difficulty import find_reasoning_manifest
-    from cuset.data import stats as S
+    from cuset.curation import stats as S
     from cuset.tasks import load_tasks
 
     run_dir = None
@@ -145,7 +145,7 @@ def _print_difficulty(reasoning: Path, out_dir: Path) -> None:
 def _print_funnel(manifest: dict) -> None:
     from rich.table import Table
 
-    from cuset.data.summary import STAGE_TITLES
+    from cuset.curation.summary import STAGE_TITLES
 
     st = manifest["stages"]
     table = Table("stage", "in", "out", "removed, by reason", title="cuset data build")

@@ -43,7 +43,7 @@ class DemoConfig:
                          "helpers are used before main() keep their layout).", choices=("helpers_first", "kernels_first"))
     replaceable: bool = option(False, help="Replaceable tokens in the fine-tuning targets: each training program "
                                "gets function names, comment lines and an indentation unit drawn per sample "
-                               "(cuset.data.variation; deterministic per seed, behaviour unchanged), tokens its "
+                               "(cuset.curation.variation; deterministic per seed, behaviour unchanged), tokens its "
                                "prompt does not determine, as the confidence mask's premise assumes. Evaluation "
                                "references stay as synthesised.")
     vocab_size: int = option(2048, help="Byte-level BPE vocabulary (at most: BPE stops when it runs out of merges), "
@@ -117,7 +117,7 @@ class DemoConfig:
 
     def pretrain_family_list(self) -> list[str]:
         """Every family the fine-tuning and evaluation tasks are not drawn from."""
-        from cuset.data.families import all_families
+        from cuset.curation.families import all_families
 
         target = set(self.family_list() or [f.name for f in all_families()])
         return [f.name for f in all_families() if f.name not in target]
@@ -183,7 +183,7 @@ class DemoConfig:
             parse_method_spec(spec)
         if len(set(methods)) != len(methods):
             raise ValueError(f"methods names an objective twice: {self.methods}")
-        from cuset.data.families import get_family
+        from cuset.curation.families import get_family
 
         for field, names in (("families", self.family_list() or ()), ("instruct_families", self.instruct_family_list())):
             for name in names:
@@ -192,7 +192,7 @@ class DemoConfig:
                 except KeyError as err:
                     raise ValueError(f"{field}: {err.args[0]}") from None
         if self.n_instruct:
-            from cuset.data.synth import select_families
+            from cuset.curation.synth import select_families
 
             if not self.instruct_family_list():
                 raise ValueError("instruct_families is empty: name some families or set n_instruct=0")

@@ -144,7 +144,7 @@ class DemoRun:
 
     # -- steps ---------------------------------------------------------------
     def make_data(self) -> None:
-        from cuset.data.synth import make_tasks, point_of, synthesize, synthesize_points
+        from cuset.curation.synth import make_tasks, point_of, synthesize, synthesize_points
         from cuset.tasks import save_tasks
 
         c = self.cfg
@@ -160,7 +160,7 @@ class DemoRun:
             tasks = {name: _kernels_first(ts) for name, ts in tasks.items()}
             instruct, pretrain = _kernels_first(instruct), _kernels_first(pretrain)
         if c.replaceable:
-            from cuset.data.variation import vary_task
+            from cuset.curation.variation import vary_task
 
             tasks["train"] = [vary_task(t, c.seed) for t in tasks["train"]]
         save_tasks(tasks["train"], self.train_tasks)
@@ -374,7 +374,7 @@ def warmup_points(train: list, evaluation: list, n: int, seed: int) -> list:
     """`n` (family, variant, size) points of the fine-tuning set's families, at every size, that
     neither the fine-tuning nor the evaluation set holds (with holdout=families the evaluation
     families stay unseen)."""
-    from cuset.data.synth import point_of, synthesize_points
+    from cuset.curation.synth import point_of, synthesize_points
 
     families = sorted({fam.name for fam, _, _ in train})
     used = [point_of(p) for p in (*train, *evaluation)]
@@ -384,7 +384,7 @@ def warmup_points(train: list, evaluation: list, n: int, seed: int) -> list:
 def check_warmup_disjoint(points: dict[str, list[tuple[str, str, str]]], tasks: dict[str, list]) -> None:
     """Raise when the warm-up set shares a (family, variant, size) point (as recorded when the sets
     were drawn) or a level-1 prompt (the tasks as saved) with the fine-tuning or evaluation set."""
-    from cuset.data.synth import SynthError, check_disjoint
+    from cuset.curation.synth import SynthError, check_disjoint
 
     check_disjoint("warm-up", points["warmup"], {SET_NAMES[k]: points[k] for k in ("train", "eval")})
     prompts = {t.level1_prompt: t.task_name for t in tasks["warmup"]}
@@ -417,7 +417,7 @@ def _kernels_first(tasks: list) -> list:
     """The tasks with their programs' host helpers moved before main() where they can be."""
     from dataclasses import replace
 
-    from cuset.data.families.base import kernels_first
+    from cuset.curation.families.base import kernels_first
 
     out = []
     for task in tasks:

@@ -1,6 +1,6 @@
 """The one batch runner: a job function over many jobs, on threads of this process
 (`executor=local`) or as Ray tasks (`executor=ray`), for evaluation (cuset.evaluate.runner)
-and curation (cuset.data.validation) alike.
+and curation (cuset.curation.validation) alike.
 
     meta = run_jobs(work, jobs, cfg.execution, setup=Setup(build, args), state=local_state,
                     on_result=lambda i, value: ..., on_lost=lambda i, error: ...)

@@ -2,7 +2,7 @@
 
 `ExecutionConfig` (the `execution:` section) says how and where programs run: backend,
 compile judge, workers, executor, timeouts, sandbox. Curation embeds the same section
-(`cuset.data.config.ValidationConfig.execution`), so a reference program is judged
+(`cuset.curation.config.ValidationConfig.execution`), so a reference program is judged
 exactly as a generated one: one spelling, one backend construction (`make_backend`),
 one batch runner (cuset.evaluate.batch).
 """

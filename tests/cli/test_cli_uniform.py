@@ -23,7 +23,7 @@ def _stages(tmp_path):
     return {
         "data build": (["data", "build"], [], {"out_dir": str(tmp_path / "run"),
                                                "sources": [{"kind": "tasks_jsonl", "path": "t.jsonl"}]},
-                       "cuset.data.build", "build_dataset"),
+                       "cuset.curation.build", "build_dataset"),
         "train": (["train"], [], {"output_dir": str(tmp_path / "out"), "model": {"name_or_path": str(tmp_path)}},
                   "cuset.train.run", "train"),
         "sweep": (["sweep"], [], {"train_config": "t.yaml", "tasks": "t.jsonl"}, "cuset.experiment.sweep", "run_sweep"),
@@ -140,8 +140,8 @@ def _bug_cases(tmp_path, make_record):
                         for kk, vv in v.items()], *stages[stage][1]])
              for stage in STAGES}
     cases.update({
-        "data synth": ("cuset.data.synth", "synthesize", ["data", "synth", "--n", "1", "--out", str(tmp_path / "s.jsonl")]),
-        "data stats": ("cuset.data.stats", "hf_token_counter", ["data", "stats", str(tasks), "--tokenizer", "tok"]),
+        "data synth": ("cuset.curation.synth", "synthesize", ["data", "synth", "--n", "1", "--out", str(tmp_path / "s.jsonl")]),
+        "data stats": ("cuset.curation.stats", "hf_token_counter", ["data", "stats", str(tasks), "--tokenizer", "tok"]),
         "analyze": ("cuset.analysis.confidence_report", "load_scores", ["analyze", "confidence", "--scores", str(scores)]),
         "report": ("cuset.analysis.results", "load_runs", ["report", str(tmp_path)]),
         "inspect": ("cuset.experiment.scoring", "load_tokenizer", ["inspect", str(cu), "--tokenizer", str(tmp_path), "--no-html"]),
@@ -171,8 +171,8 @@ def test_a_plain_value_error_is_a_bug_with_its_traceback(stage, tmp_path, monkey
 def test_library_user_errors_are_cuset_errors_with_their_builtin_base():
     from cuset.analysis.confidence import ScoresError
     from cuset.experiment.scoring import ModelLoadError
-    from cuset.data.stats import TokenizerUnavailable
-    from cuset.data.synth import SynthError
+    from cuset.curation.stats import TokenizerUnavailable
+    from cuset.curation.synth import SynthError
     from cuset.evaluate.records import ResultRecordError
     from cuset.generate.records import GenerationRecordError
 

@@ -70,7 +70,7 @@ def test_instruction_document_is_the_fine_tuning_rendering(tmp_path):
     ChatML prompt, then the fenced program as the assistant turn."""
     from transformers import AutoTokenizer
 
-    from cuset.data.synth import synthesize
+    from cuset.curation.synth import synthesize
     from cuset.demo.pretrain import instruction_document
     from cuset.tasks import render_prompt
     from cuset.train.tiny import build_tiny_model

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from cuset.data.synth import SynthError, check_disjoint, make_tasks, point_of, synthesize_points
+from cuset.curation.synth import SynthError, check_disjoint, make_tasks, point_of, synthesize_points
 from cuset.demo.config import DEMO_FAMILIES, DemoConfig
 from cuset.demo.run import DemoRun, check_warmup_disjoint, warmup_points
 

@@ -166,7 +166,7 @@ def test_curation_on_ray_judges_as_evaluation_did(cluster, suite, local_run, com
     3 tasks, each as a task's reference, get the statuses the local evaluation gave them."""
     import dataclasses
 
-    from cuset.data.validation import validate_references
+    from cuset.curation.validation import validate_references
 
     tasks, _ = load_tasks(suite[0], strict=True)
     programs = {(r["task_id"], r["sample"]): r["code"] for r in map(json.loads, suite[1].read_text().splitlines())}

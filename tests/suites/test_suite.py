@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cuset.data.families import DOMAINS, get_family
-from cuset.data.families.suite import idioms, suite_tasks
+from cuset.curation.families import DOMAINS, get_family
+from cuset.curation.families.suite import idioms, suite_tasks
 from cuset.tasks.io import load_tasks
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from cuset.data.families.suite import suite_tasks
-from cuset.data.validation import validate_references
+from cuset.curation.families.suite import suite_tasks
+from cuset.curation.validation import validate_references
 from cuset.evaluate.config import ExecutionConfig
 from cuset.execute.nvcc_checked import NvccCheckedBackend
 from cuset.tasks.io import load_tasks
