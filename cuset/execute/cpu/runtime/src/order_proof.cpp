@@ -119,10 +119,15 @@ void report() {
 // Before main (after the order is read, priority 101): registered this early, the
 // report runs after every exit handler the program registers itself.
 __attribute__((constructor(102))) void read_proof_settings() {
-  if (char* t = getenv("CUSET_CPU_PROOF_TOKEN")) {
+  static const char kName[] = "CUSET_CPU_PROOF_TOKEN";
+  if (char* t = getenv(kName)) {
     snprintf(g_token, sizeof g_token, "%s", t);
-    memset(t, 'x', strlen(t));  // the environment block itself (/proc/self/environ shows it)
-    unsetenv("CUSET_CPU_PROOF_TOKEN");
+    // Out of `environ`, and the string itself overwritten, name and all: /proc/self/environ
+    // reads the original block.
+    char* entry = t - (sizeof kName - 1) - 1;
+    size_t len = strlen(entry);
+    unsetenv(kName);
+    memset(entry, 'x', len);
   }
   const char* e = getenv("CUSET_CPU_ORDER_PROOF");
   const char* p = getenv("CUSET_CPU_REPORT_PATHS");
