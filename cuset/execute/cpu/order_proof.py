@@ -95,15 +95,15 @@ def summary(plans: list[ProofPlan]) -> str:
 def _plan(unit: _Unit, fn, name: str, src: str) -> ProofPlan:
     kv = _KernelVariant(unit, fn)  # raises on unnamed / unusual parameters
     kv._check_region(kv.body)      # no fiber feature, no call of an unknown function
+    bodies = [kv.body] + [f.child_by_field_name("body") for callee in kv.checked_functions
+                          for f in unit.functions.get(callee, ())]
+    for body in bodies:
+        _check_locals_and_addresses(unit, body)
     pointers = kv._pointer_params()
     memory = region_memory.RegionMemory(unit, kv.body, pointers, _walk, _PURE_FUNCTIONS)
     written, accessed = memory.accesses(kv.body)
     if region_memory.ANY in accessed:
         raise _Ineligible("memory not traced to a pointer parameter")
-    bodies = [kv.body] + [f.child_by_field_name("body") for callee in kv.checked_functions
-                          for f in unit.functions.get(callee, ())]
-    for body in bodies:
-        _check_locals_and_addresses(unit, body)
     _check_names(unit, fn, set(kv.params) | kv._template_params())
     for callee in kv.checked_functions:
         for f in unit.functions.get(callee, ()):
