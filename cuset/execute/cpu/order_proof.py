@@ -14,7 +14,7 @@ src/order_proof.cpp), and writes the instrumentation:
   memory, no macro that subscripts), every subscript's base one of those
   parameters or a local pointer computed from them (no local arrays, no
   typedef'd pointer parameters that would pass for arrays), no `&` (an address
-  could leak a fiber's stack into an output) and every local initialised where
+  could leak a fiber's stack into an output) but `__ldg(&in[i])`, and every local initialised where
   it is declared (an uninitialised local holds what the previous thread left,
   which depends on the order). The parameters written are the ones whose
   accesses are checked; all others are only read.
@@ -123,9 +123,12 @@ def _plan(unit: _Unit, fn, name: str, src: str) -> ProofPlan:
                                                                                        read_only))
 
 
+_LOADS = frozenset({"__ldg", "__ldca", "__ldcs", "__ldlu"})  # read-only loads: `__ldg(&in[i])` reads in[i]
+
+
 def _check_locals_and_addresses(unit: _Unit, body) -> None:
     for n in _walk(body):
-        if n.type == "pointer_expression" and _operator(unit, n) == "&":
+        if n.type == "pointer_expression" and _operator(unit, n) == "&" and not _loaded_element(unit, n):
             raise _Ineligible("takes an address (&)")
         if n.type == "declaration":
             for d in n.children_by_field_name("declarator"):
@@ -165,6 +168,16 @@ def _identifier_of(d):
     while d is not None and d.type != "identifier":
         d = d.child_by_field_name("declarator")
     return d
+
+
+def _loaded_element(unit: _Unit, address) -> bool:
+    """`&a[i]` as the argument of `__ldg` (and kin): a read of a[i] (region_memory counts it),
+    the address going nowhere else."""
+    operand, args = address.child_by_field_name("argument"), address.parent
+    call = args.parent if args is not None and args.type == "argument_list" else None
+    f = call.child_by_field_name("function") if call is not None else None
+    return operand is not None and operand.type == "subscript_expression" and f is not None \
+        and f.type == "identifier" and unit.text(f) in _LOADS and len(args.named_children) == 1
 
 
 def _check_subscript_bases(unit: _Unit, body, memory: region_memory.RegionMemory) -> None:

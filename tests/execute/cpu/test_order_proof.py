@@ -56,6 +56,13 @@ def test_kernels_the_runtime_cannot_check_are_left_alone(body, reason):
     assert p.edits == ()
 
 
+def test_read_only_loads_through_ldg_are_reads():
+    p = plan("__global__ void k(const float* a, float* b) { b[threadIdx.x] = __ldg(&a[threadIdx.x]); }")
+    assert (p.eligible, p.written, p.read_only) == (True, ("b",), ("a",)), p.reason
+    p = plan("__global__ void k(float* b) { b[threadIdx.x] = __ldg(&b[threadIdx.x + 1]); }")
+    assert not p.eligible and "other than as b[i]" in p.reason
+
+
 def test_the_checked_pointer_goes_in_before_the_block_loop_and_lines_stay():
     src = "__global__ void k(const float* a,\n float* b, int n) {\n  int i = threadIdx.x;\n  if (i < n) b[i] = a[i];\n}\n"
     out = rewrite(src, block_loops=True, order_proofs=True)
