@@ -31,7 +31,7 @@ struct proof_ptr {
   template <class I>
   __attribute__((always_inline)) T& operator[](I i) const {
     T& r = p[i];
-    if (__builtin_expect(proof_active, 0)) proof_access(&r, sizeof(T));
+    if (__builtin_expect(proof_active, 0)) proof_access(__builtin_addressof(r), sizeof(T));
     return r;
   }
   // For the block-loop variant's allocation checks (`(const void*)(out)`).
