@@ -235,3 +235,12 @@ def test_the_option_turns_the_proof_off():
     assert "CUSET_CPU_ORDER_PROOF" not in CpuBackend(workers=2).invocation(Path("/x"), "random:1").env
     one = CpuBackend(workers=1, seed=3)
     assert one.invocation(Path("/x"), "forward").env["CUSET_CPU_ORDER_PROOF"] == "1"
+
+
+def test_the_config_option_reaches_the_backend():
+    from cuset.evaluate.config import ExecutionConfig
+
+    for value in (False, True):
+        backend = ExecutionConfig(backend="cpu", compile_judge="backend",
+                                  backend_options={"skip_independent_orders": value}).make_backend()
+        assert backend.options.skip_independent_orders is value

@@ -79,7 +79,8 @@ char g_why[480] = "";
 std::vector<Written>& g_written = *new std::vector<Written>;
 size_t g_last = 0;
 
-std::map<uintptr_t, uint64_t*>& g_shadows = *new std::map<uintptr_t, uint64_t*>;  // allocation start -> shadow
+// allocation start -> (shadow, its bytes)
+std::map<uintptr_t, std::pair<uint64_t*, size_t>>& g_shadows = *new std::map<uintptr_t, std::pair<uint64_t*, size_t>>;
 std::map<std::string, KernelCount>& g_kernels = *new std::map<std::string, KernelCount>;
 
 __attribute__((format(printf, 1, 2))) void fail(const char* fmt, ...) {
@@ -136,14 +137,42 @@ __attribute__((constructor(102))) void read_proof_settings() {
   if (g_enabled) atexit(report);
 }
 
+// Shadow bytes (address space; pages count where threads touch them) the proof may hold:
+// twice the written allocations. Beyond it a launch is not proven and runs every order,
+// so a program near its memory limit never fails in the forward run for the proof's sake.
+constexpr size_t kShadowBudget = 512u << 20;
+size_t g_shadow_bytes = 0;
+
+size_t shadow_bytes(size_t mapped) { return (mapped + 3) / 4 * sizeof(uint64_t); }
+
 uint64_t* shadow_of(uintptr_t base, size_t mapped) {
+  size_t bytes = shadow_bytes(mapped);
   auto it = g_shadows.find(base);
-  if (it != g_shadows.end()) return it->second;
+  if (it != g_shadows.end()) {
+    if (it->second.second == bytes) return it->second.first;
+    munmap(it->second.first, it->second.second);  // heap-mode addresses come back with another size
+    g_shadow_bytes -= it->second.second;
+    g_shadows.erase(it);
+  }
+  if (g_shadow_bytes + bytes > kShadowBudget) {  // give back the shadows of freed allocations
+    for (auto i = g_shadows.begin(); i != g_shadows.end();) {
+      uintptr_t b;
+      size_t m;
+      if (device_allocation_range((const void*)i->first, b, m)) {
+        ++i;
+        continue;
+      }
+      munmap(i->second.first, i->second.second);
+      g_shadow_bytes -= i->second.second;
+      i = g_shadows.erase(i);
+    }
+    if (g_shadow_bytes + bytes > kShadowBudget) return nullptr;
+  }
   // Address space only: pages appear where threads access (and read zero: epoch 0 is no launch).
-  size_t bytes = (mapped + 3) / 4 * sizeof(uint64_t);
   void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (m == MAP_FAILED) return nullptr;
-  g_shadows[base] = (uint64_t*)m;
+  g_shadows[base] = {(uint64_t*)m, bytes};
+  g_shadow_bytes += bytes;
   return (uint64_t*)m;
 }
 
@@ -200,7 +229,7 @@ void proof_enter_slow(std::initializer_list<const void*> written, std::initializ
     for (const Written& x : g_written) known |= x.lo == base;
     if (known) continue;  // two parameters into one allocation: one shadow, conflicts seen by address
     uint64_t* s = shadow_of(base, mapped);
-    if (!s) return fail("no memory for the access record");
+    if (!s) return fail("the allocations it writes are too large to record (256 MiB at most)");
     g_written.push_back(Written{base, base + mapped, s});
   }
   for (const void* r : read) {
