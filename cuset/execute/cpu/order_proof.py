@@ -12,8 +12,10 @@ src/order_proof.cpp), and writes the instrumentation:
   block_loop's own check), every memory access traced to a pointer parameter
   (region_memory: no file-scope `__device__` variable, no pointer loaded from
   memory, no macro that subscripts), every subscript's base one of those
-  parameters or a local pointer computed from them (no local arrays, no
-  typedef'd pointer parameters that would pass for arrays), no `&` (an address
+  parameters or a local pointer computed from them, in the kernel and in the
+  functions it calls (no local arrays, no address smuggled through an integer),
+  every parameter a pointer or of a type that cannot hold one (a typedef'd or
+  template type could: region_memory would not follow it), no `&` (an address
   could leak a fiber's stack into an output) but `__ldg(&in[i])`, and every local initialised where
   it is declared (an uninitialised local holds what the previous thread left,
   which depends on the order). The parameters written are the ones whose
@@ -81,7 +83,7 @@ def plan_proofs(src: str) -> list[ProofPlan]:
     for fn in unit.kernels:
         name = unit.function_name(fn) or "?"
         try:
-            plans.append(_plan(unit, fn, name, src))
+            plans.append(_plan(unit, fn, name))
         except (_Ineligible, _NotCollapsible) as e:
             plans.append(ProofPlan(name, False, str(e)))
     return plans
@@ -92,7 +94,7 @@ def summary(plans: list[ProofPlan]) -> str:
     return "cuset-cpu: order proofs: " + "; ".join(p.describe() for p in plans) if plans else ""
 
 
-def _plan(unit: _Unit, fn, name: str, src: str) -> ProofPlan:
+def _plan(unit: _Unit, fn, name: str) -> ProofPlan:
     kv = _KernelVariant(unit, fn)  # raises on unnamed / unusual parameters
     kv._check_region(kv.body)      # no fiber feature, no call of an unknown function
     bodies = [kv.body] + [f.child_by_field_name("body") for callee in kv.checked_functions
@@ -105,10 +107,15 @@ def _plan(unit: _Unit, fn, name: str, src: str) -> ProofPlan:
     if region_memory.ANY in accessed:
         raise _Ineligible("memory not traced to a pointer parameter")
     _check_names(unit, fn, set(kv.params) | kv._template_params())
-    for callee in kv.checked_functions:
+    _check_parameters(unit, fn)
+    _check_subscript_bases(unit, kv.body, memory)
+    for callee in kv.checked_functions:  # region_memory counts what their pointer arguments point into
         for f in unit.functions.get(callee, ()):
             _check_names(unit, f, _parameter_names(unit, f))
-    _check_subscript_bases(unit, kv.body, memory)
+            _check_parameters(unit, f)
+            own = _KernelVariant(unit, f)
+            _check_subscript_bases(unit, own.body, region_memory.RegionMemory(
+                unit, own.body, own._pointer_params(), _walk, _PURE_FUNCTIONS))
     written_params = [p for p in kv.params if p in written]
     read_only = [p for p in kv.params if p in accessed and p not in written]
     declared_in_body = {unit.text(n) for d in _walk(kv.body) if d.type == "declaration"
@@ -156,6 +163,34 @@ def _check_names(unit: _Unit, fn, params: set[str]) -> None:
             word = unit.text(n)
             if word not in allowed and not _CONSTANT_NAME.fullmatch(word):
                 raise _Ineligible(f"uses {word}, declared outside the kernel")
+
+
+# Parameter types that cannot hold a pointer (a typedef'd or template type could: region_memory
+# would take a subscript of it for a thread's own array, and a call would pass it untraced).
+_VALUE_TYPES = frozenset("""
+size_t ssize_t ptrdiff_t int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t uint half __half
+__nv_bfloat16 float2 float3 float4 double2 double3 double4 int2 int3 int4 uint2 uint3 uint4 char2 char4 uchar2
+uchar4 short2 short4 ushort2 ushort4 long2 ulong2 longlong2 ulonglong2 dim3 __half2 half2
+""".split())
+
+
+def _check_parameters(unit: _Unit, fn) -> None:
+    """Every parameter of `fn` a pointer or array, or of a type that holds no pointer (a
+    reference to one in a device function: region_memory counts what it is given)."""
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    for p in d.child_by_field_name("parameters").named_children if d is not None else ():
+        if p.type != "parameter_declaration":
+            continue
+        decl = p.child_by_field_name("declarator")
+        if decl is not None and decl.type in ("pointer_declarator", "array_declarator"):
+            continue
+        kind = p.child_by_field_name("type")
+        if kind is not None and (kind.type in ("primitive_type", "sized_type_specifier")
+                                 or (kind.type == "type_identifier" and unit.text(kind) in _VALUE_TYPES)):
+            continue
+        raise _Ineligible(f"parameter {unit.text(p)[:40]} may hold a pointer")
 
 
 def _parameter_names(unit: _Unit, fn) -> set[str]:

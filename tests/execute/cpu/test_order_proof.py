@@ -47,13 +47,36 @@ def test_a_naive_kernel_is_checked_with_its_written_and_read_parameters():
     ("*o = 1;", "other than as o[i]"),
     ("o[threadIdx.x] = ::cuset::rt::proof_active;", "declared outside the kernel"),  # the runtime's own flag
     ("o[threadIdx.x] = ext(1);", "calls ext"),
-    ("o[threadIdx.x] = i[0];", "not traced to a pointer parameter"),   # `ip i`: a typedef'd pointer
 ])
 def test_kernels_the_runtime_cannot_check_are_left_alone(body, reason):
-    p = plan(f"typedef int* ip; __device__ int g; __device__ int ext(int);\n"
-             f"__global__ void k(int* o, ip i) {{ {body} }}")
+    p = plan(f"__device__ int g; __device__ int ext(int);\n"
+             f"__global__ void k(int* o, const int* i) {{ {body} }}")
     assert not p.eligible and reason in p.reason, p.reason
     assert p.edits == ()
+
+
+@pytest.mark.parametrize("src, reason", [
+    # a pointer in a typedef'd or template parameter, passed to a function that writes through it
+    ("typedef int* ip; __device__ void put(ip q) { q[0] = 1; }\n"
+     "__global__ void k(int* o, ip i) { put(i); o[threadIdx.x] = 1; }", "ip i may hold a pointer"),
+    ("template <class P> __global__ void k(int* o, P i) { o[threadIdx.x] = i[0]; }", "P i may hold a pointer"),
+    # an address smuggled through an integer into a function that writes there
+    ("__device__ void put(long a) { ((int*)a)[0] = 1; }\n"
+     "__global__ void k(int* o, const int* i) { put((long)i); o[threadIdx.x] = 1; }", "not traced"),
+])
+def test_pointers_the_analysis_cannot_follow_through_calls(src, reason):
+    p = plan(src)
+    assert not p.eligible and reason in p.reason, p.reason
+
+
+def test_device_functions_taking_pointers_count_as_writing_through_them():
+    p = plan("__device__ float get(const float* a, int i) { return a[i]; }\n"
+             "__global__ void k(const float* a, float* b) { b[threadIdx.x] = get(a, threadIdx.x); }")
+    assert not p.eligible and "other than as a[i]" in p.reason  # `a` is passed: counted as written
+    p = plan("__device__ float twice(float v) { return 2 * v; }\n"
+             "__global__ void k(const float* a, float* b, unsigned long n, float4 c) "
+             "{ b[threadIdx.x] = twice(a[threadIdx.x]) + c.x + n; }")
+    assert (p.eligible, p.written, p.read_only) == (True, ("b",), ("a",)), p.reason
 
 
 def test_read_only_loads_through_ldg_are_reads():
