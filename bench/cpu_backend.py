@@ -35,8 +35,15 @@ the naive batch-norm (4096x1024 threads, 4096 rows per column) and the naive
 1024x2048x4096 matmul, target <= 15 s per sample with block loops. --paths-scale 4
 divides the sizes by 4 (a quick look on a busy machine; not the target rows).
 
+Order proof (issue 41), with --proof: the same two rows as a whole sample with every
+order (block loops, no instrumentation) next to the sample with the order proof
+(forward instrumented; random:1 and parallel:1 run only when the runtime does not prove
+every launch order-independent, as the pipeline decides), in one run, wall and CPU
+time of the processes (--paths-scale applies).
+
     .venv/bin/python bench/cpu_backend.py [--repeats 5] [--json out.json] [--no-workers] [--big]
     .venv/bin/python bench/cpu_backend.py --paths [--paths-scale 1]
+    .venv/bin/python bench/cpu_backend.py --proof [--paths-scale 1]
 """
 
 from __future__ import annotations
@@ -318,7 +325,7 @@ class _ChunkedLoops:
     def __init__(self):
         from cuset.execute.cpu import CpuBackend
 
-        self.backend = CpuBackend(workers=2)
+        self.backend = CpuBackend(workers=2, skip_independent_orders=False)
 
     def invocation(self, executable, order):
         from dataclasses import replace
@@ -338,8 +345,8 @@ def path_rows(workdir: Path, scale: int, paths: tuple[str, ...] = PATHS) -> list
     memory with the threads innermost), whole sample, alternated order by order."""
     from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
 
-    backends = {"loops": CpuBackend(workers=2), "chunks": _ChunkedLoops(),
-                "fibers": CpuBackend(workers=2, block_loops=False)}
+    backends = {"loops": CpuBackend(workers=2, skip_independent_orders=False), "chunks": _ChunkedLoops(),
+                "fibers": CpuBackend(workers=2, block_loops=False, skip_independent_orders=False)}
     assert backends["loops"].run_orders == SAMPLE_ORDERS
     backends = {path: backends[path] for path in paths}
     compiled = compile_program(WORKERS_PROGRAM, workdir, timeout=300, backend=backends["loops"])
@@ -380,6 +387,102 @@ def path_rows(workdir: Path, scale: int, paths: tuple[str, ...] = PATHS) -> list
         row["load_after"] = os.getloadavg()
         rows.append(row)
     return rows
+
+
+class _ProofOnStderr:
+    """CpuBackend(workers=2) (order proofs on) whose forward run also writes the proof's
+    lines on stderr (CUSET_CPU_REPORT_PATHS=1): run_compiled opens no diagnostics channel.
+    Keeps the last forward invocation, whose secret the lines must carry."""
+
+    def __init__(self):
+        from cuset.execute.cpu import CpuBackend
+
+        self.backend = CpuBackend(workers=2)
+        self.forward = None
+
+    def invocation(self, executable, order):
+        from dataclasses import replace
+
+        inv = self.backend.invocation(executable, order)
+        if order == "forward":
+            inv = self.forward = replace(inv, env={**inv.env, "CUSET_CPU_REPORT_PATHS": "1"})
+        return inv
+
+    def classify_failure(self, step):
+        return self.backend.classify_failure(step)
+
+
+def proof_rows(workdir: Path, scale: int) -> list[dict]:
+    """A whole sample with every order (the block loops, no order proof: before) vs with
+    the order proof (forward instrumented; random and parallel only when the proof fails),
+    the two alternated in one run. The pipeline's decision, made here on the trusted
+    stderr of the bench's own program (diagnostics.order_proof_result)."""
+    import resource
+
+    from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
+    from cuset.execute.cpu.diagnostics import order_proof_result
+
+    old = CpuBackend(workers=2, skip_independent_orders=False)
+    new = _ProofOnStderr()
+    assert old.run_orders == SAMPLE_ORDERS
+    builds = {"all_orders": compile_program(WORKERS_PROGRAM, workdir / "old", timeout=300, backend=old),
+              "proof": compile_program(WORKERS_PROGRAM, workdir / "new", timeout=300, backend=new.backend)}
+    for name, compiled in builds.items():
+        if not compiled.ok:
+            sys.exit(f"benchmark program ({name}) failed to compile: {compiled.detail}")
+        print(compiled.step.stdout.strip())
+
+    def children_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    def run(path: str, order: str, sizes: list[str], row: dict):
+        backend = old if path == "all_orders" else new
+        cpu = children_cpu()
+        r = run_compiled(builds[path], workdir, timeout=600, order=order, backend=backend, args=sizes,
+                         run_name=f"{sizes[0]}-{path}-{order.replace(':', '-')}")
+        if not r.ok or parse(r.run.stdout).get("check") != 1:
+            sys.exit(f"{row['label']} {path} {order} failed or computed a wrong result: {r.run.stdout} "
+                     f"{r.run.stderr[-1000:]}")
+        row[f"{path}_{order}_s"] = r.run.seconds
+        row[f"{path}_{order}_cpu_s"] = children_cpu() - cpu
+        return r
+
+    rows = []
+    for label, args in BIG_ROWS:
+        sizes = [str(max(1, int(a) // scale)) if a.isdigit() and a != "0" else a for a in args]
+        if scale != 1:
+            label = f"{label} / {scale}"
+        row = {"label": label, "args": sizes, "load_before": os.getloadavg()}
+        forward = run("proof", "forward", sizes, row)
+        why = order_proof_result(forward.run.stderr, new.forward.secret)
+        row["proof"] = why or "not proven: " + " | ".join(
+            ln for ln in forward.run.stderr.splitlines() if "order-proof:" in ln)
+        row["proof_orders"] = ["forward"] + ([] if why else list(SAMPLE_ORDERS[1:]))
+        for order in SAMPLE_ORDERS:
+            run("all_orders", order, sizes, row)
+            if order != "forward" and not why:
+                run("proof", order, sizes, row)
+        for path, orders in (("all_orders", SAMPLE_ORDERS), ("proof", row["proof_orders"])):
+            row[f"{path}_sample_s"] = sum(row[f"{path}_{o}_s"] for o in orders)
+            row[f"{path}_sample_cpu_s"] = sum(row[f"{path}_{o}_cpu_s"] for o in orders)
+        row["cpu_speedup"] = row["all_orders_sample_cpu_s"] / row["proof_sample_cpu_s"]
+        row["load_after"] = os.getloadavg()
+        rows.append(row)
+    return rows
+
+
+def print_proof_rows(rows: list[dict]) -> None:
+    print("\nOrder proof: whole sample, every order (block loops) vs forward with the proof "
+          "(other orders only when it fails)\n")
+    print(f"{'kernel':<36}{'all orders':>12}{'proof':>9}{'CPU all':>10}{'CPU proof':>11}{'CPU ratio':>11}"
+          f"{'target':>10}  forward all/proof  load avg before -> after")
+    for r in rows:
+        load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
+        print(f"{r['label']:<36}{r['all_orders_sample_s']:>11.1f}s{r['proof_sample_s']:>8.1f}s"
+              f"{r['all_orders_sample_cpu_s']:>9.1f}s{r['proof_sample_cpu_s']:>10.1f}s{r['cpu_speedup']:>10.2f}x"
+              f"{'<= 15 s':>10}  {r['all_orders_forward_cpu_s']:.1f}/{r['proof_forward_cpu_s']:.1f} s CPU  {load}")
+        print(f"{'':<36}{r['proof']}")
 
 
 def print_path_rows(rows: list[dict]) -> None:
@@ -442,10 +545,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--big", action="store_true", help="also the batch-norm and 1024x2048x4096 rows (minutes)")
     ap.add_argument("--paths", action="store_true", help="only the block loops vs fibers rows (minutes)")
     ap.add_argument("--paths-scale", type=int, default=1, help="divide the --paths sizes by this")
+    ap.add_argument("--proof", action="store_true", help="only the every-order vs order-proof sample rows (minutes)")
     ap.add_argument("--paths-only", default="", help="comma-separated subset of loops,chunks,fibers (default: all, "
                     "side by side); the result file is named after it")
     args = ap.parse_args(argv)
     from _record import start_record
+
+    if args.proof:
+        variant = "proof" if args.paths_scale == 1 else f"proof-scale{args.paths_scale}"
+        record = start_record(variant=variant, argv=None if argv is None else [__file__, *argv])
+        with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
+            rows = proof_rows(Path(tmp), args.paths_scale)
+        print_proof_rows(rows)
+        record.write({"proof": rows, "orders": list(SAMPLE_ORDERS)})
+        return 0
 
     if args.paths:
         only = tuple(p for p in args.paths_only.split(",") if p) or PATHS

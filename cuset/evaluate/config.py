@@ -54,7 +54,10 @@ class ExecutionConfig:
                                           "the parallel thread order); 0 = usable cores // workers locally, 1 on Ray "
                                           "(each program then asks Ray for that many cores)")
     backend_options: dict = option(default_factory=dict, help="extra keyword arguments for the backend constructor "
-                                                              "(cpu: seed, stack_kb, poison_device_memory, ...)")
+                                                              "(cpu: seed, stack_kb, poison_device_memory, "
+                                                              "skip_independent_orders: false runs every thread "
+                                                              "order even when the forward run proves every kernel "
+                                                              "launch order-independent, ...)")
     executor: str = option("local", help="where programs run: local (threads of this process) or ray (tasks on a "
                                          "Ray cluster; pip install 'cuset[ray]')", choices=("local", "ray"))
     ray_address: str | None = option(None, help="executor=ray: address of an existing cluster (auto = the one "

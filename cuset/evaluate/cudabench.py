@@ -8,7 +8,10 @@ in its own subprocess with a timeout, its process group killed on expiry:
 2. compile through the content-addressed cache (once per source, whatever the case);
 3. run in the sandbox, in a fresh dir holding only copies of the inputs, once per
    thread order of the backend (fresh dir each); a failed run is classified by the
-   backend (e.g. `unsupported`, `warp_sync`) or as runtime_error/timeout;
+   backend (e.g. `unsupported`, `warp_sync`) or as runtime_error/timeout; the later
+   orders are skipped when the backend shows they cannot change the outputs (the CPU
+   backend's order proof: every kernel launch of the first run proven
+   order-independent), with an `orders[case=<i>]` step saying so;
 4. check that every declared output exists, has the declared size, was written by
    this run and is not a copy of an input (unless the reference output equals that
    input, as in identity tasks); then run compare.py on copies of the
@@ -300,6 +303,11 @@ def _run_case(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData,
                 return failure[0], f"case {case}, order {order}: {failure[1]}"
             runs.append((order, outputs_digest(task, run_dir),
                          output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data"), run_dir))
+            skip, why = _orders_to_skip(backend, step, inv) if order == backend.run_orders[0] else ((), "")
+            if skip:   # the runtime proved the other orders cannot change the outputs
+                log.add(StepResult(f"{prefix}orders[case={case}]", 0, 0.0,
+                                   stdout=f"orders skipped: {', '.join(skip)} - {why}"))
+                break
         verdicts: dict[str, tuple[bool, str]] = {}
         for order, digest, problem, run_dir in runs:
             if problem is None and digest not in verdicts:
@@ -324,6 +332,13 @@ def _run_case(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData,
     finally:
         for *_, run_dir in runs:
             ws.discard(run_dir)
+
+
+def _orders_to_skip(backend: Backend, step: StepResult, inv) -> tuple[tuple[str, ...], str]:
+    """The backend's later orders that cannot change this successful run's outputs (none
+    unless the backend can tell: the CPU backend's order proof)."""
+    skip = getattr(backend, "orders_to_skip", None)
+    return skip(step, inv) if skip is not None else ((), "")
 
 
 def run_once(task: Task, case: int, prepared: PreparedData, executable: Path, backend: Backend, ws: Workspace,

@@ -34,6 +34,9 @@ class Invocation:
     # The variable through which the program's runtime takes a diagnostics fd that the
     # program cannot forge (the pipeline opens it and fills StepResult.diagnostics).
     diagnostics_env: str | None = None
+    # A fresh secret the runtime echoes on that channel (the CPU runtime's order proof):
+    # a line without it was not written by the runtime.
+    secret: str = ""
 
 
 @runtime_checkable
@@ -55,4 +58,6 @@ class Backend(Protocol):
         """Map a failed run to a backend-specific status (e.g. CPU `unsupported`,
         `warp_sync`, a CUDA error), or None for the pipeline's generic handling.
         (Optional next to it: `wrong_output_note() -> str`, appended to `wrong` verdicts,
-        e.g. the CPU backend's poisoned device memory.)"""
+        e.g. the CPU backend's poisoned device memory; `orders_to_skip(step, invocation)
+        -> (orders, why)`, after a successful run of the first order: the later orders that
+        cannot change the outputs, e.g. the CPU backend's order proof.)"""

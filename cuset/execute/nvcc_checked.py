@@ -62,3 +62,7 @@ class NvccCheckedBackend:
     def wrong_output_note(self) -> str:
         note = getattr(self.runner, "wrong_output_note", None)
         return note() if note is not None else ""
+
+    def orders_to_skip(self, step: StepResult, invocation: Invocation) -> tuple[tuple[str, ...], str]:
+        skip = getattr(self.runner, "orders_to_skip", None)
+        return skip(step, invocation) if skip is not None else ((), "")

@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
 from cuset.config import ConfigError
 from cuset.execute.interface import CompileOutcome, Invocation
-from cuset.execute.cpu.diagnostics import classify_run, summarize_compile_errors
-from cuset.execute.cpu import block_loop, rewrite_worker
+from cuset.execute.cpu.diagnostics import classify_run, order_proof_result, summarize_compile_errors
+from cuset.execute.cpu import block_loop, order_proof, rewrite_worker
 from cuset.execute.cpu.rewriter import REWRITER_VERSION
 from cuset.execute.cpu.toolchain import INCLUDE_DIR, Toolchain, ToolchainError
 from cuset.execute.result import Status, StepResult
@@ -61,6 +62,7 @@ class CpuBackendOptions:
     workers: int = 1                     # OS threads running blocks concurrently (parallel order)
     poison_device_memory: bool = False   # new cudaMalloc blocks hold NaN / INT_MAX words instead of GPU-like contents
     block_loops: bool = True             # kernels that need no fiber run as loops over a block's threads (block_loop.py)
+    skip_independent_orders: bool = True  # skip the other orders when the forward run proves every launch order-independent
 
 
 class CpuBackend:
@@ -72,7 +74,8 @@ class CpuBackend:
                  cache_dir: str | Path | None = None, asan: bool = False, check_host_access: bool = True,
                  stack_kb: int = 256, race_check: bool = False, sandbox_mode: str = "auto",
                  compile_memory_bytes: int = COMPILE_MEMORY_BYTES, workers: int | None = None,
-                 poison_device_memory: bool = False, block_loops: bool = True):
+                 poison_device_memory: bool = False, block_loops: bool = True,
+                 skip_independent_orders: bool = True):
         if stack_kb < 16:
             raise ConfigError([f"stack_kb={stack_kb}: a CUDA thread needs at least 16 KiB of stack"], "the CPU backend's options")
         workers = default_workers() if workers is None else workers
@@ -84,7 +87,7 @@ class CpuBackend:
         self.options = CpuBackendOptions(seed, max_data_bytes, cxx, Path(cache_dir) if cache_dir else None, asan,
                                          check_host_access, stack_kb, race_check, sandbox_mode,
                                          compile_memory_bytes, workers, bool(poison_device_memory),
-                                         bool(block_loops))
+                                         bool(block_loops), bool(skip_independent_orders))
         self.toolchain = Toolchain(cxx=cxx, asan=asan, race_check=race_check, cache_dir=self.options.cache_dir)
         # forward and random run blocks one at a time (reproducible); parallel
         # runs them concurrently, so races between blocks change the outputs.
@@ -93,7 +96,9 @@ class CpuBackend:
         self.max_data_bytes = max_data_bytes
 
     def fingerprint(self) -> str:
-        return f"cpu-{self.toolchain.fingerprint()}-r{REWRITER_VERSION}"
+        # Instrumented and plain builds differ: the option is part of the cache key.
+        proofs = "-p" if self.options.skip_independent_orders else ""
+        return f"cpu-{self.toolchain.fingerprint()}-r{REWRITER_VERSION}{proofs}"
 
     # ------------------------------------------------------------ compile
     def compile(self, source: str, workdir: Path, timeout: float) -> CompileOutcome:
@@ -101,7 +106,8 @@ class CpuBackend:
         workdir.mkdir(parents=True, exist_ok=True)
         (workdir / SOURCE_NAME).write_text(source)
         try:   # in a worker under the compile timeout: pathological sources make the rewriter slow
-            [(rewritten, unsupported)] = rewrite_worker.analyse([source], timeout, block_loops=True)
+            [(rewritten, unsupported)] = rewrite_worker.analyse(
+                [source], timeout, block_loops=True, order_proofs=self.options.skip_independent_orders)
         except (rewrite_worker.RewriteTimeout, rewrite_worker.RewriteFailed) as e:
             step = StepResult("compile", None, 0.0, isinstance(e, rewrite_worker.RewriteTimeout), "", str(e))
             return CompileOutcome(False, None, step, Status.COMPILE_ERROR, str(e))
@@ -120,9 +126,12 @@ class CpuBackend:
             # A block-loop variant g++ refuses (it should not happen): build without them,
             # so the program's own errors, or none, decide.
             step = self._build(runtime, rewritten.fallback_source, workdir, exe, timeout)
-            paths = "cuset-cpu: kernel paths: all fibers (the block-loop variants did not compile)"
+            paths = ("cuset-cpu: kernel paths: all fibers, no order proofs (the block-loop variants or the "
+                     "order proofs' checked pointers did not compile)")
         else:
             paths = block_loop.summary(list(rewritten.kernel_plans)) if self.options.block_loops else ""
+            proofs = order_proof.summary(list(rewritten.proof_plans))
+            paths = "\n".join(line for line in (paths, proofs) if line)
         if paths:  # the run record keeps the compile step: which path each kernel takes
             step = dataclasses.replace(step, stdout=(step.stdout + "\n" + paths).lstrip("\n"))
         if step.timed_out:
@@ -170,9 +179,22 @@ class CpuBackend:
             env["CUSET_CPU_POISON_DEVICE"] = "1"
         if not self.options.block_loops:  # the same executable, every kernel on the fiber path
             env["CUSET_CPU_BLOCK_LOOP"] = "0"
+        secret = ""
+        if self.options.skip_independent_orders and order == "forward" and len(self.run_orders) > 1:
+            secret = secrets.token_hex(16)  # fresh per run: see order_proof_result
+            env.update(CUSET_CPU_ORDER_PROOF="1", CUSET_CPU_PROOF_TOKEN=secret)
         if self.options.asan:
             env["ASAN_OPTIONS"] = f"detect_leaks=0:abort_on_error=0:exitcode={ASAN_EXIT_CODE}"
-        return Invocation(argv=[str(executable)], env=env, diagnostics_env=DIAG_FD_ENV)
+        return Invocation(argv=[str(executable)], env=env, diagnostics_env=DIAG_FD_ENV, secret=secret)
+
+    def orders_to_skip(self, step: StepResult, invocation: Invocation) -> tuple[tuple[str, ...], str]:
+        """After a successful run of the first order: the remaining orders that cannot give
+        other outputs, and why ((), "" unless the runtime proved every kernel launch of the
+        run order-independent on its diagnostics channel, with this run's secret)."""
+        if not invocation.secret or step.returncode != 0 or step.timed_out:
+            return (), ""
+        why = order_proof_result(step.diagnostics, invocation.secret)
+        return (tuple(self.run_orders[1:]), why) if why else ((), "")
 
     def wrong_output_note(self) -> str:
         """Appended to a `wrong` verdict: under poisoned device memory, the probable cause."""

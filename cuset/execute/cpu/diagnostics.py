@@ -49,6 +49,35 @@ def kernel_paths(text: str) -> dict[str, str]:
     return {m.group(1): m.group(2) for m in _PATH_RE.finditer(text or "")}
 
 
+_PROOF_RE = re.compile(r"^CUSET-CPU: order-proof: (.*)$", re.M)
+_PROOF_SUMMARY_RE = re.compile(r"^(\d+) of (\d+) launches independent, (\d+) kernels, token ([0-9a-f]+)$")
+
+
+def order_proof_result(channel: str | None, secret: str) -> str:
+    """Why the other thread orders cannot change this run's outputs ("every launch proven
+    order-independent (3 kernels, 12 launches)"), or "" when that was not shown: the
+    runtime's lines on the diagnostics channel only (runtime/src/order_proof.cpp), exactly
+    one summary, carrying this run's secret, counting every launch as independent, and no
+    other verdict (a kernel launched after the summary, a launch not proven)."""
+    if channel is None or not secret:
+        return ""  # no channel: what the program printed proves nothing
+    lines = [m.group(1) for m in _PROOF_RE.finditer(channel)]
+    summaries = [m for m in (_PROOF_SUMMARY_RE.match(line) for line in lines) if m]
+    if len(summaries) != 1:
+        return ""
+    independent, launches, kernels, token = summaries[0].groups()
+    if token != secret or independent != launches:
+        return ""
+    kernel_lines = [line for line in lines if not _PROOF_SUMMARY_RE.match(line)]
+    if len(kernel_lines) != int(kernels) or any(
+            not re.fullmatch(r"kernel '.*': (\d+) of \1 launch(es)? independent", line) for line in kernel_lines):
+        return ""
+    if launches == "0":
+        return "no kernel launched"
+    return f"every launch proven order-independent ({kernels} kernel{'s' if kernels != '1' else ''}, " \
+           f"{launches} launch{'es' if launches != '1' else ''})"
+
+
 def classify_run(step: StepResult) -> tuple[Status, str] | None:
     """Status and detail of a failed run from the runtime's marker lines, or
     None when the runtime reported nothing (the program failed on its own)."""

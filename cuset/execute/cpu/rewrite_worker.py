@@ -34,7 +34,7 @@ try:
         job = pickle.load(fh)
     results = []
     for source in job["sources"]:
-        rewritten = rewrite(source, block_loops=job["block_loops"])
+        rewritten = rewrite(source, block_loops=job["block_loops"], order_proofs=job.get("order_proofs", False))
         results.append((rewritten, find_unsupported(list(rewritten.tokens), list(rewritten.decls))))
     with open("results.pickle.tmp", "wb") as fh:
         pickle.dump(results, fh)
@@ -44,7 +44,8 @@ except MemoryError:
     os.write(2, OUT_OF_MEMORY)
     os._exit(3)
 """
-PRELOAD = ("cuset.execute.cpu.rewriter", "cuset.execute.cpu.features", "cuset.execute.cpu.block_loop")
+PRELOAD = ("cuset.execute.cpu.rewriter", "cuset.execute.cpu.features", "cuset.execute.cpu.block_loop",
+           "cuset.execute.cpu.order_proof")
 # Address space of one rewrite (RLIMIT_AS): the rewriter's trees and token lists of a
 # 1 MiB source (the largest the evaluation accepts) stay far below it; a source built to
 # blow them up ends with a MemoryError in the worker, not in the evaluator's memory.
@@ -79,19 +80,20 @@ def _fork_server():
 
 
 def analyse(sources: list[str], timeout: float, block_loops: bool = False,
-            memory_bytes: int = MEMORY_BYTES) -> list[tuple]:
+            memory_bytes: int = MEMORY_BYTES, order_proofs: bool = False) -> list[tuple]:
     """[(Rewritten, [Unsupported, ...]) per source], computed in a forked worker that is
     killed after `timeout` seconds (RewriteTimeout) and limited to `memory_bytes` of
     address space (RewriteFailed naming the MemoryError). `block_loops`: give kernels that
     need no fiber a block-loop version (block_loop.py); its caller rebuilds from
-    `fallback_source` if g++ refuses one (the CPU backend does)."""
+    `fallback_source` if g++ refuses one (the CPU backend does). `order_proofs`: checked
+    pointers in the kernels the runtime can prove order-independent (order_proof.py)."""
     from cuset.execute.pyrunner import run_script
 
     work = Path(tempfile.mkdtemp(prefix="cuset-rewrite-"))
     try:
         (work / _JOB).write_text(_JOB_CODE)
         with open(work / "sources.pickle", "wb") as fh:
-            pickle.dump({"sources": list(sources), "block_loops": block_loops}, fh)
+            pickle.dump({"sources": list(sources), "block_loops": block_loops, "order_proofs": order_proofs}, fh)
         step = run_script("rewrite", _JOB, cwd=work, timeout=timeout, extra_env=_env(), server=_fork_server(),
                           memory_bytes=memory_bytes)
         if step.timed_out:

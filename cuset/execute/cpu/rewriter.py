@@ -30,6 +30,10 @@ at the user's lines):
   KernelBench build do not), a kernel that needs no fiber gains a block-loop version
   of its body, on the line of its `{` (block_loop.py); `fallback_source` is the same
   rewrite without them.
+- with `order_proofs=True` (the CPU backend, unless skip_independent_orders is off),
+  kernels simple enough for the runtime to prove that their thread order cannot
+  matter get checked pointers for the parameters they write (order_proof.py);
+  `fallback_source` then also leaves them out.
 """
 
 from __future__ import annotations
@@ -37,10 +41,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from cuset.execute.cpu.block_loop import KernelPlan, plan_kernels
+from cuset.execute.cpu.order_proof import ProofPlan, plan_proofs
 from cuset.execute.cpu.lexer import COMMENT, IDENT, NUMBER, PUNCT, SPACE, Token, significant, tokenize
 from cuset.execute.cpu.scopes import Decl, declarations
 
-REWRITER_VERSION = "5"
+REWRITER_VERSION = "6"
 
 ARITHMETIC_WORDS = {
     "unsigned", "signed", "int", "short", "long", "char", "float", "double", "bool", "size_t", "ptrdiff_t",
@@ -65,10 +70,11 @@ class Rewritten:
     decls: tuple[Decl, ...] = field(repr=False, default=())
     dropped_includes: tuple[str, ...] = ()  # "<cub/cub.cuh> (CUB)", in source order
     kernel_plans: tuple[KernelPlan, ...] = ()  # the path of each kernel (block loop or fibers)
-    fallback_source: str = ""  # `source` without block loops ("" when no kernel has one)
+    fallback_source: str = ""  # `source` without block loops and order proofs ("" when no kernel has one)
+    proof_plans: tuple[ProofPlan, ...] = ()  # which kernels the runtime checks for order independence
 
 
-def rewrite(src: str, block_loops: bool = False) -> Rewritten:
+def rewrite(src: str, block_loops: bool = False, order_proofs: bool = False) -> Rewritten:
     tokens = tokenize(src)
     decls = declarations(tokens)
     code = significant(tokens)
@@ -83,11 +89,16 @@ def rewrite(src: str, block_loops: bool = False) -> Rewritten:
     _loop_tick_edits(tokens, code, decls, edits)  # last: it steps around the edits above
     plain = _apply(src, edits)
     plans = tuple(plan_kernels(src)) if block_loops else ()
+    proofs = tuple(plan_proofs(src)) if order_proofs else ()
+    # The checked pointers' lines go in before the block-loop variants at the same offset
+    # (a stable sort in _apply): the variants use them too.
+    checked = [Edit(e.start, e.end, e.text) for p in proofs for e in p.edits]
     loops = [Edit(p.insert_at, p.insert_at, p.text) for p in plans if p.loop]
-    if not loops:
-        return Rewritten(plain, launches, tuple(kernels), tuple(tokens), tuple(decls), dropped, plans)
-    return Rewritten(_apply(src, edits + loops), launches, tuple(kernels), tuple(tokens), tuple(decls), dropped,
-                     plans, plain)
+    if not loops and not checked:
+        return Rewritten(plain, launches, tuple(kernels), tuple(tokens), tuple(decls), dropped, plans,
+                         proof_plans=proofs)
+    return Rewritten(_apply(src, edits + checked + loops), launches, tuple(kernels), tuple(tokens), tuple(decls),
+                     dropped, plans, plain, proofs)
 
 
 def _library_include_edits(tokens: list[Token], edits: list[Edit]) -> tuple[str, ...]:

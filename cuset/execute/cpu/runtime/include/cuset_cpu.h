@@ -60,4 +60,5 @@
 #include "cuset_rt/texture.h"
 #include "cuset_rt/coop_groups.h"
 #include "cuset_rt/volatile.h"
+#include "cuset_rt/order_proof.h"
 #include "cuset_rt/math_constants.h"

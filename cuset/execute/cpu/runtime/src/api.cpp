@@ -247,7 +247,9 @@ bool begin_launch(const KernelSite& site, const LaunchConfig& cfg) {
 
 void run_grid(ThreadFn thread_fn, DirectFn direct_fn, void* arg) {
   device_access_begin();
+  proof_launch_begin();
   run_grid_impl(g_site, g_cfg.grid, g_cfg.block, g_cfg.smem, thread_fn, direct_fn, arg);
+  proof_launch_end(g_site.name);
   device_access_end();
 }
 

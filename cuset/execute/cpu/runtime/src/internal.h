@@ -78,6 +78,11 @@ void memory_init();
 bool is_device_pointer(const void* p);
 // Bytes from p to the end of its device allocation, 0 if p is not device memory.
 size_t device_bytes_after(const void* p);
+// The live allocation holding p: its start and the bytes of its pages (with the slack page).
+bool device_allocation_range(const void* p, uintptr_t& base, size_t& mapped);
+// Order proof (order_proof.cpp): around every kernel launch.
+void proof_launch_begin();
+void proof_launch_end(const char* name);
 // Whether a and b may point into one allocation (true unless both are in two different ones).
 bool same_device_allocation(const void* a, const void* b);
 // Host code may not touch device memory; kernels and runtime copies may.

@@ -112,6 +112,14 @@ bool same_device_allocation(const void* a, const void* b) {
   return !x || !y || x == y;  // outside device memory: cannot tell, so they may be one
 }
 
+bool device_allocation_range(const void* p, uintptr_t& base, size_t& mapped) {
+  auto a = find_alloc(p);
+  if (!a || !a->second.live) return false;
+  base = a->first;
+  mapped = a->second.mapped;
+  return true;
+}
+
 size_t device_bytes_after(const void* p) {
   auto a = find_alloc(p);
   if (!a || !a->second.live) return 0;

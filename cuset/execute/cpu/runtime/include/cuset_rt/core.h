@@ -170,22 +170,35 @@ bool block_loop_apart(std::initializer_list<const void*> pairs);
 // running worker, at least `bytes` long, 64-byte aligned, kept between blocks.
 void* block_loop_scratch(unsigned slot, size_t bytes);
 
+// The thread for_each_thread is running (linear index in the block), ~0u outside it:
+// in a block loop the order proof (src/order_proof.cpp) takes the accessing thread
+// from here, and an access outside a per-thread region proves nothing.
+extern __thread unsigned proof_thread;
+
 // The threads of the block, in the order the fiber path would start them.
 template <class F>
 __attribute__((always_inline)) inline void for_each_thread(const BlockLoop& bl, F&& f) {
   if (bl.order) {
     for (unsigned i = 0; i < bl.n; ++i) {
       unsigned t = (unsigned)bl.order[i];
+      proof_thread = t;
       f(t, bl.idx[t]);
     }
   } else if (bl.dim.y == 1 && bl.dim.z == 1) {
-    for (unsigned x = 0; x < bl.dim.x; ++x) f(x, uint3{x, 0, 0});
+    for (unsigned x = 0; x < bl.dim.x; ++x) {
+      proof_thread = x;
+      f(x, uint3{x, 0, 0});
+    }
   } else {
     unsigned t = 0;
     for (unsigned z = 0; z < bl.dim.z; ++z)
       for (unsigned y = 0; y < bl.dim.y; ++y)
-        for (unsigned x = 0; x < bl.dim.x; ++x, ++t) f(t, uint3{x, y, z});
+        for (unsigned x = 0; x < bl.dim.x; ++x, ++t) {
+          proof_thread = t;
+          f(t, uint3{x, y, z});
+        }
   }
+  proof_thread = ~0u;
 }
 
 }  // namespace rt
