@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cuset.evaluate.pipeline import EvalOptions, Timeouts, evaluate_program
+from cuset.evaluate.options import EvalOptions, Timeouts
+from cuset.evaluate.pipeline import evaluate_program
 from cuset.evaluate.workspace import Workspace
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.cpu import CpuBackend
