@@ -122,10 +122,14 @@ class KernelPlan:
     reason: str = ""          # why not (fibers), or what was done
     insert_at: int = -1       # byte offset where `text` goes (after the body's `{`)
     text: str = ""
+    barriers: int = 0          # barrier_regions.py: `__syncthreads()` statements the regions are split at
 
     def describe(self) -> str:
         if not self.loop:
             return f"{self.name}: fibers ({self.reason})"
+        if self.barriers:
+            return (f"{self.name}: block loop with barrier regions ({self.barriers} barrier(s)"
+                    + (f", {self.hoisted} loop(s) with barriers hoisted" if self.hoisted else "") + ")")
         chunked = self.hoisted - self.thread_innermost
         return (f"{self.name}: block loop" + (f", {chunked} loop(s) run in chunks" if chunked else "")
                 + (f", {self.thread_innermost} loop(s) writing no memory run with the threads innermost"
@@ -151,8 +155,21 @@ def plan_kernels(src: str) -> list[KernelPlan]:
         try:
             plans.append(_KernelVariant(unit, fn).plan(name, line))
         except _NotCollapsible as e:
-            plans.append(KernelPlan(name, line, False, reason=str(e)))
+            plans.append(_barrier_plan(unit, fn, name, line) or KernelPlan(name, line, False, reason=str(e)))
     return plans
+
+
+def _barrier_plan(unit: "_Unit", fn, name: str, line: int) -> KernelPlan | None:
+    """A kernel with barriers as barrier regions (barrier_regions.py), or why it keeps
+    the fibers; None for a kernel without `__syncthreads` (the reason above stands)."""
+    if "__syncthreads" not in unit.text(fn.child_by_field_name("body")):
+        return None
+    from cuset.execute.cpu.barrier_regions import plan_barrier_kernel  # it builds on this module
+
+    try:
+        return plan_barrier_kernel(unit, fn, name, line)
+    except _NotCollapsible as e:
+        return KernelPlan(name, line, False, reason=str(e))
 
 
 def summary(plans: list[KernelPlan]) -> str:
@@ -227,6 +244,28 @@ def _declared_identifier(d):
             return None
         d = d.child_by_field_name("declarator")
     return d
+
+
+def replicated_types(unit: _Unit, decl) -> list[tuple[str, str]]:
+    """(name, type) of each local `decl` declares, for per-thread copies of it
+    (`float a = x, b[4];` -> a: float, b: float [4]); raises where the type cannot be named."""
+    declarators = decl.children_by_field_name("declarator")
+    base = unit.data[decl.start_byte:declarators[0].start_byte].decode(errors="replace")
+    base = " ".join(w for w in base.split() if w != "register")
+    out = []
+    for d in declarators:
+        n = _declared_identifier(d)
+        if n is None:
+            raise _NotCollapsible("a local live across a region that cannot be replicated")
+        inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+        if d.type == "init_declarator" and inner.type == "array_declarator":
+            raise _NotCollapsible("an initialised array live across a region")
+        if d.type == "init_declarator" and not any(c.type == "=" for c in d.children):
+            raise _NotCollapsible("a constructor-style declaration live across a region")
+        abstract = (unit.data[inner.start_byte:n.start_byte] + b" " +
+                    unit.data[n.end_byte:inner.end_byte]).decode(errors="replace")
+        out.append((unit.text(n), " ".join(f"{base} {abstract}".split())))
+    return out
 
 
 def _walk(node):
@@ -880,22 +919,8 @@ class _Generator:
                 f"{body}}} return; }} ")
 
     def _replicate(self, decl) -> None:
-        declarators = decl.children_by_field_name("declarator")
-        base = self.u.data[decl.start_byte:declarators[0].start_byte].decode(errors="replace")
-        base = " ".join(w for w in base.split() if w != "register")
-        for d in declarators:
-            n = _declared_identifier(d)
-            if n is None:
-                raise _NotCollapsible("a local live across a hoisted loop that cannot be replicated")
-            inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-            if d.type == "init_declarator" and inner.type == "array_declarator":
-                raise _NotCollapsible("an initialised array live across a hoisted loop")
-            if d.type == "init_declarator" and not any(c.type == "=" for c in d.children):
-                raise _NotCollapsible("a constructor-style declaration live across a hoisted loop")
-            abstract = (self.u.data[inner.start_byte:n.start_byte] + b" " +
-                        self.u.data[n.end_byte:inner.end_byte]).decode(errors="replace")
-            name = self.u.text(n)
-            self.replicated.append((name, " ".join(f"{base} {abstract}".split())))
+        for name, type_text in replicated_types(self.u, decl):
+            self.replicated.append((name, type_text))
             self.replicated_names.add(name)
 
     def _replicated_declaration(self, decl) -> str:
