@@ -25,7 +25,8 @@ loop: the fibers run the statements before the loop and the first iteration's
 statements up to its first barrier as one stretch (and the last stretch of an
 iteration with the next iteration's first, or with what follows the loop), where
 the regions would put a barrier between them. That barrier is invisible only when
-one of the two sides touches no memory (`_junctions_touch_memory`); otherwise the
+the two sides' accesses cannot race (`_junctions_race`: neither writes what the
+other accesses; shared arrays are told apart by name, other memory is one); otherwise the
 kernel stays on the fibers (e.g. a tiled matmul missing its second barrier, whose
 race the random order must still show).
 
@@ -130,8 +131,8 @@ class _BarrierVariant(_KernelVariant):
             raise _NotCollapsible("a barrier under thread-dependent control flow")
         if not self.barriers:
             raise _NotCollapsible("shared memory without a barrier")
-        if _junctions_touch_memory(items, self._touches_memory):
-            raise _NotCollapsible("a hoisted loop joins two stretches that access memory with no barrier between")
+        if _junctions_race(items, self._accesses):
+            raise _NotCollapsible("a hoisted loop joins two stretches that may race with no barrier between")
         gen = _BarrierGenerator(self, items)
         text = gen.variant()
         at = len(self.u.data[:self.body.children[0].end_byte].decode())
@@ -255,26 +256,98 @@ class _BarrierVariant(_KernelVariant):
             if p is None or p == s.parent:
                 raise _NotCollapsible(f"{n.type.replace('_statement', '')} across a barrier")
 
-    def _touches_memory(self, node) -> bool:
-        """Whether a statement may read or write memory (anything but its own scalars)."""
+    def _accesses(self, node) -> tuple[set[str], set[str]]:
+        """(written, read) memory of a statement: a `__shared__` array or a `__restrict__`
+        parameter indexed by its own name, by that name; any other memory (through other
+        pointers, which may point anywhere, or a thread's own array) as "global", and "*"
+        for what cannot be told (a call, a macro). See _overlap."""
+        shared = self._shared_names()
+        restricted = self._restrict_params()
+        written: set[str] = set()
+        read: set[str] = set()
+
+        def root(target) -> str:
+            while target is not None and target.type not in ("identifier",):
+                if target.type in ("subscript_expression", "field_expression", "pointer_expression"):
+                    target = target.child_by_field_name("argument")
+                elif target.type in ("parenthesized_expression", "cast_expression"):
+                    target = target.named_children[-1] if target.named_children else None
+                else:
+                    return "global"
+            name = self.u.text(target) if target is not None else ""
+            return name if name in shared or name in restricted else "global"
+
         for n in _walk(node):
             t = n.type
-            if t in ("subscript_expression", "pointer_expression", "new_expression"):
-                return True
-            if t == "field_expression" and _operator(self.u, n) == "->":
-                return True
-            if t == "call_expression":
+            access = t == "subscript_expression" or (t == "pointer_expression" and _operator(self.u, n) == "*") \
+                or (t == "field_expression" and _operator(self.u, n) == "->")
+            if access:
+                where = root(n)
+                parent = n.parent
+                target = parent is not None and (
+                    (parent.type == "assignment_expression" and parent.child_by_field_name("left") == n)
+                    or parent.type == "update_expression")
+                (written if target else read).add(where)
+                if target and parent.type == "update_expression" or \
+                        (target and parent.type == "assignment_expression" and _operator(self.u, parent) != "="):
+                    read.add(where)
+            elif t == "call_expression":
                 name = self._callee_name(n)
                 f = n.child_by_field_name("function")
-                if not (name in _PURE_FUNCTIONS or (f is not None and f.type == "primitive_type")):
-                    return True
-            if t == "identifier":
+                if name is not None and _ATOMIC.fullmatch(name):
+                    args = n.child_by_field_name("arguments").named_children
+                    if args:
+                        where = root(args[0])
+                        written.add(where)
+                        read.add(where)
+                elif name in self.u.functions and self._function_writes_no_memory(name):
+                    read.add("*")  # it may read anything it is given
+                elif not (name in _PURE_FUNCTIONS or name in _FENCES or (name or "").startswith("make_")
+                          or (f is not None and f.type == "primitive_type")):
+                    written.add("*")
+            elif t == "identifier":
                 word = self.u.text(n)
                 if word in self.u.macros and not self._macro_value(word, True, set()):
-                    return True
-                if word in self.u.globals and word not in self.u.constants:
-                    return True
+                    written.add("*")
+                elif word in self.u.globals and word not in self.u.constants and word not in self._kernel_locals():
+                    written.add("global")
+                    read.add("global")
+        return written, read
+
+    def _restrict_params(self) -> set[str]:
+        """Pointer parameters declared `__restrict__`: memory no other name reaches."""
+        d = self.fn.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            d = d.child_by_field_name("declarator")
+        out = set()
+        for p in d.child_by_field_name("parameters").named_children:
+            if p.type == "parameter_declaration" and re.search(r"\b(__restrict__|__restrict|restrict)\b", self.u.text(p)):
+                n = _declared_identifier(p.child_by_field_name("declarator"))
+                if n is not None:
+                    out.add(self.u.text(n))
+        return out
+
+    def _shared_names(self) -> set[str]:
+        if not hasattr(self, "_shared_cache"):
+            self._shared_cache = {name for n in _unwrap(self.body) if n.type == "declaration"
+                                  and any(c.type == "type_qualifier" and self.u.text(c) == "__shared__"
+                                          for c in n.children)
+                                  for name in _declared_names(self.u, n)}
+        return self._shared_cache
+
+
+def _conflict(a: tuple[set[str], set[str]], b: tuple[set[str], set[str]]) -> bool:
+    """Whether two stretches' accesses could race: one writes what the other reads or writes."""
+    (wa, ra), (wb, rb) = a, b
+    return _overlap(wa, rb | wb) or _overlap(wb, ra)
+
+
+def _overlap(x: set[str], y: set[str]) -> bool:
+    """Two sets of memory names that may share a location: the same name, or "global"
+    or "*" (anything: a local pointer may point into a shared array or a parameter)."""
+    if not x or not y:
         return False
+    return bool(x & y) or bool((x | y) & {"global", "*"})
 
 
 def _is_barrier(unit: _Unit, s) -> bool:
@@ -296,40 +369,42 @@ def _all_items(items):
             yield from _all_items(it[2])
 
 
-def _junctions_touch_memory(items, touches) -> bool:
+def _junctions_race(items, accesses) -> bool:
     """Around a hoisted loop the regions add barriers the kernel does not have: between
     the stretch before the loop and the body's first stretch, the body's last stretch
     and its first (next iteration) or what follows the loop, and, for a loop that runs
     no iteration, the stretches before and after it. Stretches are nodes of a graph
-    with those edges; a path between two stretches that touch memory through stretches
-    that do not (a barrier cuts it) means two threads' accesses the fibers interleave
-    one way and the regions another: True."""
-    nodes: list[bool] = []  # does stretch k touch memory
+    with those edges (a barrier starts a node with none into it); two stretches joined
+    by a path whose accesses could race (`_conflict`) run interleaved one way on the
+    fibers and another as regions, which could hide the race: True."""
+    nodes: list[tuple[set[str], set[str]]] = []  # (written, read) of each stretch
     edges: dict[int, set[int]] = {}
 
     def level(its) -> tuple[int, int]:
         """Adds the stretches of a level; returns its first and last."""
         current = len(nodes)
-        nodes.append(False)
+        nodes.append((set(), set()))
         first = current
         for it in its:
             if it[0] == "barrier":
                 current = len(nodes)
-                nodes.append(False)
+                nodes.append((set(), set()))
             elif it[0] == "loop":
                 body_first, body_last = level(it[2])
                 after = len(nodes)
-                nodes.append(False)
+                nodes.append((set(), set()))
                 for a, b in ((current, body_first), (body_last, body_first), (body_last, after), (current, after)):
                     edges.setdefault(a, set()).add(b)
                 current = after
-            elif it[0] in ("stmt", "other") and touches(it[1]):
-                nodes[current] = True
+            elif it[0] in ("stmt", "other"):
+                written, read = accesses(it[1])
+                nodes[current][0].update(written)
+                nodes[current][1].update(read)
         return first, current
 
     level(items)
-    for start, touching in enumerate(nodes):
-        if not touching:
+    for start, here in enumerate(nodes):
+        if not (here[0] or here[1]):
             continue
         seen, todo = set(), list(edges.get(start, ()))
         while todo:
@@ -337,7 +412,7 @@ def _junctions_touch_memory(items, touches) -> bool:
             if k in seen:
                 continue
             seen.add(k)
-            if nodes[k]:
+            if _conflict(here, nodes[k]):
                 return True
             todo.extend(edges.get(k, ()))
     return False
