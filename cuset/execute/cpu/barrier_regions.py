@@ -129,8 +129,6 @@ class _BarrierVariant(_KernelVariant):
         placed = sum(1 for n in _walk(self.body) if n.type == "identifier" and self.u.text(n) == "__syncthreads")
         if placed != self.barriers:
             raise _NotCollapsible("a barrier under thread-dependent control flow")
-        if not self.barriers:
-            raise _NotCollapsible("shared memory without a barrier")
         if _junctions_race(items, self._accesses):
             raise _NotCollapsible("a hoisted loop joins two stretches that may race with no barrier between")
         gen = _BarrierGenerator(self, items)

@@ -44,6 +44,9 @@ condition, one with a `break` out of it) stay on the fiber path: run one whole
 thread after another, a column walk thrashes the cache where the ticking fibers
 walk side by side.
 
+Kernels with `__syncthreads()` in their body are planned by barrier_regions.py
+instead (split at their own barriers, `_barrier_plan`).
+
 The variant is inserted on the line of the body's `{` (one line, comments
 dropped), so every line of the user's code keeps its number.
 
@@ -162,7 +165,7 @@ def plan_kernels(src: str) -> list[KernelPlan]:
 def _barrier_plan(unit: "_Unit", fn, name: str, line: int) -> KernelPlan | None:
     """A kernel with barriers as barrier regions (barrier_regions.py), or why it keeps
     the fibers; None for a kernel without `__syncthreads` (the reason above stands)."""
-    if "__syncthreads" not in unit.text(fn.child_by_field_name("body")):
+    if not any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(fn.child_by_field_name("body"))):
         return None
     from cuset.execute.cpu.barrier_regions import plan_barrier_kernel  # it builds on this module
 

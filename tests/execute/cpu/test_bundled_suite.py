@@ -102,7 +102,7 @@ def test_every_reference_program_agrees_bit_for_bit_on_both_paths(tmp_path, run_
     backend = _PathsBackend()   # compiles as the CPU backend does: the programs other tests compiled are hits
     cache = CompileCache(backend, root=run_compile_cache, timeout=180)
     ws = Workspace(parent=tmp_path / "ws", data_root=run_gen_data, gen_timeout=300)
-    failures, loops, programs = [], 0, suite_programs()
+    failures, loops, regions, programs = [], 0, 0, suite_programs()
     try:
         for _, task in programs:
             cache.submit(task.bench_cu)
@@ -110,6 +110,7 @@ def test_every_reference_program_agrees_bit_for_bit_on_both_paths(tmp_path, run_
             result = evaluate_program(task, task.bench_cu, backend=backend, cache=cache, workspace=ws)
             compile_log = " ".join(s.stdout for s in result.steps if s.name == "compile")
             loops += compile_log.count(": block loop")
+            regions += compile_log.count(": block loop with barrier regions")
             if result.status is not Status.PASSED:
                 failures.append(f"{label}: {result.status.value}: {result.detail}")
     finally:
@@ -118,3 +119,4 @@ def test_every_reference_program_agrees_bit_for_bit_on_both_paths(tmp_path, run_
     assert len(programs) >= 40
     assert not failures, "\n".join(failures)
     assert loops > 0  # some references really ran as block loops
+    assert regions > 0  # and some kernels with barriers as barrier regions
