@@ -180,7 +180,12 @@ void* block_loop_scratch(unsigned slot, size_t bytes);
 // The threads of the block, in the order the fiber path would start them.
 template <class F>
 __attribute__((always_inline)) inline void for_each_thread(const BlockLoop& bl, F&& f) {
-  if (bl.order) {
+  if (bl.order && bl.dim.y == 1 && bl.dim.z == 1) {  // 1-D: the index is the thread (no table load)
+    for (unsigned i = 0; i < bl.n; ++i) {
+      unsigned t = (unsigned)bl.order[i];
+      f(t, uint3{t, 0, 0});
+    }
+  } else if (bl.order) {
     for (unsigned i = 0; i < bl.n; ++i) {
       unsigned t = (unsigned)bl.order[i];
       f(t, bl.idx[t]);
