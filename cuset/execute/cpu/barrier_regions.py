@@ -80,6 +80,13 @@ class _BarrierVariant(_KernelVariant):
             return  # in the kernel body: where they stand is checked by _level
         super()._check_word(word, allow_thread_index)
 
+    def _check_macro(self, name: str, seen: set[str]) -> bool:
+        # A barrier or shared memory behind a macro would sit inside a region.
+        for word in re.findall(r"[A-Za-z_]\w*", self.u.macros[name]):
+            if word in ("__syncthreads", "__shared__", "extern"):
+                raise _NotCollapsible(f"macro {name} uses {word}")
+        return super()._check_macro(name, seen)
+
     def _check_call(self, call) -> bool:
         name = self._callee_name(call)
         if name is not None and (name == "__syncthreads" or _ATOMIC.fullmatch(name) or name in _FENCES):
@@ -99,14 +106,14 @@ class _BarrierVariant(_KernelVariant):
         if name in seen:
             return True
         seen.add(name)
-        value = self.u.macros[name]
+        value = re.sub(r"\.\s*[xyz]\b", "", self.u.macros[name])  # the fields of built-ins
         if re.search(r"\[|->|(?<![=!<>])=(?!=)|\+\+|--", value):
             return False
         for word in re.findall(r"[A-Za-z_]\w*", value):
             if word in self.u.macros:
                 if not self._macro_value(word, thread_ok, seen):
                     return False
-            elif not (word in _PURE_FUNCTIONS or word in _BUILTINS or word in _TYPE_WORDS or word in ("x", "y", "z")
+            elif not (word in _PURE_FUNCTIONS or word in _BUILTINS or word in _TYPE_WORDS
                       or word in self.u.constants or (thread_ok and word == "threadIdx")):
                 return False
         return True

@@ -58,6 +58,9 @@ SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
     (SHARED + "s[t] = __shfl_xor_sync(0xffffffff, q[t], 1); __syncthreads(); p[t] = s[0];", "__shfl_xor_sync"),
     (SHARED + "s[t] = 0; __syncthreads(); p[t] = walk(q, n);", "function with a loop"),  # its loop ticks
     (SHARED + "s[t] = 0; __syncthreads(); int c = __syncthreads_count(t > 1); p[t] = c;", "__syncthreads_count"),
+    (SHARED + "s[t] = 0; __syncthreads(); s[t] += 1; SYNC; p[t] = s[0];", "macro SYNC uses __syncthreads"),
+    # a macro naming a local is no uniform value
+    (SHARED + "int x = t; for (int i = 0; i < XX; ++i) { s[t] += 1; __syncthreads(); }", "not block-uniform"),
     # a stretch before a hoisted loop writes what the first stretch of its body reads:
     # the fibers run them as one stretch per thread (a race), the regions would not
     (SHARED + "s[t] = q[t]; for (int i = 0; i < n; ++i) { p[t] += s[(t + 1) % 256]; __syncthreads(); }",
@@ -67,7 +70,7 @@ SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
      "may race with no barrier between"),
 ])
 def test_kernels_whose_barriers_need_the_fibers_keep_them(body, reason):
-    head = "#define TID (threadIdx.x + 1)\n__device__ float walk(const float* q, int n) { float s = 0; " \
+    head = "#define TID (threadIdx.x + 1)\n#define SYNC __syncthreads()\n#define XX (x + 1)\n__device__ float walk(const float* q, int n) { float s = 0; " \
            "for (int i = 0; i < n; ++i) s += q[i]; return s; }\n"
     plan = _plan(body, head)
     assert not plan.loop and reason in plan.reason, plan
