@@ -53,6 +53,7 @@ from cuset.execute.cpu.block_loop import (
 
 # Atomics that never switch threads on the fibers (a failing atomicCAS does: spin locks).
 _ATOMIC = re.compile(r"atomic(?!CAS)[A-Z]\w*")
+_RESTRICT = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
 _FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_system"})
 _TYPE_WORDS = frozenset("""
 int unsigned signed long short char float double bool size_t sizeof const true false
@@ -326,7 +327,7 @@ class _BarrierVariant(_KernelVariant):
             d = d.child_by_field_name("declarator")
         out = set()
         for p in d.child_by_field_name("parameters").named_children:
-            if p.type == "parameter_declaration" and re.search(r"\b(__restrict__|__restrict|restrict)\b", self.u.text(p)):
+            if p.type == "parameter_declaration" and _RESTRICT.search(self.u.text(p)):
                 n = _declared_identifier(p.child_by_field_name("declarator"))
                 if n is not None:
                     out.add(self.u.text(n))

@@ -165,7 +165,8 @@ def plan_kernels(src: str) -> list[KernelPlan]:
 def _barrier_plan(unit: "_Unit", fn, name: str, line: int) -> KernelPlan | None:
     """A kernel with barriers as barrier regions (barrier_regions.py), or why it keeps
     the fibers; None for a kernel without `__syncthreads` (the reason above stands)."""
-    if not any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(fn.child_by_field_name("body"))):
+    body = fn.child_by_field_name("body")
+    if not any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body)):
         return None
     from cuset.execute.cpu.barrier_regions import plan_barrier_kernel  # it builds on this module
 

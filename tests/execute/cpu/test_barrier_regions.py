@@ -49,7 +49,8 @@ SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
     (SHARED + "int i = 0; while (i < n) { s[t] += 1; __syncthreads(); ++i; }", "while loop"),
     (SHARED + "for (int i = t; i < n; i += 32) { s[t] += q[i]; __syncthreads(); }", "not block-uniform"),
     (SHARED + "for (int i = 0; i < (int)q[0]; ++i) { s[t] += 1; __syncthreads(); }", "not block-uniform"),
-    (SHARED + "for (int i = 0; i < TID; ++i) { s[t] += 1; __syncthreads(); }", "not block-uniform"),  # a macro of threadIdx
+    # a macro of threadIdx
+    (SHARED + "for (int i = 0; i < TID; ++i) { s[t] += 1; __syncthreads(); }", "not block-uniform"),
     (SHARED + "for (int i = 0; i < n; ++i) { if (q[i] > 0) break; s[t] += 1; __syncthreads(); }", "break across"),
     (SHARED + "for (int i = 0; i < n; ++i) { if (q[t] > 0) continue; s[t] += 1; __syncthreads(); }",
      "continue across"),
@@ -70,8 +71,9 @@ SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
      "may race with no barrier between"),
 ])
 def test_kernels_whose_barriers_need_the_fibers_keep_them(body, reason):
-    head = "#define TID (threadIdx.x + 1)\n#define SYNC __syncthreads()\n#define XX (x + 1)\n__device__ float walk(const float* q, int n) { float s = 0; " \
-           "for (int i = 0; i < n; ++i) s += q[i]; return s; }\n"
+    head = ("#define TID (threadIdx.x + 1)\n#define SYNC __syncthreads()\n#define XX (x + 1)\n"
+            "__device__ float walk(const float* q, int n) { float s = 0; for (int i = 0; i < n; ++i) s += q[i]; "
+            "return s; }\n")
     plan = _plan(body, head)
     assert not plan.loop and reason in plan.reason, plan
 

@@ -73,10 +73,11 @@ def test_every_reference_program_passes(pipeline, backend):
 
 
 class _PathsBackend:
-    """The CPU backend with two orders: `forward` (block loops where a kernel has
-    one) and `fibers:forward` (the same executable, every kernel on the fibers).
-    The pipeline compares the orders' outputs byte for byte and reports `race`
-    when they differ, so a pass means the two paths agree bit for bit."""
+    """The CPU backend with four orders: `forward` and `random:7` (block loops and
+    barrier regions where a kernel has them) and `fibers:forward`, `fibers:random:7`
+    (the same executable, every kernel on the fibers). The pipeline compares the
+    orders' outputs byte for byte and reports `race` when they differ, so a pass
+    means the two paths agree bit for bit in both orders."""
 
     def __new__(cls, seed: int = 7):
         from cuset.execute.cpu import CpuBackend
@@ -90,7 +91,7 @@ class _PathsBackend:
                 return super().invocation(executable, order)
 
         backend = PathsBackend(seed=seed, workers=1)
-        backend.run_orders = ("forward", "fibers:forward")
+        backend.run_orders = ("forward", "fibers:forward", "random:7", "fibers:random:7")
         return backend
 
 
