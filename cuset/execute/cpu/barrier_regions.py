@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import re
 
+from cuset.execute.cpu import block_loop
 from cuset.execute.cpu.block_loop import (
     _BUILTINS, _LOOPS, _MAX_REPLICATED, _PURE_FUNCTIONS, KernelPlan, _declared_identifier, _declared_names,
     _flat, _KernelVariant, _NotCollapsible, _operator, _unwrap, _Unit, _variable_root, _walk, replicated_types,
@@ -58,6 +59,12 @@ _FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_syst
 _TYPE_WORDS = frozenset("""
 int unsigned signed long short char float double bool size_t sizeof const true false
 """.split())
+
+
+def plan_kernels(src: str) -> list[KernelPlan]:
+    """A plan per `__global__` definition of `src`: a block loop (block_loop.py) where
+    it qualifies, else, for a kernel with `__syncthreads()`, barrier regions where they do."""
+    return block_loop.plan_kernels(src, barrier_planner=plan_barrier_kernel)
 
 
 def plan_barrier_kernel(unit: _Unit, fn, name: str, line: int) -> KernelPlan:

@@ -45,7 +45,8 @@ thread after another, a column walk thrashes the cache where the ticking fibers
 walk side by side.
 
 Kernels with `__syncthreads()` in their body are planned by barrier_regions.py
-instead (split at their own barriers, `_barrier_plan`).
+instead (split at their own barriers): its `plan_kernels` is this one's with its
+planner for them, and what the rewriter uses.
 
 The variant is inserted on the line of the body's `{` (one line, comments
 dropped), so every line of the user's code keeps its number.
@@ -143,8 +144,10 @@ class _NotCollapsible(Exception):
     pass
 
 
-def plan_kernels(src: str) -> list[KernelPlan]:
-    """A plan per `__global__` definition of `src` (a variant where it qualifies)."""
+def plan_kernels(src: str, barrier_planner=None) -> list[KernelPlan]:
+    """A plan per `__global__` definition of `src` (a variant where it qualifies).
+    `barrier_planner(unit, fn, name, line)` plans the kernels with `__syncthreads()`
+    this module leaves on the fibers (barrier_regions.plan_kernels passes its own)."""
     if "__global__" not in src:
         return []
     data = src.encode()
@@ -158,22 +161,16 @@ def plan_kernels(src: str) -> list[KernelPlan]:
         try:
             plans.append(_KernelVariant(unit, fn).plan(name, line))
         except _NotCollapsible as e:
-            plans.append(_barrier_plan(unit, fn, name, line) or KernelPlan(name, line, False, reason=str(e)))
+            barriers = barrier_planner is not None and any(
+                n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body))
+            if not barriers:
+                plans.append(KernelPlan(name, line, False, reason=str(e)))
+                continue
+            try:
+                plans.append(barrier_planner(unit, fn, name, line))
+            except _NotCollapsible as why:
+                plans.append(KernelPlan(name, line, False, reason=str(why)))
     return plans
-
-
-def _barrier_plan(unit: "_Unit", fn, name: str, line: int) -> KernelPlan | None:
-    """A kernel with barriers as barrier regions (barrier_regions.py), or why it keeps
-    the fibers; None for a kernel without `__syncthreads` (the reason above stands)."""
-    body = fn.child_by_field_name("body")
-    if not any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body)):
-        return None
-    from cuset.execute.cpu.barrier_regions import plan_barrier_kernel  # it builds on this module
-
-    try:
-        return plan_barrier_kernel(unit, fn, name, line)
-    except _NotCollapsible as e:
-        return KernelPlan(name, line, False, reason=str(e))
 
 
 def summary(plans: list[KernelPlan]) -> str:

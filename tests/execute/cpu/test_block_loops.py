@@ -29,15 +29,14 @@ def test_fixture_kernels_get_the_expected_paths():
     for name, param in (("block_race", "total"), ("hidden_race", "buf")):
         assert not plans[name].loop and plans[name].reason.startswith(f"writes {param} in one region"), plans[name]
     assert plans["elementwise"].loop and plans["elementwise"].hoisted == 0
-    # barriers under a thread-dependent condition: not even barrier regions (test_barrier_regions.py)
-    assert not plans["divergent"].loop and plans["divergent"].reason == "a barrier under thread-dependent control flow"
+    assert not plans["divergent"].loop and plans["divergent"].reason == "shared memory"
     assert not plans["shuffle"].loop and "__shfl_down_sync" in plans["shuffle"].reason
     assert not plans["shared_race"].loop
 
 
 @pytest.mark.parametrize("body, reason", [
     ("int i = threadIdx.x; atomicAdd(p, i);", "atomicAdd"),
-    ("if (p[0]) __syncthreads(); p[0] = 1;", "barrier under thread-dependent control flow"),
+    ("__syncthreads(); p[0] = 1;", "__syncthreads"),  # barriers: barrier_regions.py
     ("volatile int* q = p; q[0] = 1;", "volatile memory"),
     # a spin (while loops stay on the fibers)
     ("int i = threadIdx.x; while (p[i] == 0) { } p[i] = 2;", "thread-dependent control flow"),
