@@ -48,7 +48,7 @@ import re
 
 from cuset.execute.cpu import block_loop
 from cuset.execute.cpu.block_loop import (
-    _BUILTINS, _LOOPS, _MAX_REPLICATED, _PURE_FUNCTIONS, KernelPlan, _declared_identifier, _declared_names,
+    _LOOPS, _MAX_REPLICATED, _PURE_FUNCTIONS, KernelPlan, _declared_identifier, _declared_names,
     _flat, _KernelVariant, _NotCollapsible, _operator, _unwrap, _Unit, _variable_root, _walk, replicated_types,
 )
 
@@ -56,9 +56,6 @@ from cuset.execute.cpu.block_loop import (
 _ATOMIC = re.compile(r"atomic(?!CAS)[A-Z]\w*")
 _RESTRICT = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
 _FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_system"})
-_TYPE_WORDS = frozenset("""
-int unsigned signed long short char float double bool size_t sizeof const true false
-""".split())
 
 
 def plan_kernels(src: str) -> list[KernelPlan]:
@@ -102,29 +99,7 @@ class _BarrierVariant(_KernelVariant):
         return super()._check_call(call)
 
     def _uniform_name(self, name: str, remat: set[str], thread_ok: bool) -> bool:
-        if name in self.uniform_now:
-            return True
-        if name in self.u.macros:
-            return self._macro_value(name, thread_ok, set())
-        return super()._uniform_name(name, remat, thread_ok)
-
-    def _macro_value(self, name: str, thread_ok: bool, seen: set[str]) -> bool:
-        """A macro that expands to a value of constants, built-ins (threadIdx only with
-        thread_ok) and pure functions: no memory, no locals, no parameters."""
-        if name in seen:
-            return True
-        seen.add(name)
-        value = re.sub(r"\.\s*[xyz]\b", "", self.u.macros[name])  # the fields of built-ins
-        if re.search(r"\[|->|(?<![=!<>])=(?!=)|\+\+|--", value):
-            return False
-        for word in re.findall(r"[A-Za-z_]\w*", value):
-            if word in self.u.macros:
-                if not self._macro_value(word, thread_ok, seen):
-                    return False
-            elif not (word in _PURE_FUNCTIONS or word in _BUILTINS or word in _TYPE_WORDS
-                      or word in self.u.constants or (thread_ok and word == "threadIdx")):
-                return False
-        return True
+        return name in self.uniform_now or super()._uniform_name(name, remat, thread_ok)
 
     # -------------------------------------------------- the plan
     def plan(self, name: str, line: int) -> KernelPlan:

@@ -107,6 +107,7 @@ static_cast reinterpret_cast const_cast
 """.split())
 
 _BUILTINS = frozenset({"blockIdx", "blockDim", "gridDim", "warpSize"})
+_TYPE_WORDS = frozenset("int unsigned signed long short char float double bool size_t sizeof const true false".split())
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _LOOP_KINDS = ("loop", "ploop")  # a uniform loop (hoisted), a loop of each thread's own (private)
 _MAX_REPLICATED = 48
@@ -477,7 +478,29 @@ class _KernelVariant:
             return thread_ok
         if name in self.params:
             return name not in self.written
-        return name in self.u.constants or name in self.u.macros or name in self._template_params()
+        if name in self.u.macros:
+            return self._macro_value(name, thread_ok, set())
+        return name in self.u.constants or name in self._template_params()
+
+    def _macro_value(self, name: str, thread_ok: bool, seen: set[str]) -> bool:
+        """A macro that expands to a value of constants, built-ins (threadIdx only with
+        thread_ok) and pure functions: no memory, no locals, no parameters (`#define TID
+        threadIdx.x` is no uniform value, `#define LOAD q[i]` none to recompute)."""
+        if name in seen:
+            return True
+        seen.add(name)
+        value = re.sub(r"\.\s*[xyz]\b", "", self.u.macros[name])  # the fields of built-ins
+        if re.search(r"\[|->|(?<![=!<>])=(?!=)|\+\+|--", value):
+            return False
+        for word in re.findall(r"[A-Za-z_]\w*", value):
+            if word in self.u.macros:
+                if not self._macro_value(word, thread_ok, seen):
+                    return False
+            elif not (word in _PURE_FUNCTIONS or word in _BUILTINS or word in _TYPE_WORDS
+                      or word in self.u.constants or word in self._template_params()
+                      or (thread_ok and word == "threadIdx")):
+                return False
+        return True
 
     def _template_params(self) -> set[str]:
         parent = self.fn.parent
