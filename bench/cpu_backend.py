@@ -44,6 +44,14 @@ time of the processes (--paths-scale applies).
     .venv/bin/python bench/cpu_backend.py [--repeats 5] [--json out.json] [--no-workers] [--big]
     .venv/bin/python bench/cpu_backend.py --paths [--paths-scale 1]
     .venv/bin/python bench/cpu_backend.py --proof [--paths-scale 1]
+    .venv/bin/python bench/cpu_backend.py --barrier-paths [--paths-scale 1]
+
+Barrier regions (issue 41), with --barrier-paths: the 65536x1024 shared-memory row
+sort (one block per row, a bitonic network with a barrier after each of its 55
+steps: the bundled suite's Sort_Rows_Float at its largest size) per order, forward
+and random:1, on the fibers (CUSET_CPU_BLOCK_LOOP=0) and split into barrier regions
+(the default), side by side in one run: process wall time and CPU time. Target
+<= 20 s per order on 2 cores, random within 1.3x of forward.
 """
 
 from __future__ import annotations
@@ -204,6 +212,122 @@ int main(int argc, char** argv) {
   printf("kernel_s=%.4f check=%d\n", ms / 1000.0, (int)((got - want) * (got - want) <= tol * tol));
 }
 """
+SORT_PROGRAM = r"""
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+constexpr int LEN = 1024;
+// The sort_rows family's kernel (cuset/data/families/sorting.py), ascending.
+template <typename T>
+__global__ void sort_rows(const T* __restrict__ in, T* __restrict__ out) {
+    __shared__ T s[LEN];
+    int t = threadIdx.x;
+    size_t base = (size_t)blockIdx.x * LEN;
+    s[t] = in[base + t];
+    __syncthreads();
+    for (int k = 2; k <= LEN; k <<= 1) {
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            int partner = t ^ j;
+            if (partner > t) {
+                bool up = ((t & k) == 0) == true;
+                T a = s[t];
+                T b = s[partner];
+                if ((a > b) == up) {
+                    s[t] = b;
+                    s[partner] = a;
+                }
+            }
+            __syncthreads();
+        }
+    }
+    out[base + t] = s[t];
+}
+int main(int argc, char** argv) {
+  int rows = atoi(argv[1]);
+  size_t n = (size_t)rows * LEN;
+  std::vector<float> h(n);
+  unsigned long long r = 88172645463325252ull;
+  for (size_t i = 0; i < n; ++i) { r ^= r << 13; r ^= r >> 7; r ^= r << 17; h[i] = (float)(r % 1000003) / 7.0f; }
+  float *din, *dout;
+  cudaMalloc(&din, n * 4); cudaMalloc(&dout, n * 4);
+  cudaMemcpy(din, h.data(), n * 4, cudaMemcpyHostToDevice);
+  cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+  cudaEventRecord(e0);
+  sort_rows<float><<<rows, LEN>>>(din, dout);
+  cudaEventRecord(e1); cudaEventSynchronize(e1);
+  float ms; cudaEventElapsedTime(&ms, e0, e1);
+  std::vector<float> o(n);
+  cudaMemcpy(o.data(), dout, n * 4, cudaMemcpyDeviceToHost);
+  int ok = 1;
+  for (size_t i = 0; i < n; ++i)
+    if (i % LEN && o[i - 1] > o[i]) ok = 0;
+  for (int row : {0, rows / 2, rows - 1}) {  // the same values: the host's sort of the row
+    std::vector<float> want(h.begin() + (size_t)row * LEN, h.begin() + (size_t)(row + 1) * LEN);
+    std::sort(want.begin(), want.end());
+    for (int i = 0; i < LEN; ++i)
+      if (want[i] != o[(size_t)row * LEN + i]) ok = 0;
+  }
+  printf("kernel_s=%.4f check=%d\n", ms / 1000.0, ok);
+}
+"""
+SORT_ROWS = 65536
+BARRIER_ORDERS = ("forward", "random:1")
+BARRIER_PATHS = ("fibers", "regions")
+
+
+def barrier_path_rows(workdir: Path, scale: int) -> list[dict]:
+    """The shared-memory row sort per order, on the fibers and as barrier regions."""
+    import resource
+
+    from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
+
+    backends = {"fibers": CpuBackend(workers=2, block_loops=False), "regions": CpuBackend(workers=2)}
+    compiled = compile_program(SORT_PROGRAM, workdir, timeout=300, backend=backends["regions"])
+    if not compiled.ok:
+        sys.exit(f"benchmark program failed to compile: {compiled.detail}")
+    print(compiled.step.stdout.strip())
+
+    def children_cpu() -> float:
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+
+    rows = str(SORT_ROWS // scale)
+    row = {"label": f"shared-memory row sort {rows}x1024", "args": [rows], "load_before": os.getloadavg()}
+    for order in BARRIER_ORDERS:
+        for path, backend in backends.items():
+            cpu = children_cpu()
+            run = run_compiled(compiled, workdir, timeout=600, order=order, backend=backend, args=[rows],
+                               run_name=f"sort-{path}-{order.replace(':', '-')}")
+            if not run.ok or parse(run.run.stdout).get("check") != 1:
+                sys.exit(f"sort {path} {order} failed or sorted wrongly: {run.run.stdout} {run.run.stderr[-1000:]}")
+            row[f"{path}_{order}_s"] = run.run.seconds
+            row[f"{path}_{order}_cpu_s"] = children_cpu() - cpu
+            print(f"  {path:<8}{order:<10}{run.run.seconds:>8.1f}s wall{row[f'{path}_{order}_cpu_s']:>8.1f}s CPU",
+                  flush=True)
+    f, r = BARRIER_ORDERS
+    row["speedup_forward"] = row[f"fibers_{f}_s"] / row[f"regions_{f}_s"]
+    row["speedup_random"] = row[f"fibers_{r}_s"] / row[f"regions_{r}_s"]
+    row["regions_random_over_forward"] = row[f"regions_{r}_s"] / row[f"regions_{f}_s"]
+    row["regions_random_over_forward_cpu"] = row[f"regions_{r}_cpu_s"] / row[f"regions_{f}_cpu_s"]
+    row["load_after"] = os.getloadavg()
+    return [row]
+
+
+def print_barrier_path_rows(rows: list[dict]) -> None:
+    print("\nBarrier regions: one order per run (2 workers), process wall time / CPU time\n")
+    for r in rows:
+        for order in BARRIER_ORDERS:
+            fib, reg = r[f"fibers_{order}_s"], r[f"regions_{order}_s"]
+            print(f"{r['label']:<36}{order:<10} fibers {fib:>7.1f}s ({r[f'fibers_{order}_cpu_s']:.1f}s CPU)  "
+                  f"regions {reg:>7.1f}s ({r[f'regions_{order}_cpu_s']:.1f}s CPU)  {fib / reg:>5.2f}x  <= 20 s  "
+                  f"{'ok' if reg <= 20 else 'MISSED'}")
+        ratio = r["regions_random_over_forward"]
+        print(f"{'  regions: random / forward':<46}{ratio:.2f} wall, {r['regions_random_over_forward_cpu']:.2f} CPU"
+              f"  <= 1.3  {'ok' if ratio <= 1.3 else 'MISSED'}  load {r['load_before'][0]:.1f} -> "
+              f"{r['load_after'][0]:.1f}")
+
+
 WORKER_ROWS = [  # (label, program arguments)
     ("naive matmul 1024x1024", ["naive", "1024", "1024", "1024"]),
     ("tiled matmul 1024x1024", ["tiled", "1024", "1024", "1024"]),
@@ -544,6 +668,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only-workers", action="store_true", help="only the workers rows")
     ap.add_argument("--big", action="store_true", help="also the batch-norm and 1024x2048x4096 rows (minutes)")
     ap.add_argument("--paths", action="store_true", help="only the block loops vs fibers rows (minutes)")
+    ap.add_argument("--barrier-paths", action="store_true",
+                    help="only the shared-memory row sort on the fibers vs barrier regions (minutes)")
     ap.add_argument("--paths-scale", type=int, default=1, help="divide the --paths sizes by this")
     ap.add_argument("--proof", action="store_true", help="only the every-order vs order-proof sample rows (minutes)")
     ap.add_argument("--paths-only", default="", help="comma-separated subset of loops,chunks,fibers (default: all, "
@@ -558,6 +684,17 @@ def main(argv: list[str] | None = None) -> int:
             rows = proof_rows(Path(tmp), args.paths_scale)
         print_proof_rows(rows)
         record.write({"proof": rows, "orders": list(SAMPLE_ORDERS)})
+        return 0
+
+    if args.barrier_paths:
+        variant = "barrier-paths" if args.paths_scale == 1 else f"barrier-paths-scale{args.paths_scale}"
+        record = start_record(variant=variant, argv=None if argv is None else [__file__, *argv])
+        with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
+            rows = barrier_path_rows(Path(tmp), args.paths_scale)
+        print_barrier_path_rows(rows)
+        if args.json:
+            args.json.write_text(json.dumps({"barrier_paths": rows}, indent=2))
+        record.write({"barrier_paths": rows, "orders": list(BARRIER_ORDERS)})
         return 0
 
     if args.paths:

@@ -44,6 +44,10 @@ condition, one with a `break` out of it) stay on the fiber path: run one whole
 thread after another, a column walk thrashes the cache where the ticking fibers
 walk side by side.
 
+Kernels with `__syncthreads()` in their body are planned by barrier_regions.py
+instead (split at their own barriers): its `plan_kernels` is this one's with its
+planner for them, and what the rewriter uses.
+
 The variant is inserted on the line of the body's `{` (one line, comments
 dropped), so every line of the user's code keeps its number.
 
@@ -103,6 +107,7 @@ static_cast reinterpret_cast const_cast
 """.split())
 
 _BUILTINS = frozenset({"blockIdx", "blockDim", "gridDim", "warpSize"})
+_TYPE_WORDS = frozenset("int unsigned signed long short char float double bool size_t sizeof const true false".split())
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _LOOP_KINDS = ("loop", "ploop")  # a uniform loop (hoisted), a loop of each thread's own (private)
 _MAX_REPLICATED = 48
@@ -122,10 +127,14 @@ class KernelPlan:
     reason: str = ""          # why not (fibers), or what was done
     insert_at: int = -1       # byte offset where `text` goes (after the body's `{`)
     text: str = ""
+    barriers: int = 0          # barrier_regions.py: `__syncthreads()` statements the regions are split at
 
     def describe(self) -> str:
         if not self.loop:
             return f"{self.name}: fibers ({self.reason})"
+        if self.barriers:
+            return (f"{self.name}: block loop with barrier regions ({self.barriers} barrier(s)"
+                    + (f", {self.hoisted} loop(s) with barriers hoisted" if self.hoisted else "") + ")")
         chunked = self.hoisted - self.thread_innermost
         return (f"{self.name}: block loop" + (f", {chunked} loop(s) run in chunks" if chunked else "")
                 + (f", {self.thread_innermost} loop(s) writing no memory run with the threads innermost"
@@ -136,8 +145,10 @@ class _NotCollapsible(Exception):
     pass
 
 
-def plan_kernels(src: str) -> list[KernelPlan]:
-    """A plan per `__global__` definition of `src` (a variant where it qualifies)."""
+def plan_kernels(src: str, barrier_planner=None) -> list[KernelPlan]:
+    """A plan per `__global__` definition of `src` (a variant where it qualifies).
+    `barrier_planner(unit, fn, name, line)` plans the kernels with `__syncthreads()`
+    this module leaves on the fibers (barrier_regions.plan_kernels passes its own)."""
     if "__global__" not in src:
         return []
     data = src.encode()
@@ -151,7 +162,15 @@ def plan_kernels(src: str) -> list[KernelPlan]:
         try:
             plans.append(_KernelVariant(unit, fn).plan(name, line))
         except _NotCollapsible as e:
-            plans.append(KernelPlan(name, line, False, reason=str(e)))
+            barriers = barrier_planner is not None and any(
+                n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body))
+            if not barriers:
+                plans.append(KernelPlan(name, line, False, reason=str(e)))
+                continue
+            try:
+                plans.append(barrier_planner(unit, fn, name, line))
+            except _NotCollapsible as why:
+                plans.append(KernelPlan(name, line, False, reason=str(why)))
     return plans
 
 
@@ -227,6 +246,28 @@ def _declared_identifier(d):
             return None
         d = d.child_by_field_name("declarator")
     return d
+
+
+def replicated_types(unit: _Unit, decl) -> list[tuple[str, str]]:
+    """(name, type) of each local `decl` declares, for per-thread copies of it
+    (`float a = x, b[4];` -> a: float, b: float [4]); raises where the type cannot be named."""
+    declarators = decl.children_by_field_name("declarator")
+    base = unit.data[decl.start_byte:declarators[0].start_byte].decode(errors="replace")
+    base = " ".join(w for w in base.split() if w != "register")
+    out = []
+    for d in declarators:
+        n = _declared_identifier(d)
+        if n is None:
+            raise _NotCollapsible("a local live across a region that cannot be replicated")
+        inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+        if d.type == "init_declarator" and inner.type == "array_declarator":
+            raise _NotCollapsible("an initialised array live across a region")
+        if d.type == "init_declarator" and not any(c.type == "=" for c in d.children):
+            raise _NotCollapsible("a constructor-style declaration live across a region")
+        abstract = (unit.data[inner.start_byte:n.start_byte] + b" " +
+                    unit.data[n.end_byte:inner.end_byte]).decode(errors="replace")
+        out.append((unit.text(n), " ".join(f"{base} {abstract}".split())))
+    return out
 
 
 def _walk(node):
@@ -437,7 +478,29 @@ class _KernelVariant:
             return thread_ok
         if name in self.params:
             return name not in self.written
-        return name in self.u.constants or name in self.u.macros or name in self._template_params()
+        if name in self.u.macros:
+            return self._macro_value(name, thread_ok, set())
+        return name in self.u.constants or name in self._template_params()
+
+    def _macro_value(self, name: str, thread_ok: bool, seen: set[str]) -> bool:
+        """A macro that expands to a value of constants, built-ins (threadIdx only with
+        thread_ok) and pure functions: no memory, no locals, no parameters (`#define TID
+        threadIdx.x` is no uniform value, `#define LOAD q[i]` none to recompute)."""
+        if name in seen:
+            return True
+        seen.add(name)
+        value = re.sub(r"\.\s*[xyz]\b", "", self.u.macros[name])  # the fields of built-ins
+        if re.search(r"\[|->|(?<![=!<>])=(?!=)|\+\+|--", value):
+            return False
+        for word in re.findall(r"[A-Za-z_]\w*", value):
+            if word in self.u.macros:
+                if not self._macro_value(word, thread_ok, seen):
+                    return False
+            elif not (word in _PURE_FUNCTIONS or word in _BUILTINS or word in _TYPE_WORDS
+                      or word in self.u.constants or word in self._template_params()
+                      or (thread_ok and word == "threadIdx")):
+                return False
+        return True
 
     def _template_params(self) -> set[str]:
         parent = self.fn.parent
@@ -880,22 +943,8 @@ class _Generator:
                 f"{body}}} return; }} ")
 
     def _replicate(self, decl) -> None:
-        declarators = decl.children_by_field_name("declarator")
-        base = self.u.data[decl.start_byte:declarators[0].start_byte].decode(errors="replace")
-        base = " ".join(w for w in base.split() if w != "register")
-        for d in declarators:
-            n = _declared_identifier(d)
-            if n is None:
-                raise _NotCollapsible("a local live across a hoisted loop that cannot be replicated")
-            inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-            if d.type == "init_declarator" and inner.type == "array_declarator":
-                raise _NotCollapsible("an initialised array live across a hoisted loop")
-            if d.type == "init_declarator" and not any(c.type == "=" for c in d.children):
-                raise _NotCollapsible("a constructor-style declaration live across a hoisted loop")
-            abstract = (self.u.data[inner.start_byte:n.start_byte] + b" " +
-                        self.u.data[n.end_byte:inner.end_byte]).decode(errors="replace")
-            name = self.u.text(n)
-            self.replicated.append((name, " ".join(f"{base} {abstract}".split())))
+        for name, type_text in replicated_types(self.u, decl):
+            self.replicated.append((name, type_text))
             self.replicated_names.add(name)
 
     def _replicated_declaration(self, decl) -> str:

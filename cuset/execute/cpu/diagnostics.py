@@ -40,12 +40,13 @@ def runtime_markers(text: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2).strip()) for m in _MARKER_RE.finditer(text or "")]
 
 
-_PATH_RE = re.compile(r"^CUSET-CPU: path: kernel '(.*)': (block loop and fibers|block loop|fibers), (.*)$", re.M)
+_PATH_RE = re.compile(r"^CUSET-CPU: path: kernel '(.*)': (block loop with barrier regions|block loop and fibers|block loop|fibers), (.*)$", re.M)
 
 
 def kernel_paths(text: str) -> dict[str, str]:
-    """kernel -> `block loop`, `fibers` or `block loop and fibers`, from the lines the
-    runtime writes at exit on the diagnostics channel (runtime/src/paths.cpp)."""
+    """kernel -> `block loop`, `block loop with barrier regions`, `fibers` or `block loop and
+    fibers`, from the lines the runtime writes at exit on the diagnostics channel
+    (runtime/src/paths.cpp)."""
     return {m.group(1): m.group(2) for m in _PATH_RE.finditer(text or "")}
 
 

@@ -28,8 +28,8 @@ at the user's lines):
   still unroll; range-for and declarations in conditions are left alone too.
 - with `block_loops=True` (the CPU backend asks for it; other callers such as the
   KernelBench build do not), a kernel that needs no fiber gains a block-loop version
-  of its body, on the line of its `{` (block_loop.py); `fallback_source` is the same
-  rewrite without them.
+  of its body, on the line of its `{` (block_loop.py; one with barriers split at
+  them: barrier_regions.py); `fallback_source` is the same rewrite without them.
 - with `order_proofs=True` (the CPU backend, unless skip_independent_orders is off),
   kernels simple enough for the runtime to prove that their thread order cannot
   matter get checked pointers for the parameters they write (order_proof.py);
@@ -40,12 +40,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from cuset.execute.cpu.block_loop import KernelPlan, plan_kernels
+from cuset.execute.cpu.barrier_regions import plan_kernels
+from cuset.execute.cpu.block_loop import KernelPlan
 from cuset.execute.cpu.order_proof import ProofPlan, plan_proofs
 from cuset.execute.cpu.lexer import COMMENT, IDENT, NUMBER, PUNCT, SPACE, Token, significant, tokenize
 from cuset.execute.cpu.scopes import Decl, declarations
 
-REWRITER_VERSION = "6"
+REWRITER_VERSION = "7"
 
 ARITHMETIC_WORDS = {
     "unsigned", "signed", "int", "short", "long", "char", "float", "double", "bool", "size_t", "ptrdiff_t",

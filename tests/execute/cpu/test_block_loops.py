@@ -36,7 +36,7 @@ def test_fixture_kernels_get_the_expected_paths():
 
 @pytest.mark.parametrize("body, reason", [
     ("int i = threadIdx.x; atomicAdd(p, i);", "atomicAdd"),
-    ("__syncthreads(); p[0] = 1;", "__syncthreads"),
+    ("__syncthreads(); p[0] = 1;", "__syncthreads"),  # barriers: barrier_regions.py
     ("volatile int* q = p; q[0] = 1;", "volatile memory"),
     # a spin (while loops stay on the fibers)
     ("int i = threadIdx.x; while (p[i] == 0) { } p[i] = 2;", "thread-dependent control flow"),
@@ -49,9 +49,12 @@ def test_fixture_kernels_get_the_expected_paths():
     # the threads of a block loop share the parameters
     ("p += threadIdx.x; p[0] = 1;", "writes its parameter p"),
     ("int i = threadIdx.x; bump(n); p[i] = n;", "writes its parameter n"),
+    # a local read from memory through a macro, memory written by the loop after it:
+    # recomputed in the last region, it would read what the loop wrote
+    ("int v = LOAD; for (int i = 0; i < n; ++i) p[i] = 0; p[threadIdx.x] = v;", "memory written in one region"),
 ])
 def test_kernels_that_need_a_fiber_keep_it(body, reason):
-    src = ("__device__ void helper(int* p);\n__device__ void bump(int& v) { v += 1; }\n"
+    src = ("#define LOAD p[threadIdx.x]\n__device__ void helper(int* p);\n__device__ void bump(int& v) { v += 1; }\n"
            "__global__ void k(int* p, int n) { " + body + " }\n")
     [plan] = plan_kernels(src)
     assert not plan.loop and reason in plan.reason, plan
@@ -90,9 +93,13 @@ def test_loops_writing_no_memory_run_with_the_threads_innermost(body, innermost)
     ("for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = 1;", "private"),  # grid-stride
     ("int m = q[threadIdx.x]; for (int i = 0; i < m; ++i) p[i] = 0;", "private"),  # bound read from memory
     ("float s = 0; for (int i = 0; i < n; ++i) s += q[i]; p[threadIdx.x] = s;", "uniform"),
+    ("float s = 0; for (int i = 0; i < LAST; ++i) s += q[i]; p[threadIdx.x] = s;", "uniform"),  # a value macro
+    # a macro of threadIdx is no value every thread computes alike
+    ("float s = 0; for (int i = TID; i < n; ++i) s += q[i]; p[threadIdx.x] = s;", "private"),
 ])
 def test_top_level_loops_run_in_chunks(body, kind):
-    [plan] = plan_kernels("__global__ void k(int* p, const int* q, int n) { " + body + " }\n")
+    head = "#define TID (threadIdx.x + 0)\n#define LAST (2 * 16)\n"
+    [plan] = plan_kernels(head + "__global__ void k(int* p, const int* q, int n) { " + body + " }\n")
     assert plan.loop and plan.hoisted == 1
     assert ("running" in plan.text) == (kind == "private")  # a private loop keeps its state per thread
 

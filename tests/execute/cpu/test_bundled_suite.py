@@ -73,10 +73,11 @@ def test_every_reference_program_passes(pipeline, backend):
 
 
 class _PathsBackend:
-    """The CPU backend with two orders: `forward` (block loops where a kernel has
-    one) and `fibers:forward` (the same executable, every kernel on the fibers).
-    The pipeline compares the orders' outputs byte for byte and reports `race`
-    when they differ, so a pass means the two paths agree bit for bit."""
+    """The CPU backend with four orders: `forward` and `random:7` (block loops and
+    barrier regions where a kernel has them) and `fibers:forward`, `fibers:random:7`
+    (the same executable, every kernel on the fibers). The pipeline compares the
+    orders' outputs byte for byte and reports `race` when they differ, so a pass
+    means the two paths agree bit for bit in both orders."""
 
     def __new__(cls, seed: int = 7):
         from cuset.execute.cpu import CpuBackend
@@ -90,7 +91,7 @@ class _PathsBackend:
                 return super().invocation(executable, order)
 
         backend = PathsBackend(seed=seed, workers=1)
-        backend.run_orders = ("forward", "fibers:forward")
+        backend.run_orders = ("forward", "fibers:forward", "random:7", "fibers:random:7")
         return backend
 
 
@@ -102,7 +103,7 @@ def test_every_reference_program_agrees_bit_for_bit_on_both_paths(tmp_path, run_
     backend = _PathsBackend()   # compiles as the CPU backend does: the programs other tests compiled are hits
     cache = CompileCache(backend, root=run_compile_cache, timeout=180)
     ws = Workspace(parent=tmp_path / "ws", data_root=run_gen_data, gen_timeout=300)
-    failures, loops, programs = [], 0, suite_programs()
+    failures, loops, regions, programs = [], 0, 0, suite_programs()
     try:
         for _, task in programs:
             cache.submit(task.bench_cu)
@@ -110,6 +111,7 @@ def test_every_reference_program_agrees_bit_for_bit_on_both_paths(tmp_path, run_
             result = evaluate_program(task, task.bench_cu, backend=backend, cache=cache, workspace=ws)
             compile_log = " ".join(s.stdout for s in result.steps if s.name == "compile")
             loops += compile_log.count(": block loop")
+            regions += compile_log.count(": block loop with barrier regions")
             if result.status is not Status.PASSED:
                 failures.append(f"{label}: {result.status.value}: {result.detail}")
     finally:
@@ -118,3 +120,4 @@ def test_every_reference_program_agrees_bit_for_bit_on_both_paths(tmp_path, run_
     assert len(programs) >= 40
     assert not failures, "\n".join(failures)
     assert loops > 0  # some references really ran as block loops
+    assert regions > 0  # and some kernels with barriers as barrier regions

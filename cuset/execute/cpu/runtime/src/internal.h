@@ -32,7 +32,8 @@ CUSET_RT_PRIVATE void diag_write(const char* line, size_t n);
 // The harness's diagnostics channel only (not stderr); nothing without one.
 CUSET_RT_PRIVATE void diag_channel_write(const char* line, size_t n);
 // A launch of kernel `name` ran `loop_blocks` of its `blocks` as block loops (paths.cpp).
-CUSET_RT_PRIVATE void record_launch_path(const char* name, unsigned long long blocks, unsigned long long loop_blocks);
+CUSET_RT_PRIVATE void record_launch_path(const char* name, unsigned long long blocks, unsigned long long loop_blocks,
+                                         unsigned long long barrier_blocks);
 // printf-style wrapper of diag_write for one line.
 CUSET_RT_PRIVATE void diag_printf(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
 

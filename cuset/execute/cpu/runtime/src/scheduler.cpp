@@ -168,6 +168,7 @@ struct Launch {
   std::atomic<unsigned> busy{0};            // workers still running blocks
   std::atomic<unsigned> stuck{0};           // of those, workers whose block only spins
   std::atomic<unsigned long long> loop_blocks{0};  // blocks that ran as block loops
+  std::atomic<unsigned long long> barrier_blocks{0};  // of those, kernels split at their barriers
 };
 static Launch L;
 static Grid g_launch_grid;  // the host's grid as the other workers copy it
@@ -539,6 +540,20 @@ bool take_block_loop() {
   return true;
 }
 
+bool take_barrier_block_loop() {
+  L.barrier_blocks.fetch_add(1, std::memory_order_relaxed);
+  return take_block_loop();
+}
+
+// complete_barrier() draws the order its threads resume in once per barrier that
+// completes, and a barrier completes only when some thread arrives at it: the
+// regions draw at the same points, so the generator's state, every later order
+// and every later block's, stays the fibers'.
+const int* block_loop_barrier(const int* order, unsigned live) {
+  if (!g_order.random || live == 0) return order;
+  return random_thread_order(B.nthreads);
+}
+
 bool block_loop_lanes = true;
 
 // CUSET_CPU_BLOCK_LOOP: 0 every kernel on the fibers; `chunks` block loops without
@@ -749,6 +764,7 @@ void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic
   G.poison_notes_left = true;
   G.block_loops = direct_fn != nullptr && block_loops_enabled();
   L.loop_blocks.store(0);
+  L.barrier_blocks.store(0);
   unsigned workers = workers_wanted();
   if (workers > G.nblocks) workers = (unsigned)G.nblocks;
   L.workers = workers;
@@ -775,7 +791,7 @@ void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic
   }
   L.workers = 1;
   block_loop_offered = false;
-  record_launch_path(site.name, G.nblocks, L.loop_blocks.load());
+  record_launch_path(site.name, G.nblocks, L.loop_blocks.load(), L.barrier_blocks.load());
 }
 
 // ---------------------------------------------------------------- barrier

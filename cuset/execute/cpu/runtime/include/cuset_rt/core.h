@@ -162,6 +162,13 @@ extern __thread BlockLoop block_loop;
 // false under CUSET_CPU_BLOCK_LOOP=chunks. Set before any block runs, read-only after.
 extern bool block_loop_lanes;
 bool take_block_loop();
+// A kernel with barriers split into regions at them (barrier_regions.py): taken as
+// take_block_loop, and named "block loop with barrier regions" in the run record.
+bool take_barrier_block_loop();
+// The order of the threads after a barrier of such a kernel, as the fibers' barrier
+// would resume them: under the random orders a permutation drawn from the same pool,
+// once per barrier passed while some thread (`live` of them) still runs; else `order`.
+const int* block_loop_barrier(const int* order, unsigned live);
 // Pairs of pointers (a0, b0, a1, b1, ...) that regions of a block loop write and
 // access (region_memory.py): true when each pair points into two different device
 // allocations; otherwise the offer is withdrawn (the block runs on the fibers).
@@ -178,7 +185,12 @@ extern __thread unsigned proof_thread;
 // The threads of the block, in the order the fiber path would start them.
 template <class F>
 __attribute__((always_inline)) inline void for_each_thread(const BlockLoop& bl, F&& f) {
-  if (bl.order) {
+  if (bl.order && bl.dim.y == 1 && bl.dim.z == 1) {  // 1-D: the index is the thread (no table load)
+    for (unsigned i = 0; i < bl.n; ++i) {
+      unsigned t = (unsigned)bl.order[i];
+      f(t, uint3{t, 0, 0});
+    }
+  } else if (bl.order) {
     for (unsigned i = 0; i < bl.n; ++i) {
       unsigned t = (unsigned)bl.order[i];
       proof_thread = t;

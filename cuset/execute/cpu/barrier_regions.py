@@ -1,0 +1,540 @@
+"""Barrier regions: kernels with `__syncthreads()` as loops over a block's threads.
+
+On the fibers, between two barriers each thread of a block runs without a switch
+(in a function that meets at barriers only `while` loops tick, see the rewriter),
+the threads one after another in the block's order: index order under `forward`,
+under the random orders the start order and, after each barrier, a permutation
+the scheduler draws from its pool (`complete_barrier`). So a kernel whose barriers
+every thread reaches in the same control context can run as the CPU-CUDA
+compilers run it (MCUDA, COX): split at its barriers into regions, each region a
+loop over the block's threads in that same order, with no fiber and no switch.
+
+What qualifies (`_BarrierVariant`):
+- `__syncthreads();` as a statement at the top level of the kernel body, or at the
+  top level of the body of a block-uniform `for` (header computed alike by every
+  thread from parameters, built-ins, constants and uniform locals; its variable
+  left alone; no `break`/`continue` out of it), nested uniform loops included;
+- `__shared__` arrays declared at the top level of the body (`extern __shared__
+  T s[];` too): one copy per worker, as on the fibers, declared once for the block;
+- no `while`/`do` loop (they tick), no call of a function or macro with a loop (its
+  loops tick), no warp operation, `atomicCAS` (a failing one switches), volatile
+  memory, spin, printf ... (block_loop's checks); other atomics are plain calls here.
+
+Regions are exactly the fibers' stretches between barriers, except around a hoisted
+loop: the fibers run the statements before the loop and the first iteration's
+statements up to its first barrier as one stretch (and the last stretch of an
+iteration with the next iteration's first, or with what follows the loop), where
+the regions would put a barrier between them. That barrier is invisible only when
+the two sides' accesses cannot race (`_junctions_race`: neither writes what the
+other accesses; shared arrays are told apart by name, other memory is one); otherwise the
+kernel stays on the fibers (e.g. a tiled matmul missing its second barrier, whose
+race the random order must still show).
+
+Locals live across a barrier are recomputed in every later region when they are
+pure values of the thread and block index ("remat"), declared once for the block
+when every thread computes them alike ("uniform"), else kept per thread in the
+runtime's scratch arrays. A thread that returns is marked done and skips the later
+regions; as on the fibers, it no longer counts at barriers. The random orders draw
+one permutation per barrier passed while some thread is still running
+(`::cuset::rt::block_loop_barrier`), as the fibers do, so both paths consume the
+same random numbers and run every region's threads in the same order: outputs
+are bit-identical, races included, apart from g++ contracting a*b+c differently
+in the two versions (block_loop.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from cuset.execute.cpu import block_loop
+from cuset.execute.cpu.block_loop import (
+    _LOOPS, _MAX_REPLICATED, _PURE_FUNCTIONS, KernelPlan, _declared_identifier, _declared_names,
+    _flat, _KernelVariant, _NotCollapsible, _operator, _unwrap, _Unit, _variable_root, _walk, replicated_types,
+)
+
+# Atomics that never switch threads on the fibers (a failing atomicCAS does: spin locks).
+_ATOMIC = re.compile(r"atomic(?!CAS)[A-Z]\w*")
+_RESTRICT = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
+_FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_system"})
+
+
+def plan_kernels(src: str) -> list[KernelPlan]:
+    """A plan per `__global__` definition of `src`: a block loop (block_loop.py) where
+    it qualifies, else, for a kernel with `__syncthreads()`, barrier regions where they do."""
+    return block_loop.plan_kernels(src, barrier_planner=plan_barrier_kernel)
+
+
+def plan_barrier_kernel(unit: _Unit, fn, name: str, line: int) -> KernelPlan:
+    """The plan of a kernel with barriers; raises _NotCollapsible where it needs the fibers."""
+    return _BarrierVariant(unit, fn).plan(name, line)
+
+
+class _BarrierVariant(_KernelVariant):
+    def __init__(self, unit: _Unit, fn):
+        super().__init__(unit, fn)
+        self.uniform_now: set[str] = set()  # uniform locals and loop variables in scope while classifying
+        self.remat_now: set[str] = set()    # recomputed locals in scope while classifying
+        self.barriers = 0
+        self.loops = 0
+
+    # -------------------------------------------------- what the kernel may use
+    def _check_word(self, word: str, allow_thread_index: bool) -> None:
+        if _ATOMIC.fullmatch(word) or word in _FENCES:
+            return
+        if allow_thread_index and word in ("__syncthreads", "__shared__", "extern"):
+            return  # in the kernel body: where they stand is checked by _level
+        super()._check_word(word, allow_thread_index)
+
+    def _check_macro(self, name: str, seen: set[str]) -> bool:
+        # A barrier or shared memory behind a macro would sit inside a region.
+        for word in re.findall(r"[A-Za-z_]\w*", self.u.macros[name]):
+            if word in ("__syncthreads", "__shared__", "extern"):
+                raise _NotCollapsible(f"macro {name} uses {word}")
+        return super()._check_macro(name, seen)
+
+    def _check_call(self, call) -> bool:
+        name = self._callee_name(call)
+        if name is not None and (name == "__syncthreads" or _ATOMIC.fullmatch(name) or name in _FENCES):
+            return False
+        return super()._check_call(call)
+
+    def _uniform_name(self, name: str, remat: set[str], thread_ok: bool) -> bool:
+        return name in self.uniform_now or super()._uniform_name(name, remat, thread_ok)
+
+    # -------------------------------------------------- the plan
+    def plan(self, name: str, line: int) -> KernelPlan:
+        self._check_region(self.body)
+        changed = sorted(set(self.params) & self.written)
+        if changed:
+            raise _NotCollapsible(f"writes its parameter {changed[0]}")
+        for n in _walk(self.body):
+            if n.type in ("while_statement", "do_statement"):
+                raise _NotCollapsible("a while loop (it ticks on the fibers)")
+            if n.type == "call_expression" and self._callee_name(n) in self.checked_functions \
+                    and self.checked_functions[self._callee_name(n)]:
+                raise _NotCollapsible("calls a function with a loop (it ticks on the fibers)")
+            if n.type == "identifier" and self.u.text(n) in self.u.macros and self._check_macro(self.u.text(n), set()):
+                raise _NotCollapsible("a macro with a loop")
+        items = self._level(_unwrap(self.body), top=True)
+        placed = sum(1 for n in _walk(self.body) if n.type == "identifier" and self.u.text(n) == "__syncthreads")
+        if placed != self.barriers:
+            raise _NotCollapsible("a barrier under thread-dependent control flow")
+        if _junctions_race(items, self._accesses):
+            raise _NotCollapsible("a hoisted loop joins two stretches that may race with no barrier between")
+        gen = _BarrierGenerator(self, items)
+        text = gen.variant()
+        at = len(self.u.data[:self.body.children[0].end_byte].decode())
+        return KernelPlan(name, line, True, self.loops, 0, "", at, text, barriers=self.barriers)
+
+    def _level(self, stmts, top: bool) -> list[tuple]:
+        """The items of a level (the kernel body, or a hoisted loop's body): ("barrier",),
+        ("loop", node, items), ("shared", node), ("uniform" | "remat" | "other", node, names),
+        ("stmt", node)."""
+        items: list[tuple] = []
+        for s in stmts:
+            if s.type == "comment" or (s.type == "expression_statement" and not s.named_children):
+                continue
+            if _is_barrier(self.u, s):
+                self.barriers += 1
+                items.append(("barrier",))
+                continue
+            if any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in _walk(s)):
+                if s.type != "for_statement":
+                    raise _NotCollapsible("a barrier under thread-dependent control flow")
+                var = self._uniform_for(s)
+                self.loops += 1
+                outer = (set(self.uniform_now), set(self.remat_now))  # the body's locals end with it
+                self.uniform_now.add(var)
+                inner = self._level(_unwrap(s.child_by_field_name("body")), top=False)
+                self.uniform_now, self.remat_now = outer
+                items.append(("loop", s, inner))
+                continue
+            if any(n.type == "type_qualifier" and self.u.text(n) == "__shared__" for n in _walk(s)):
+                if not top or s.type != "declaration":
+                    raise _NotCollapsible("shared memory declared in a nested block")
+                items.append(("shared", s))
+                continue
+            if any(n.type == "storage_class_specifier" and self.u.text(n) == "extern" for n in _walk(s)):
+                raise _NotCollapsible("extern")
+            self._check_jumps(s)
+            if s.type == "declaration":
+                names = tuple(_declared_names(self.u, s))
+                if self._uniform_declaration(s):
+                    self.uniform_now.update(names)
+                    items.append(("uniform", s, names))
+                elif self._remat_declaration(s, self.remat_now):
+                    self.remat_now.update(names)
+                    items.append(("remat", s, names))
+                else:
+                    items.append(("other", s, names))
+                continue
+            items.append(("stmt", s))
+        return items
+
+    def _uniform_declaration(self, s) -> bool:
+        """Every declarator initialised with a value every thread computes alike, never written."""
+        for d in s.children_by_field_name("declarator"):
+            if d.type != "init_declarator":
+                return False
+            n = d.child_by_field_name("declarator")
+            value = d.child_by_field_name("value")
+            if n is None or n.type not in ("identifier", "pointer_declarator") or value is None \
+                    or value.type == "initializer_list":
+                return False
+            name = _declared_names(self.u, s)
+            if set(name) & self.written or not self._pure(value, set(), thread_ok=False):
+                return False
+        return True
+
+    def _uniform_for(self, node) -> str:
+        """The variable of a `for` every thread runs alike (raises otherwise)."""
+        init = node.child_by_field_name("initializer")
+        cond = node.child_by_field_name("condition")
+        update = node.child_by_field_name("update")
+        why = "a barrier in a loop that is not block-uniform"
+        if init is None or init.type != "declaration" or cond is None or update is None:
+            raise _NotCollapsible(why)
+        declarators = init.children_by_field_name("declarator")
+        if len(declarators) != 1 or declarators[0].type != "init_declarator":
+            raise _NotCollapsible(why)
+        var_node = declarators[0].child_by_field_name("declarator")
+        if var_node is None or var_node.type != "identifier":
+            raise _NotCollapsible(why)
+        var = self.u.text(var_node)
+        if not self._pure(declarators[0].child_by_field_name("value"), set(), thread_ok=False):
+            raise _NotCollapsible(why)
+        outer = set(self.uniform_now)
+        self.uniform_now.add(var)
+        try:
+            if not self._pure(cond, set(), thread_ok=False):
+                raise _NotCollapsible(why)
+            for n in _walk(update):  # writes only the loop variable, with uniform values
+                if n.type in ("assignment_expression", "update_expression"):
+                    target = n.child_by_field_name("left") or n.child_by_field_name("argument")
+                    if target is None or target.type != "identifier" or self.u.text(target) != var:
+                        raise _NotCollapsible(why)
+                    right = n.child_by_field_name("right")
+                    if right is not None and not self._pure(right, set(), thread_ok=False):
+                        raise _NotCollapsible(why)
+                elif n.type in ("subscript_expression", "call_expression", "pointer_expression", "comma_expression"):
+                    raise _NotCollapsible(why)
+        finally:
+            self.uniform_now = outer
+        for n in _walk(node.child_by_field_name("body")):
+            if n.type in ("assignment_expression", "update_expression"):
+                target = _variable_root(n.child_by_field_name("left") or n.child_by_field_name("argument"))
+                if target is not None and self.u.text(target) == var:
+                    raise _NotCollapsible("a loop with a barrier whose body writes its variable")
+            if n.type == "pointer_expression" and _operator(self.u, n) == "&":
+                target = _variable_root(n.child_by_field_name("argument"))
+                if target is not None and self.u.text(target) == var:
+                    raise _NotCollapsible("a loop with a barrier whose body takes its variable's address")
+        return var
+
+    def _check_jumps(self, s) -> None:
+        """A `break`/`continue` inside a region must stay inside its statement."""
+        for n in _walk(s):
+            if n.type not in ("break_statement", "continue_statement"):
+                continue
+            p = n.parent
+            while p is not None and p != s.parent:
+                if p.type in _LOOPS or (p.type == "switch_statement" and n.type == "break_statement"):
+                    break
+                p = p.parent
+            if p is None or p == s.parent:
+                raise _NotCollapsible(f"{n.type.replace('_statement', '')} across a barrier")
+
+    def _accesses(self, node) -> tuple[set[str], set[str]]:
+        """(written, read) memory of a statement: a `__shared__` array or a `__restrict__`
+        parameter indexed by its own name, by that name; any other memory (through other
+        pointers, which may point anywhere, or a thread's own array) as "global", and "*"
+        for what cannot be told (a call, a macro). See _overlap."""
+        shared = self._shared_names()
+        restricted = self._restrict_params()
+        written: set[str] = set()
+        read: set[str] = set()
+
+        def root(target) -> str:
+            while target is not None and target.type not in ("identifier",):
+                if target.type in ("subscript_expression", "field_expression", "pointer_expression"):
+                    target = target.child_by_field_name("argument")
+                elif target.type in ("parenthesized_expression", "cast_expression"):
+                    target = target.named_children[-1] if target.named_children else None
+                else:
+                    return "global"
+            name = self.u.text(target) if target is not None else ""
+            return name if name in shared or name in restricted else "global"
+
+        for n in _walk(node):
+            t = n.type
+            access = t == "subscript_expression" or (t == "pointer_expression" and _operator(self.u, n) == "*") \
+                or (t == "field_expression" and _operator(self.u, n) == "->")
+            if access:
+                where = root(n)
+                parent = n.parent
+                target = parent is not None and (
+                    (parent.type == "assignment_expression" and parent.child_by_field_name("left") == n)
+                    or parent.type == "update_expression")
+                (written if target else read).add(where)
+                if target and parent.type == "update_expression" or \
+                        (target and parent.type == "assignment_expression" and _operator(self.u, parent) != "="):
+                    read.add(where)
+            elif t == "call_expression":
+                name = self._callee_name(n)
+                f = n.child_by_field_name("function")
+                if name is not None and _ATOMIC.fullmatch(name):
+                    args = n.child_by_field_name("arguments").named_children
+                    if args:
+                        where = root(args[0])
+                        written.add(where)
+                        read.add(where)
+                elif name in self.u.functions and self._function_writes_no_memory(name):
+                    read.add("*")  # it may read anything it is given
+                elif not (name in _PURE_FUNCTIONS or name in _FENCES or (name or "").startswith("make_")
+                          or (f is not None and f.type == "primitive_type")):
+                    written.add("*")
+            elif t == "identifier":
+                word = self.u.text(n)
+                if word in self.u.macros and not self._macro_value(word, True, set()):
+                    written.add("*")
+                elif word in self.u.globals and word not in self.u.constants and word not in self._kernel_locals():
+                    written.add("global")
+                    read.add("global")
+        return written, read
+
+    def _restrict_params(self) -> set[str]:
+        """Pointer parameters declared `__restrict__`: memory no other name reaches."""
+        d = self.fn.child_by_field_name("declarator")
+        while d is not None and d.type != "function_declarator":
+            d = d.child_by_field_name("declarator")
+        out = set()
+        for p in d.child_by_field_name("parameters").named_children:
+            if p.type == "parameter_declaration" and _RESTRICT.search(self.u.text(p)):
+                n = _declared_identifier(p.child_by_field_name("declarator"))
+                if n is not None:
+                    out.add(self.u.text(n))
+        return out
+
+    def _shared_names(self) -> set[str]:
+        if not hasattr(self, "_shared_cache"):
+            self._shared_cache = {name for n in _unwrap(self.body) if n.type == "declaration"
+                                  and any(c.type == "type_qualifier" and self.u.text(c) == "__shared__"
+                                          for c in n.children)
+                                  for name in _declared_names(self.u, n)}
+        return self._shared_cache
+
+
+def _conflict(a: tuple[set[str], set[str]], b: tuple[set[str], set[str]]) -> bool:
+    """Whether two stretches' accesses could race: one writes what the other reads or writes."""
+    (wa, ra), (wb, rb) = a, b
+    return _overlap(wa, rb | wb) or _overlap(wb, ra)
+
+
+def _overlap(x: set[str], y: set[str]) -> bool:
+    """Two sets of memory names that may share a location: the same name, or "global"
+    or "*" (anything: a local pointer may point into a shared array or a parameter)."""
+    if not x or not y:
+        return False
+    return bool(x & y) or bool((x | y) & {"global", "*"})
+
+
+def _is_barrier(unit: _Unit, s) -> bool:
+    if s.type != "expression_statement" or len(s.named_children) != 1:
+        return False
+    call = s.named_children[0]
+    if call.type != "call_expression":
+        return False
+    f = call.child_by_field_name("function")
+    args = call.child_by_field_name("arguments")
+    return f is not None and f.type == "identifier" and unit.text(f) == "__syncthreads" \
+        and args is not None and not args.named_children
+
+
+def _all_items(items):
+    for it in items:
+        yield it
+        if it[0] == "loop":
+            yield from _all_items(it[2])
+
+
+def _junctions_race(items, accesses) -> bool:
+    """Around a hoisted loop the regions add barriers the kernel does not have: between
+    the stretch before the loop and the body's first stretch, the body's last stretch
+    and its first (next iteration) or what follows the loop, and, for a loop that runs
+    no iteration, the stretches before and after it. Stretches are nodes of a graph
+    with those edges (a barrier starts a node with none into it); two stretches joined
+    by a path whose accesses could race (`_conflict`) run interleaved one way on the
+    fibers and another as regions, which could hide the race: True."""
+    nodes: list[tuple[set[str], set[str]]] = []  # (written, read) of each stretch
+    edges: dict[int, set[int]] = {}
+
+    def level(its) -> tuple[int, int]:
+        """Adds the stretches of a level; returns its first and last."""
+        current = len(nodes)
+        nodes.append((set(), set()))
+        first = current
+        for it in its:
+            if it[0] == "barrier":
+                current = len(nodes)
+                nodes.append((set(), set()))
+            elif it[0] == "loop":
+                body_first, body_last = level(it[2])
+                after = len(nodes)
+                nodes.append((set(), set()))
+                for a, b in ((current, body_first), (body_last, body_first), (body_last, after), (current, after)):
+                    edges.setdefault(a, set()).add(b)
+                current = after
+            elif it[0] in ("stmt", "other"):
+                written, read = accesses(it[1])
+                nodes[current][0].update(written)
+                nodes[current][1].update(read)
+        return first, current
+
+    level(items)
+    for start, here in enumerate(nodes):
+        if not (here[0] or here[1]):
+            continue
+        seen, todo = set(), list(edges.get(start, ()))
+        while todo:
+            k = todo.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            if _conflict(here, nodes[k]):
+                return True
+            todo.extend(edges.get(k, ()))
+    return False
+
+
+# ---------------------------------------------------------------- code generation
+class _BarrierGenerator:
+    """The variant's text: each level's statements between barriers as one loop over
+    the block's threads (`::cuset::rt::for_each_thread`, in the order of `cuset_bl`),
+    hoisted loops and uniform locals at block level, a barrier as the next order."""
+
+    def __init__(self, kv: _BarrierVariant, items: list[tuple]):
+        self.kv = kv
+        self.u = kv.u
+        self.items = items
+        self.replicated: list[tuple[str, str]] = []
+        self.uses_done = any(n.type == "return_statement" for n in _walk(kv.body))
+
+    def variant(self) -> str:
+        body = self._level(self.items, [], [])
+        if len(self.replicated) + 1 > _MAX_REPLICATED:
+            raise _NotCollapsible("too many locals live across a barrier")
+        aliases = "".join(f"using cuset_t_{n} = {t}; " for n, t in self.replicated)
+        storage = "".join(
+            f"std::remove_const_t<cuset_t_{n}>* const cuset_r_{n} = static_cast<std::remove_const_t<cuset_t_{n}>*>("
+            f"::cuset::rt::block_loop_scratch({k}, sizeof(cuset_t_{n}) * cuset_bl.n)); "
+            for k, (n, _) in enumerate(self.replicated))
+        if self.uses_done:
+            storage += ("unsigned char* const cuset_done = static_cast<unsigned char*>(::cuset::rt::block_loop_scratch("
+                        f"{len(self.replicated)}, cuset_bl.n)); __builtin_memset(cuset_done, 0, cuset_bl.n); "
+                        "unsigned cuset_live = cuset_bl.n; ")
+        return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
+                "::cuset::rt::take_barrier_block_loop()) { "
+                "::cuset::rt::BlockLoop cuset_bl = ::cuset::rt::block_loop; "
+                "const uint3 cuset_b = blockIdx; const dim3 cuset_bd = blockDim, cuset_gd = gridDim; "
+                f"{aliases}{storage}"
+                "{ const uint3 blockIdx = cuset_b; const dim3 blockDim = cuset_bd, gridDim = cuset_gd; "
+                "(void)blockIdx; (void)blockDim; (void)gridDim; "
+                f"{body}}} return; }} ")
+
+    def _level(self, items: list[tuple], prologue: list[str], bound: list[str]) -> str:
+        out: list[str] = []
+        region: list[str] = []
+        start = (list(prologue), list(bound))
+        prologue, bound = list(prologue), list(bound)
+
+        def flush():
+            if region:
+                out.append(self._region(start[0], start[1], region))
+                region.clear()
+
+        for k, it in enumerate(items):
+            kind = it[0]
+            if kind == "barrier":
+                flush()
+                live = "cuset_live" if self.uses_done else "cuset_bl.n"
+                out.append(f"cuset_bl.order = ::cuset::rt::block_loop_barrier(cuset_bl.order, {live});")
+                start = (list(prologue), list(bound))
+            elif kind == "loop":
+                flush()
+                node = it[1]
+                init = _flat(self.u, node.child_by_field_name("initializer"))
+                cond = _flat(self.u, node.child_by_field_name("condition"))
+                step = _flat(self.u, node.child_by_field_name("update"))
+                out.append(f"for ({init} {cond}; {step}) {{ {self._level(it[2], prologue, bound)} }}")
+                start = (list(prologue), list(bound))
+            elif kind == "shared":
+                out.append(self._shared(it[1]))
+            elif kind == "uniform":
+                out.append(_flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]))
+            elif kind == "remat":
+                text = _flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
+                region.append(text)
+                prologue.append(text)
+            elif kind == "other" and _used_later(self.u, it[2], items[k + 1:]):
+                for name, type_text in replicated_types(self.u, it[1]):
+                    self.replicated.append((name, type_text))
+                region.append(self._replicated_declaration(it[1]))
+                bound.extend(it[2])
+            else:
+                region.append(self._with_returns(it[1]))
+        flush()
+        return " ".join(out) + " "
+
+    def _region(self, prologue: list[str], bound: list[str], stmts: list[str]) -> str:
+        binds = " ".join(f"cuset_t_{n}& {n} = cuset_r_{n}[cuset_t]; (void){n};" for n in bound)
+        inner = " ".join(prologue) + " " + binds + " " + " ".join(stmts)
+        head = ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
+                "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
+        if not self.uses_done:
+            return head + "{ " + inner + " } });"
+        return (head + "if (cuset_done[cuset_t]) return; "
+                "if (![&]() __attribute__((always_inline)) -> bool { " + inner + " return true; }()) "
+                "{ cuset_done[cuset_t] = 1; --cuset_live; } });")
+
+    def _with_returns(self, node) -> str:
+        replace = {}
+        for n in _walk(node):
+            if n.type == "return_statement":
+                if n.named_children:
+                    raise _NotCollapsible("return with a value in a kernel")
+                replace[n.start_byte] = (n.end_byte, "return false;")
+        return _flat(self.u, node, replace)
+
+    def _replicated_declaration(self, decl) -> str:
+        parts = []
+        for d in decl.children_by_field_name("declarator"):
+            name = self.u.text(_declared_identifier(d))
+            if d.type == "init_declarator":
+                parts.append(f"cuset_r_{name}[cuset_t] = {self._with_returns(d.child_by_field_name('value'))};")
+            parts.append(f"cuset_t_{name}& {name} = cuset_r_{name}[cuset_t]; (void){name};")
+        return " ".join(parts)
+
+    def _shared(self, decl) -> str:
+        """A `__shared__` declaration once for the block (the same static storage the
+        fibers' copy has: thread-local to the worker, poisoned per block under random);
+        `extern __shared__ T s[];` as a pointer to the dynamic window, as the rewriter writes it."""
+        words = [self.u.text(c) for c in decl.children if c.type in ("storage_class_specifier", "type_qualifier")]
+        if "extern" not in words:
+            return _flat(self.u, decl)
+        [d] = decl.children_by_field_name("declarator")
+        name = d.child_by_field_name("declarator")
+        if d.type != "array_declarator" or d.child_by_field_name("size") is not None or name is None \
+                or name.type != "identifier":
+            raise _NotCollapsible("an extern shared declaration other than `T name[]`")
+        quals = " ".join(w for w in words if w not in ("extern", "__shared__"))
+        type_text = f"{quals} {self.u.text(decl.child_by_field_name('type'))}".strip()
+        n = self.u.text(name)
+        return f"{type_text}* const {n} = reinterpret_cast<{type_text}*>(::cuset::rt::dynamic_smem); (void){n};"
+
+
+def _used_later(unit: _Unit, names: tuple, rest: list[tuple]) -> bool:
+    wanted = set(names)
+    for it in _all_items(rest):
+        if len(it) > 1 and any(n.type == "identifier" and unit.text(n) in wanted for n in _walk(it[1])):
+            return True
+    return False
