@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
                 t = time.perf_counter()
                 r = evaluate_program(task, task.bench_cu, backend=backend, cache=cache, workspace=ws)
                 runs = {s.name: round(s.seconds, 2) for s in r.steps if s.name.startswith("run[")}
-                skipped = [s.detail for s in r.steps if s.name.startswith("orders[")]
+                skipped = [s.stdout for s in r.steps if s.name.startswith("orders[")]
                 rows.append({"task": f"{task.id} {task.task_name}", "mb": round(task.data_bytes / 1e6, 1),
                              "status": r.status.value, "detail": r.detail[:300], "runs": runs,
                              "run_total_s": round(sum(runs.values()), 2), "orders_skipped": skipped,
