@@ -247,3 +247,20 @@ def test_launches_from_exit_handlers_count_and_one_after_the_report_voids_it(pro
 def test_other_orders_prove_nothing(proof_run):
     out, lines = proof_run("bn", order="random:7")
     assert lines == [] and "token=gone" in out
+
+
+@needs_gxx
+def test_the_proof_gives_up_past_its_access_budget_and_proves_nothing_after(proof_run):
+    """bn writes y once per thread (64 x 64 = 4,096 checked accesses), put and reverse
+    1,024 each: with a budget of 5,000 the proof holds for bn, gives up inside put, and
+    reverse is not checked at all, so the run is not proven and every order runs."""
+    _, lines = proof_run("bn", CUSET_CPU_PROOF_ACCESSES="5000")
+    assert lines == [
+        "kernel 'bn': 1 of 1 launch independent",
+        "kernel 'put': 0 of 1 launch independent: the proof gave up: more than 5000 checked accesses in this run "
+        "(its cost would pass what the other orders cost)",
+        "kernel 'reverse': 0 of 1 launch independent: not checked: the proof gave up earlier in this run "
+        "(more than 5000 checked accesses)",
+        "1 of 3 launches independent, 3 kernels"]
+    _, lines = proof_run("bn", CUSET_CPU_PROOF_ACCESSES="6144")   # exactly bn + put + reverse: still proven
+    assert lines[-1] == "3 of 3 launches independent, 3 kernels"

@@ -26,6 +26,13 @@
 // code's inputs, are the same in every order (host code runs alike in all of them),
 // so the whole run's outputs are.
 //
+// The proof's cost is bounded: after CUSET_CPU_PROOF_ACCESSES checked accesses in one
+// run (default 2^28, about a second or two), it gives up: that launch and every later
+// one are not proven, their checked pointers cost a load and a branch again, and the
+// pipeline runs every order, as without the proof. A kernel that reads and writes its
+// output billions of times (a 16M-element bitonic sort: 136 launches, two accesses per
+// thread each) would otherwise pay more in its forward run than the orders it saves.
+//
 // At exit, on the diagnostics channel only (CUSET_CPU_REPORT_PATHS=1: stderr too):
 //   CUSET-CPU: order-proof: kernel 'k': 3 of 3 launches independent
 //   CUSET-CPU: order-proof: kernel 'k': 0 of 1 launches independent: <why>
@@ -71,6 +78,8 @@ bool g_reported = false;
 char g_token[72] = "";
 uint32_t g_epoch = 0;
 unsigned long long g_launches = 0, g_independent = 0;
+unsigned long long g_access_budget = 1ull << 28, g_accesses = 0;  // checked accesses: the proof's cost
+bool g_gave_up = false;
 
 // This launch.
 bool g_entered = false, g_failed = false;
@@ -132,6 +141,11 @@ __attribute__((constructor(102))) void read_proof_settings() {
   }
   const char* e = getenv("CUSET_CPU_ORDER_PROOF");
   const char* p = getenv("CUSET_CPU_REPORT_PATHS");
+  if (const char* b = getenv("CUSET_CPU_PROOF_ACCESSES")) {
+    char* end = nullptr;
+    unsigned long long v = strtoull(b, &end, 10);
+    if (end && *end == 0 && end != b) g_access_budget = v;
+  }
   g_to_stderr = p && strcmp(p, "1") == 0;
   g_enabled = e && strcmp(e, "1") == 0 && !order().random && !order().parallel;
   if (g_enabled) atexit(report);
@@ -187,6 +201,10 @@ void proof_launch_begin() {
   proof_active = false;
   // After the report nothing is checked (the runtime's own tables may be gone by then).
   if (!g_enabled || g_reported) return;
+  if (g_gave_up) {
+    fail("not checked: the proof gave up earlier in this run (more than %llu checked accesses)", g_access_budget);
+    return;
+  }
   if (g_epoch == 0xffffffffu) {
     fail("too many launches to tell apart");
     return;
@@ -243,6 +261,11 @@ void proof_enter_slow(std::initializer_list<const void*> written, std::initializ
 }
 
 void proof_access(const void* p, unsigned long size) {
+  if (++g_accesses > g_access_budget) {
+    g_gave_up = true;
+    return fail("the proof gave up: more than %llu checked accesses in this run (its cost would pass what the "
+                "other orders cost)", g_access_budget);
+  }
   unsigned t = current_linear_tid();
   if (t == ~0u) t = proof_thread;  // a block loop: the thread for_each_thread runs
   if (t == ~0u) return fail("an access through a written parameter outside a per-thread region of its block loop");
