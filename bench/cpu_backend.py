@@ -65,6 +65,14 @@ import tempfile
 import time
 from pathlib import Path
 
+
+def children_cpu() -> float:
+    """CPU seconds of this process's waited-for children (the benchmark programs)."""
+    import resource
+
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
 SWITCH = r"""
 #include <cstdio>
 #include <chrono>
@@ -218,7 +226,7 @@ SORT_PROGRAM = r"""
 #include <cstdlib>
 #include <vector>
 constexpr int LEN = 1024;
-// The sort_rows family's kernel (cuset/data/families/sorting.py), ascending.
+// The sort_rows family's kernel (cuset/curation/families/sorting.py), ascending.
 template <typename T>
 __global__ void sort_rows(const T* __restrict__ in, T* __restrict__ out) {
     __shared__ T s[LEN];
@@ -278,8 +286,6 @@ BARRIER_PATHS = ("fibers", "regions")
 
 def barrier_path_rows(workdir: Path, scale: int) -> list[dict]:
     """The shared-memory row sort per order, on the fibers and as barrier regions."""
-    import resource
-
     from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
 
     backends = {"fibers": CpuBackend(workers=2, block_loops=False), "regions": CpuBackend(workers=2)}
@@ -287,10 +293,6 @@ def barrier_path_rows(workdir: Path, scale: int) -> list[dict]:
     if not compiled.ok:
         sys.exit(f"benchmark program failed to compile: {compiled.detail}")
     print(compiled.step.stdout.strip())
-
-    def children_cpu() -> float:
-        r = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return r.ru_utime + r.ru_stime
 
     rows = str(SORT_ROWS // scale)
     row = {"label": f"shared-memory row sort {rows}x1024", "args": [rows], "load_before": os.getloadavg()}
@@ -477,11 +479,6 @@ def path_rows(workdir: Path, scale: int, paths: tuple[str, ...] = PATHS) -> list
     if not compiled.ok:
         sys.exit(f"benchmark program failed to compile: {compiled.detail}")
     print(compiled.step.stdout.strip())
-    import resource
-
-    def children_cpu() -> float:
-        r = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return r.ru_utime + r.ru_stime
 
     rows = []
     for label, args in BIG_ROWS:
@@ -541,7 +538,6 @@ def proof_rows(workdir: Path, scale: int) -> list[dict]:
     the order proof (forward instrumented; random and parallel only when the proof fails),
     the two alternated in one run. The pipeline's decision, made here on the trusted
     stderr of the bench's own program (diagnostics.order_proof_result)."""
-    import resource
 
     from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
     from cuset.execute.cpu.diagnostics import order_proof_result
@@ -555,10 +551,6 @@ def proof_rows(workdir: Path, scale: int) -> list[dict]:
         if not compiled.ok:
             sys.exit(f"benchmark program ({name}) failed to compile: {compiled.detail}")
         print(compiled.step.stdout.strip())
-
-    def children_cpu() -> float:
-        r = resource.getrusage(resource.RUSAGE_CHILDREN)
-        return r.ru_utime + r.ru_stime
 
     def run(path: str, order: str, sizes: list[str], row: dict):
         backend = old if path == "all_orders" else new
