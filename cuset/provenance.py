@@ -29,7 +29,10 @@ def git_state(root: Path = CODE_ROOT, exclude: tuple[str, ...] = ()) -> dict:
     relative to `root`, left out: a results folder a run writes into does not mark it dirty)."""
     commit = (_git(root, "rev-parse", "HEAD") or "").strip()
     if not commit:
-        return {"commit": None, "dirty": None, "note": "not a git checkout (or git is missing)"}
+        # a tree copied without .git (a lent GPU machine): the copier names the commit it sent
+        named = os.environ.get("CUSET_COMMIT") or None
+        return {"commit": named, "dirty": None,
+                "note": "not a git checkout (or git is missing)" + ("; commit as named by $CUSET_COMMIT" if named else "")}
     status = _git(root, "status", "--porcelain", "--", ".", *(f":(exclude){e}" for e in exclude)) or ""
     changed = [line[3:] for line in status.splitlines() if line.strip()]  # "XY path"
     return {"commit": commit, "dirty": bool(changed), "changed_paths": changed[:50]}
