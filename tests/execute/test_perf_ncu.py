@@ -68,12 +68,30 @@ def test_bad_csv_names_the_line_and_the_fix():
     text = (FIXTURES / "ncu_copy_only.csv").read_text()
     with pytest.raises(NcuCsvError, match=r"x.csv: no ncu CSV header"):
         parse_ncu_csv("==PROF== no kernels were profiled\n", "x.csv")
-    bad = text.replace('"48,000,000,000"', '"n/a"')
-    with pytest.raises(NcuCsvError, match=r"x.csv:7: metric 'dram__bytes.sum.per_second' .* 'n/a', not a number"):
+    bad = text.replace('"48,000,000,000"', '"lots"')
+    with pytest.raises(NcuCsvError, match=r"x.csv:7: metric 'dram__bytes.sum.per_second' .* 'lots', not a number"):
         parse_ncu_csv(bad, "x.csv")
+    unavailable = text.replace('"48,000,000,000"', '"n/a"')
+    with pytest.raises(NcuCsvError, match=r"x.csv:7: ncu reported 'n/a' for metric 'dram__bytes.sum.per_second'"):
+        parse_ncu_csv(unavailable, "x.csv")
     lacking = "\n".join(line for line in text.splitlines() if "fadd" not in line)
     with pytest.raises(NcuCsvError, match=r"lacks smsp__sass_thread_inst_executed_op_fadd.*--metrics"):
         program_roofline(parse_ncu_csv(lacking, "x.csv"), "x.csv")
+
+
+def test_a_metric_ncu_could_not_collect_is_left_out_unless_the_score_needs_it():
+    """An H200 with ncu 2025.3 (2026-11-27) wrote 'n/a' for the global-load sector efficiency of
+    every kernel; the harness collects that metric but does not score it."""
+    text = (FIXTURES / "ncu_copy_only.csv").read_text()
+    lines = text.splitlines()
+    (k,) = [i for i, line in enumerate(lines) if "sm__sass_average_data_bytes_per_sector_mem_global_op_ld.pct" in line]
+    fields = lines[k].rsplit(",", 1)
+    lines[k] = fields[0] + ',"n/a"'
+    rows = parse_ncu_csv("\n".join(lines), "x.csv")
+    assert len(rows) == len(read("ncu_copy_only.csv")) - 1
+    program = program_roofline(rows)
+    assert (program.bandwidth_utilisation, program.compute_efficiency, program.score) == pytest.approx(
+        (0.75, 0.0, 0.75))
 
 
 def test_a_forged_csv_beyond_the_peak_is_not_believed():

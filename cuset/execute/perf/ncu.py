@@ -141,6 +141,15 @@ def parse_ncu_csv(text: str, source: str = "ncu csv") -> list[NcuRow]:
         if rec.get("ID") is None or rec.get("Metric Value") is None:
             raise NcuCsvError(f"{source}:{offset}: a row with fewer columns than the header")
         raw = rec["Metric Value"].replace(",", "").strip()
+        metric = (rec.get("Metric Name") or "").strip()
+        if raw.lower() == "n/a":
+            # ncu's word for a metric it could not collect for this kernel (seen on an H200 with
+            # ncu 2025.3 for the global-load sector efficiency); only the score's inputs must exist
+            if metric in REQUIRED:
+                raise NcuCsvError(f"{source}:{offset}: ncu reported 'n/a' for metric {metric!r} of kernel "
+                                  f"{rec['Kernel Name']!r}; the roofline score needs it, so this profile "
+                                  "cannot be scored on this GPU/ncu")
+            continue
         try:
             value = float(raw) * unit_scale(rec.get("Metric Unit") or "")
         except ValueError:
@@ -148,7 +157,7 @@ def parse_ncu_csv(text: str, source: str = "ncu csv") -> list[NcuRow]:
                               f"has the value {rec['Metric Value']!r}, not a number") from None
         if not math.isfinite(value):
             raise NcuCsvError(f"{source}:{offset}: metric {rec['Metric Name']!r} is {raw}")
-        rows.append(NcuRow(rec["ID"].strip(), rec["Kernel Name"], rec["Metric Name"].strip(), value))
+        rows.append(NcuRow(rec["ID"].strip(), rec["Kernel Name"], metric, value))
     if not rows:
         raise NcuCsvError(f"{source}: the ncu CSV has a header but no metric rows (no kernel was profiled)")
     return rows
