@@ -112,6 +112,19 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOption
     return ExecResult(status, detail, steps, timings, name, kernel=plain.kernel, **fields, hack=hack)
 
 
+def kernelbench_compile_judge(backend) -> str:
+    """Who builds KernelBench `load_inline` extensions on this backend (never nvcc-checked on the CPU)."""
+    if backend.name == "gpu":
+        return "nvcc (torch's load_inline on the GPU)"
+    return "g++ (the CPU backend's build of load_inline extensions; nvcc not used)"
+
+
+def kernelbench_run_meta(backend, cfg, kinds: set[str]) -> dict:
+    """summary.json's fields for a run with KernelBench tasks (EvalKind.run_meta)."""
+    return {"kernelbench_compile_judge": kernelbench_compile_judge(backend), "kernelbench_only": kinds == {"kernelbench"},
+            "strict_kernels": cfg.strict_kernels, "eval_mode": cfg.eval_mode}
+
+
 STRICT_KERNELS_DETAIL = "strict_kernels: the answer passed, but reward-hack rules fired"
 
 

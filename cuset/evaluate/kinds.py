@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cuset.evaluate.cudabench import evaluate_cudabench
-from cuset.evaluate.kernelbench import evaluate_kernelbench
+from cuset.evaluate.kernelbench import evaluate_kernelbench, kernelbench_run_meta
 from cuset.evaluate.perf import cudabench_runner, kernelbench_runner
 from cuset.execute.result import ExecResult
 from cuset.tasks.kinds import get_kind, per_kind
@@ -34,13 +34,16 @@ class EvalKind:
 
     evaluate: Evaluator                 # one answer's verdict
     time_answer: Callable[..., dict]    # perf=true on the GPU: the perf record of an answer that passed
+    # what a run with tasks of this kind adds to summary.json's meta: (backend, EvalConfig,
+    # every kind in the run) -> fields (how its answers were built and judged)
+    run_meta: Callable[..., dict] = lambda backend, cfg, kinds: {}
 
 
 EVAL_KINDS: dict[str, EvalKind] = per_kind({
     # gen.py, nvcc/g++, sandboxed runs per thread order, compare.py; timed under Nsight Compute
     "cudabench": EvalKind(evaluate_cudabench, cudabench_runner.time_answer),
     # reference and load_inline answer in separate sandboxed processes; timed with CUDA events
-    "kernelbench": EvalKind(evaluate_kernelbench, kernelbench_runner.time_answer),
+    "kernelbench": EvalKind(evaluate_kernelbench, kernelbench_runner.time_answer, kernelbench_run_meta),
 }, "evaluators")
 
 

@@ -25,6 +25,7 @@ from cuset.errors import CusetError
 from cuset.evaluate import devicemap
 from cuset.evaluate.batch import Setup, run_jobs
 from cuset.evaluate.config import EvalConfig, ExecutionConfig
+from cuset.evaluate.kinds import eval_kind
 from cuset.evaluate.metrics import Summary, summarize
 from cuset.evaluate.perf.measure import measure
 from cuset.evaluate.pipeline import evaluate_program
@@ -39,7 +40,7 @@ from cuset.progress import progress_bar
 from cuset.generate.extract import extract_answer
 from cuset.tasks.reasoning import UNTERMINATED_DETAIL, split_reasoning
 from cuset.generate.records import GenerationRecord, load_generations
-from cuset.tasks import AnyTask, load_tasks, task_id_order
+from cuset.tasks import DEFAULT_KIND, AnyTask, load_tasks, task_id_order
 
 log = logging.getLogger(__name__)
 
@@ -116,13 +117,6 @@ def missing_task_ids(task_ids, gens: Sequence[GenerationRecord], tasks, generati
 
 def _tasks_label(tasks) -> str:
     return str(tasks) if isinstance(tasks, (str, os.PathLike)) else "the task list"
-
-
-def kernelbench_compile_judge(backend) -> str:
-    """Who builds KernelBench `load_inline` extensions on this backend (never nvcc-checked on the CPU)."""
-    if backend.name == "gpu":
-        return "nvcc (torch's load_inline on the GPU)"
-    return "g++ (the CPU backend's build of load_inline extensions; nvcc not used)"
 
 
 def compile_judge_of(backend) -> str:
@@ -228,7 +222,7 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
     all_results = [r for r in load_results(results_path) if r.key in {g.key for g in gens}]
     meta = {
         "backend": backend.name, "compile_judge": compile_judge_of(backend), "fingerprint": cache.fingerprint,
-        **_kernelbench_meta(backend, cfg, [task_by_id[t] for t in {g.task_id for g in gens} if t in task_by_id]),
+        **_kind_meta(backend, cfg, [task_by_id[t] for t in {g.task_id for g in gens} if t in task_by_id]),
         "compat": cfg.compat, "allow_missing": cfg.allow_missing, "missing_counted_as_failed": len(missing),
         "extract": cfg.extractor, "cases": list(cfg.cases), "robust": cfg.robust,
         "robust_cases": cfg.robust_cases if cfg.robust else None, "strict_kernels": cfg.strict_kernels,
@@ -254,12 +248,13 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
     return summary
 
 
-def _kernelbench_meta(backend, cfg: EvalConfig, tasks: list) -> dict:
-    kinds = {getattr(t, "kind", "cudabench") for t in tasks}
-    if "kernelbench" not in kinds:
-        return {}
-    return {"kernelbench_compile_judge": kernelbench_compile_judge(backend), "kernelbench_only": kinds == {"kernelbench"},
-            "strict_kernels": cfg.strict_kernels, "eval_mode": cfg.eval_mode}
+def _kind_meta(backend, cfg: EvalConfig, tasks: list) -> dict:
+    """What each task kind in the run adds to summary.json's meta (EvalKind.run_meta)."""
+    kinds = {getattr(t, "kind", DEFAULT_KIND) for t in tasks}
+    meta: dict = {}
+    for kind in sorted(kinds):
+        meta.update(eval_kind(kind).run_meta(backend, cfg, kinds))
+    return meta
 
 
 def _run(ctx: EvalContext, todo: list[GenerationRecord], task_by_id: dict[int | str, AnyTask],

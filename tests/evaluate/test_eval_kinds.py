@@ -25,6 +25,24 @@ from cuset.execute.result import ExecResult, Status, StepResult
 from cuset.tasks import KINDS, KernelBenchTask, UnknownTaskKind
 
 
+def test_each_kind_says_what_a_run_with_its_tasks_reports():
+    """summary.json's per-kind fields come from the kind's registry entry, not a test of its name."""
+    from types import SimpleNamespace
+
+    from cuset.evaluate.config import EvalConfig
+    from cuset.evaluate.runner import _kind_meta
+
+    cpu, gpu = SimpleNamespace(name="cpu"), SimpleNamespace(name="gpu")
+    cfg = EvalConfig(strict_kernels=True)
+    assert _kind_meta(cpu, cfg, [make_task()]) == {}
+    kb = KernelBenchTask("kb_relu", "relu", "elementwise", "import torch\n")
+    assert _kind_meta(gpu, cfg, [kb]) == {
+        "kernelbench_compile_judge": "nvcc (torch's load_inline on the GPU)", "kernelbench_only": True,
+        "strict_kernels": True, "eval_mode": cfg.eval_mode}
+    mixed = _kind_meta(cpu, cfg, [make_task(), kb])
+    assert mixed["kernelbench_only"] is False and mixed["kernelbench_compile_judge"].startswith("g++")
+
+
 def test_every_task_kind_has_an_evaluator_and_a_timer():
     assert list(EVAL_KINDS) == list(KINDS)
     assert evaluator_for("cudabench") is evaluate_cudabench and evaluator_for("kernelbench") is evaluate_kernelbench
