@@ -50,7 +50,8 @@ Writes into --out (default runs/rehearsal, or runs/rehearsal-dry-run):
                               nvcc, packages: {name: version | null}, unmet_requirements: [...]},
                   "counts": {"ok": n, "failed": n, "skipped": n},
                   "stages": [{"name", "what", "status": "ok" | "failed" | "skipped",
-                              "reason" (why it failed or was skipped; null when ok),
+                              "reason" (why it failed or was skipped, e.g. stopped when the
+                              budget ran out; null when ok),
                               "seconds", "cpu_s" (CPU time of the processes it waited for;
                               sandboxed programs' may be missing), "timeout_s",
                               "exit_code", "command" (as a user types it),
@@ -620,13 +621,19 @@ def _stop_group(proc: subprocess.Popen) -> None:
             continue
 
 
-def run_stage(stage: Stage, plan: Plan, timeout: float, env: dict[str, str]) -> StageResult:
+def run_stage(stage: Stage, plan: Plan, timeout: float, env: dict[str, str], own_timeout: float | None = None) -> StageResult:
+    """One stage; `own_timeout` is its own limit when the budget left cut `timeout` below it."""
     argv = stage.argv(plan)
     log = plan.path("logs", f"{stage.name}.log")
     result = StageResult(stage.name, stage.what, "ok", command=shown(argv), argv=argv, timeout_s=round(timeout, 1),
                          log=str(log))
     code, seconds, cpu = run_command(argv, log, timeout, env)
     result.seconds, result.cpu_s, result.exit_code, result.output_tail = round(seconds, 1), round(cpu, 1), code, tail(log)
+    if code is None and own_timeout is not None and timeout < own_timeout:
+        # not the stage's failure: the rehearsal had no more time for it (a GPU lease is short)
+        result.status, result.reason = "skipped", (f"stopped after {timeout:.0f} s: the rehearsal's budget ran out "
+                                                   f"(its own limit is {own_timeout:.0f} s); rerun it with --only {stage.name}")
+        return result
     if code is None:
         result.status, result.reason = "failed", f"timed out after {timeout:.0f} s (process group stopped)"
         return result
@@ -641,6 +648,9 @@ def run_stage(stage: Stage, plan: Plan, timeout: float, env: dict[str, str]) -> 
     except (KeyError, TypeError, ValueError, IndexError) as e:  # outputs not shaped as documented
         result.status, result.reason = "failed", f"reading its outputs: {type(e).__name__}: {e}"
     return result
+
+
+MIN_STAGE_START_S = 20.0   # a stage is not started with less of the budget left than this
 
 
 def run_stages(stages: tuple[Stage, ...], plan: Plan, *, only: set[str] | None = None, budget_s: float = 0.0,
@@ -668,10 +678,10 @@ def run_stages(stages: tuple[Stage, ...], plan: Plan, *, only: set[str] | None =
                 continue  # done by an earlier run into the same --out
             reason = f"needs {need} ({done.status if done else 'unknown'})"
         reason = reason or stage.skip(plan)
-        timeout = stage.timeout_s * plan.profile.timeout_scale
+        own_timeout = timeout = stage.timeout_s * plan.profile.timeout_scale
         if not reason and budget_s:
             left = budget_s - (time.perf_counter() - started)
-            if left < 20:
+            if left < MIN_STAGE_START_S:
                 reason = f"rehearsal budget of {budget_s:.0f} s spent"
             timeout = min(timeout, max(left, 0))
         if interrupted:
@@ -681,7 +691,7 @@ def run_stages(stages: tuple[Stage, ...], plan: Plan, *, only: set[str] | None =
                                  argv=stage.argv(plan))
         else:
             try:
-                result = run_stage(stage, plan, timeout, env)
+                result = run_stage(stage, plan, timeout, env, own_timeout)
             except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: record it, skip the rest, still write the summary
                 interrupted = True
                 result = StageResult(stage.name, stage.what, "failed", reason=f"interrupted ({stop or 'SIGINT'}): stage stopped",

@@ -112,6 +112,18 @@ def test_only_and_the_budget_skip_stages_and_earlier_outputs_satisfy_needs(rehea
     assert [(r.status, r.reason) for r in spent] == [("skipped", "rehearsal budget of 10 s spent")]
 
 
+def test_a_stage_the_budget_stops_is_skipped_not_failed(rehearsal, tmp_path, monkeypatch):
+    """On the first GPU run, generate-hf was stopped when the budget ran out and reported as a
+    timeout failure; its own limit was far away. That is no verdict on the stage."""
+    monkeypatch.setattr(rehearsal, "MIN_STAGE_START_S", 0.5)
+    stages = (python_stage(rehearsal, "slow", "import time; time.sleep(60)"),)
+    plan = rehearsal.Plan(replace(rehearsal.DRY_RUN, timeout_scale=1.0), tmp_path)
+    (slow,) = rehearsal.run_stages(stages, plan, budget_s=2)
+    assert slow.status == "skipped" and slow.timeout_s <= 2
+    assert slow.reason.startswith("stopped after 2 s: the rehearsal's budget ran out (its own limit is ")
+    assert slow.reason.endswith("rerun it with --only slow")
+
+
 def test_commands_are_shown_as_a_user_types_them(rehearsal):
     plan = rehearsal.Plan(rehearsal.GPU, ROOT / "runs" / "rehearsal")
     by_name = {s.name: rehearsal.shown(s.argv(plan)) for s in rehearsal.STAGES}
