@@ -30,6 +30,7 @@ and `key=value` overrides:
   eval-cudabench          cuset eval on a slice of suites/cuset-bench.jsonl: the reference programs
   eval-cudabench-robust   the same with robust=true
   eval-generated          cuset eval of generate-hf's samples
+  gpu-tests               pytest -m gpu (per-test timeouts, JUnit XML)
 
 Each stage has its own timeout (the process group is killed when it runs out) and a stage
 that fails does not stop the others; a stage that needs a failed one is skipped. The GPU run
@@ -492,6 +493,46 @@ def _train_marker(name: str) -> Callable[[Plan], Path]:
     return lambda plan: plan.train_dir(name) / "run_summary.json"
 
 
+GPU_TESTS_ON_CPU = "no CPU substitute: the tests marked gpu need an NVIDIA GPU (`make test` runs the others)"
+GPU_TEST_TIMEOUT_S = 150   # per test (pytest-timeout): a hung test fails with its traceback, the rest still run
+
+
+def gpu_tests_argv(plan: Plan) -> list[str]:
+    # per-test timeouts where pytest-timeout is installed: on the first GPU run the whole pytest was
+    # stopped from outside and its log ended before it named the failing tests
+    per_test = ["--timeout", str(GPU_TEST_TIMEOUT_S)] if _importable("pytest_timeout") else []
+    return [PY, "-m", "pytest", "-m", "gpu", "-v", "-rfE", "-p", "no:cacheprovider", *per_test,
+            f"--junitxml={plan.path('gpu-tests.xml')}", *map(str, gpu_test_files())]
+
+
+def gpu_test_files() -> list[Path]:
+    """The test files with tests marked gpu: collecting only these keeps a GPU machine without the
+    test extras (ray, selenium) from failing on other files' imports."""
+    return sorted(p for p in (ROOT / "tests").rglob("test_*.py") if "pytest.mark.gpu" in p.read_text())
+
+
+def read_gpu_tests(plan: Plan) -> dict:
+    """Counts from pytest's JUnit XML; a failed or erroring test, or none run, fails the stage."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(plan.path("gpu-tests.xml")).getroot()
+    suite = root if root.tag == "testsuite" else root.find("testsuite")
+    cases = suite.findall("testcase") if suite is not None else []
+    bad, skipped = [], 0
+    for case in cases:
+        problem = case.find("failure") if case.find("failure") is not None else case.find("error")
+        if problem is not None:
+            bad.append(f"{case.get('classname', '')}::{case.get('name', '')}: {(problem.get('message') or '')[:200]}")
+        elif case.find("skipped") is not None:
+            skipped += 1
+    numbers = {"tests": len(cases), "passed": len(cases) - len(bad) - skipped, "failed": len(bad), "skipped": skipped}
+    if bad:
+        raise CheckFailed(f"{len(bad)} of {len(cases)} GPU test(s) failed: " + "; ".join(bad))
+    if numbers["passed"] == 0:
+        raise CheckFailed(f"no GPU test passed ({skipped} skipped): is the GPU visible to pytest?")
+    return numbers
+
+
 FSDP_ON_CPU = ("no CPU substitute: accelerate's FSDP plugin runs on GPUs only (cuset train refuses it on a CPU); "
                "FSDP sharding on the CPU is checked by tests/train/test_sharded.py with torch's FSDP")
 VLLM_ON_CPU = "no CPU substitute: vLLM runs on GPUs (its engine is faked in tests/generate/test_vllm.py)"
@@ -559,6 +600,9 @@ STAGES: tuple[Stage, ...] = (
           lambda p: eval_argv(p, "generated", p.cudabench, p.generations("hf")),
           eval_reader("generated", _cb_tasks, _gen_samples), _summary_of("generated"),
           needs=("setup", "generate-hf"), timeout_s=240),
+    Stage("gpu-tests", "pytest -m gpu: the tests that need a GPU (each with its own timeout, results as JUnit XML)",
+          gpu_tests_argv, read_gpu_tests, lambda p: p.path("gpu-tests.xml"),
+          skip=lambda p: GPU_TESTS_ON_CPU if p.dry_run else None, timeout_s=420),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)
 

@@ -124,6 +124,32 @@ def test_a_stage_the_budget_stops_is_skipped_not_failed(rehearsal, tmp_path, mon
     assert slow.reason.endswith("rerun it with --only slow")
 
 
+JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3">
+<testcase classname="tests.execute.test_gpu" name="test_vector_add" time="1.0"/>
+<testcase classname="tests.evaluate.test_perf_measure" name="test_ncu" time="9.0"><failure message="AssertionError: status unreadable">x</failure></testcase>
+<testcase classname="tests.generate.test_vllm" name="test_real_vllm" time="0.1"><skipped message="vllm not installed"/></testcase>
+</testsuite></testsuites>"""
+
+
+def test_the_gpu_tests_stage_names_each_failing_test(rehearsal, tmp_path):
+    plan = rehearsal.Plan(rehearsal.GPU, tmp_path)
+    argv = rehearsal.gpu_tests_argv(plan)
+    assert argv[1:6] == ["-m", "pytest", "-m", "gpu", "-v"] and f"--junitxml={tmp_path / 'gpu-tests.xml'}" in argv
+    files = [a for a in argv if a.endswith(".py")]   # only files with gpu tests: no import of ray or selenium
+    assert str(ROOT / "tests" / "execute" / "test_gpu.py") in files
+    assert not [f for f in files if "ray" in Path(f).name]
+    (tmp_path / "gpu-tests.xml").write_text(JUNIT)
+    with pytest.raises(rehearsal.CheckFailed, match=r"1 of 3 GPU test\(s\) failed: tests.evaluate.test_perf_measure::"
+                                                    r"test_ncu: AssertionError: status unreadable"):
+        rehearsal.read_gpu_tests(plan)
+    (tmp_path / "gpu-tests.xml").write_text(JUNIT.replace('<failure message="AssertionError: status unreadable">x</failure>', ""))
+    assert rehearsal.read_gpu_tests(plan) == {"tests": 3, "passed": 2, "failed": 0, "skipped": 1}
+    only_skips = '<testsuite tests="1"><testcase classname="a" name="b"><skipped message="no GPU"/></testcase></testsuite>'
+    (tmp_path / "gpu-tests.xml").write_text(only_skips)
+    with pytest.raises(rehearsal.CheckFailed, match="no GPU test passed"):
+        rehearsal.read_gpu_tests(plan)
+
+
 def test_commands_are_shown_as_a_user_types_them(rehearsal):
     plan = rehearsal.Plan(rehearsal.GPU, ROOT / "runs" / "rehearsal")
     by_name = {s.name: rehearsal.shown(s.argv(plan)) for s in rehearsal.STAGES}
@@ -165,8 +191,9 @@ def test_dry_run_every_stage_with_a_cpu_substitute_is_ok(rehearsal, dry_run):
     stages = {s["name"]: s for s in summary["stages"]}
     assert list(stages) == list(rehearsal.STAGE_NAMES)
     assert {n: (s["status"], s["reason"]) for n, s in stages.items() if s["status"] != "ok"} == {
-        "train-fsdp": ("skipped", rehearsal.FSDP_ON_CPU), "generate-vllm": ("skipped", rehearsal.VLLM_ON_CPU)}
-    assert summary["counts"] == {"ok": len(stages) - 2, "failed": 0, "skipped": 2}
+        "train-fsdp": ("skipped", rehearsal.FSDP_ON_CPU), "generate-vllm": ("skipped", rehearsal.VLLM_ON_CPU),
+        "gpu-tests": ("skipped", rehearsal.GPU_TESTS_ON_CPU)}
+    assert summary["counts"] == {"ok": len(stages) - 3, "failed": 0, "skipped": 3}
     for s in stages.values():
         if s["status"] == "ok":
             assert s["seconds"] > 0 and s["cpu_s"] > 0 and s["exit_code"] == 0 and Path(s["log"]).is_file(), s["name"]
