@@ -105,6 +105,14 @@ class CusetTrainer(Trainer):
                                   input_tokens=inputs["attention_mask"].sum())
         return (loss, metrics) if return_outputs else loss
 
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.is_fsdp_enabled:  # FSDP 1 under NO_SHARD leaves frozen parameters hidden (cuset.train.fsdp)
+            from cuset.train.fsdp import register_hidden_parameters
+
+            register_hidden_parameters(self.model_wrapped)
+        return loss
+
     # -- logging ------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and "train_runtime" not in logs:  # a training-step log, on every rank
