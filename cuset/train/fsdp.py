@@ -22,6 +22,8 @@ So the repair must run after every backward, before the next forward.
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 
@@ -50,3 +52,30 @@ def register_hidden_parameters(model: torch.nn.Module) -> int:
             handle.reshard(free_unsharded_flat_param=False)
             repaired += 1
     return repaired
+
+
+FSDP_SEGMENT = "_fsdp_wrapped_module."
+
+
+@contextlib.contextmanager
+def module_names_without_fsdp(model: torch.nn.Module):
+    """While open, `model.named_modules()` names every module as if no FSDP unit were nested inside.
+
+    Why: PEFT (0.21) picks the adapter's entries of a state dict by the names of its LoRA
+    layers from `named_modules()`, stripping FSDP's `_fsdp_wrapped_module.` only where it
+    leads the name. Accelerate's FSDP plugin wraps each decoder layer in its own unit, so the
+    layers' names carry that segment in the middle (`...layers.0._fsdp_wrapped_module.self_attn...`)
+    while FSDP's full state dict cleans it from its keys: nothing matches, and `save_pretrained`
+    writes an adapter without a single tensor, and says nothing. FSDP cleans its keys the same
+    way (`clean_tensor_name`), so cleaning the module names makes the two agree again."""
+    original = model.named_modules
+
+    def named_modules(*args, **kwargs):
+        for name, module in original(*args, **kwargs):
+            yield name.replace(FSDP_SEGMENT, "").removesuffix("._fsdp_wrapped_module"), module
+
+    model.named_modules = named_modules  # an instance attribute shadows the class's method
+    try:
+        yield
+    finally:
+        del model.named_modules

@@ -121,6 +121,16 @@ class CusetTrainer(Trainer):
                 logs = {**logs, "loss": extra.pop("objective"), **extra}
         super().log(logs, start_time)
 
+    # -- saving ---------------------------------------------------------------------
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        if not self.is_fsdp_enabled:
+            return super()._save(output_dir, state_dict)
+        from cuset.train.fsdp import module_names_without_fsdp
+
+        # PEFT selects the adapter's tensors by module name; FSDP units nested in the model rename them
+        with module_names_without_fsdp(self.accelerator.unwrap_model(self.model, keep_torch_compile=False)):
+            return super()._save(output_dir, state_dict)
+
     # -- atomic checkpoints ---------------------------------------------------------
     def _get_output_dir(self, trial) -> str:
         return self._checkpoint_root or super()._get_output_dir(trial)
