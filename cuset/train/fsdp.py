@@ -1,4 +1,8 @@
-"""FSDP 1 (torch's FullyShardedDataParallel): register again the parameters a backward pass left hidden.
+"""Saving a LoRA model trained under accelerate's FSDP plugin (torch FSDP 1): two repairs.
+
+`register_hidden_parameters` (after every training step) and `module_names_without_fsdp`
+(around the save, see there). Without them `cuset train` under configs/accelerate/fsdp.yaml
+crashed in its final save on one GPU, and, where it saved, wrote an adapter with no tensor.
 
 With `use_orig_params=True` FSDP swaps each unit's original parameters for plain tensor
 views in the forward and the pre-backward (so that autograd tracks them), and registers
