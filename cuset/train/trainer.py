@@ -105,6 +105,14 @@ class CusetTrainer(Trainer):
                                   input_tokens=inputs["attention_mask"].sum())
         return (loss, metrics) if return_outputs else loss
 
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        if self.is_fsdp_enabled:  # FSDP 1 under NO_SHARD leaves frozen parameters hidden (cuset.train.fsdp)
+            from cuset.train.fsdp import register_hidden_parameters
+
+            register_hidden_parameters(self.model_wrapped)
+        return loss
+
     # -- logging ------------------------------------------------------------------
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         if "loss" in logs and "train_runtime" not in logs:  # a training-step log, on every rank
@@ -112,6 +120,16 @@ class CusetTrainer(Trainer):
             if extra:
                 logs = {**logs, "loss": extra.pop("objective"), **extra}
         super().log(logs, start_time)
+
+    # -- saving ---------------------------------------------------------------------
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        if not self.is_fsdp_enabled:
+            return super()._save(output_dir, state_dict)
+        from cuset.train.fsdp import module_names_without_fsdp
+
+        # PEFT selects the adapter's tensors by module name; FSDP units nested in the model rename them
+        with module_names_without_fsdp(self.accelerator.unwrap_model(self.model, keep_torch_compile=False)):
+            return super()._save(output_dir, state_dict)
 
     # -- atomic checkpoints ---------------------------------------------------------
     def _get_output_dir(self, trial) -> str:

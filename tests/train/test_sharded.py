@@ -154,3 +154,53 @@ def test_zero3_head_is_an_empty_placeholder_outside_the_forward(warm_model_dir):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+# --- accelerate's FSDP plugin through `cuset train`'s own save (`_save_final`) -------------------
+
+FSDP_PLUGIN_CASES = {"one-process": ("1",), "two-processes-no_shard": ("2", "--fsdp_sharding_strategy", "NO_SHARD")}
+
+
+@pytest.fixture(scope="module")
+def fsdp_plugin_runs(tiny_model_dir, train_data, tmp_path_factory) -> dict:
+    """`cuset train` (LoRA, CuSeT) under configs/accelerate/fsdp.yaml on CPUs, through fsdp_cpu_launch.py.
+
+    One process: FSDP replaces FULL_SHARD by NO_SHARD (the GPU rehearsal's setting); two: NO_SHARD
+    asked for. sync_module_states (hence cpu_ram_efficient_loading) is off: FSDP 1 refuses it on CPUs.
+    Both crashed in the final save ("FSDP assumes ...embed_tokens.weight is in the state_dict")
+    before cuset.train.fsdp.register_hidden_parameters, and then saved an adapter without a tensor
+    before cuset.train.fsdp.module_names_without_fsdp."""
+    from . import fsdp_cpu_launch
+
+    root = tmp_path_factory.mktemp("fsdp_plugin")
+    runs = {}
+    for name, (procs, *flags) in FSDP_PLUGIN_CASES.items():
+        args = overrides(tiny_model_dir, train_data, root / name, root / "cache", "optim.max_steps=2", "save_steps=0",
+                         "report_to=[]", "lora.dropout=0.0", "progress=false")
+        proc = subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                               str(ROOT / "configs" / "accelerate" / "fsdp.yaml"), "--num_processes", procs, *flags,
+                               "--mixed_precision", "no", "--fsdp_sync_module_states", "false",
+                               "--fsdp_cpu_ram_efficient_loading", "false", "--main_process_port", str(free_port()),
+                               str(Path(fsdp_cpu_launch.__file__)), str(root / f"{name}.pt"), str(TINY_LORA), *args],
+                              cwd=ROOT, env=cli_env(), capture_output=True, text=True, timeout=600)
+        runs[name] = (proc, root / name, root / f"{name}.pt")
+    return runs
+
+
+@pytest.mark.parametrize("case", FSDP_PLUGIN_CASES)
+def test_fsdp_plugin_lora_run_saves_its_final_adapter(case, fsdp_plugin_runs):
+    proc, run_dir, _ = fsdp_plugin_runs[case]
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    summary = json.loads((run_dir / "run_summary.json").read_text())
+    assert summary["strategy"]["kind"] == "fsdp" and summary["steps"] == 2
+    assert (run_dir / "adapter" / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("case", FSDP_PLUGIN_CASES)
+def test_fsdp_plugin_lora_adapter_holds_the_trained_tensors(case, fsdp_plugin_runs):
+    proc, run_dir, trained_path = fsdp_plugin_runs[case]
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    trained = torch.load(trained_path)
+    assert len(trained) == 2 * 7 * 2  # 2 layers x 7 linear modules x (lora_A, lora_B)
+    assert any(v.abs().max() > 0 for k, v in trained.items() if "lora_B" in k)  # lora_B starts at zero: it trained
+    assert max_abs_diff(load_weights(run_dir / "adapter"), trained) == 0.0
