@@ -348,6 +348,17 @@ def read_setup(plan: Plan) -> dict:
     return facts
 
 
+def _saved_tensors(directory: Path) -> int:
+    """Tensors in the safetensors files of a saved model or adapter (0 when there are none)."""
+    from safetensors import safe_open
+
+    total = 0
+    for f in sorted(directory.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as weights:
+            total += len(list(weights.keys()))
+    return total
+
+
 def train_reader(name: str, *, finetune: str, strategy: str = "single", zero_stage: int | None = None):
     def read(plan: Plan) -> dict:
         s = _json(plan.train_dir(name) / "run_summary.json")
@@ -363,7 +374,11 @@ def train_reader(name: str, *, finetune: str, strategy: str = "single", zero_sta
             "strategy": s["strategy"], "world_size": s["world_size"],
             "trainable_parameters": s["trainable_parameters"], "outputs": sorted(s["outputs"]),
         }
+        weights = plan.train_dir(name) / ("adapter" if finetune in ("lora", "qlora") else "model")
+        numbers["saved_tensors"] = _saved_tensors(weights)
         problems = []
+        if numbers["saved_tensors"] == 0:  # PEFT under FSDP once wrote an empty adapter and said nothing
+            problems.append(f"{weights.relative_to(plan.out)} holds no tensor")
         if s["steps"] != plan.profile.train_steps:
             problems.append(f"took {s['steps']} steps, asked for {plan.profile.train_steps}")
         if not losses or not all(_finite(x) for x in losses):

@@ -180,6 +180,22 @@ def dry_run(tmp_path_factory):
     return out, json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.slow
+def test_a_run_that_saved_an_empty_adapter_fails_its_stage(rehearsal, dry_run, tmp_path):
+    """PEFT under accelerate's FSDP plugin once wrote an adapter without a tensor and said nothing."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    out, _ = dry_run
+    plan = rehearsal.Plan(rehearsal.DRY_RUN, tmp_path)
+    shutil.copytree(out / "train" / "lora-cuset", plan.train_dir("lora-cuset"))
+    for f in plan.train_dir("lora-cuset").joinpath("adapter").glob("*.safetensors"):
+        save_file({}, str(f))
+    with pytest.raises(rehearsal.CheckFailed, match=r"train/lora-cuset/adapter holds no tensor"):
+        rehearsal.train_reader("lora-cuset", finetune="lora")(plan)
+
+
 def _bench_results() -> dict[str, int]:
     return {p.name: p.stat().st_mtime_ns for p in (ROOT / "bench" / "results").glob("*.json")}
 
@@ -194,6 +210,8 @@ def test_dry_run_every_stage_with_a_cpu_substitute_is_ok(rehearsal, dry_run):
         "train-fsdp": ("skipped", rehearsal.FSDP_ON_CPU), "generate-vllm": ("skipped", rehearsal.VLLM_ON_CPU),
         "gpu-tests": ("skipped", rehearsal.GPU_TESTS_ON_CPU)}
     assert summary["counts"] == {"ok": len(stages) - 3, "failed": 0, "skipped": 3}
+    for name in ("train-lora-cuset", "train-full-sft", "train-zero3", "train-qlora"):
+        assert stages[name]["numbers"]["saved_tensors"] > 0, name
     for s in stages.values():
         if s["status"] == "ok":
             assert s["seconds"] > 0 and s["cpu_s"] > 0 and s["exit_code"] == 0 and Path(s["log"]).is_file(), s["name"]
