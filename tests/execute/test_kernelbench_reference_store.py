@@ -371,5 +371,23 @@ def test_a_link_in_place_of_a_file_is_neither_stored_nor_read(tmp_path):
     store = ReferenceStore(root=str(tmp_path / "store"))
     assert not store.save("12" * 32, files)
     assert not (tmp_path / "store" / "12" / ("12" * 32)).exists()
-    with pytest.raises(ValueError, match="not an entry file name"):
-        store.save("12" * 32, {"../escape": files["inputs/c0.json"]})
+    # names the reference's run chose for its inputs: only plain ones are kept
+    for name in ("inputs/../escape", "inputs/.hidden", "inputs/a b", "other/c0.json"):
+        assert not store.save("12" * 32, {name: files["inputs/c0.json"]})
+    assert not (tmp_path / "store" / "12" / ("12" * 32)).exists()
+
+
+def test_an_unusable_store_only_costs_the_reference_run(tmp_path, monkeypatch):
+    """A cache root that cannot hold the store (here a file in its place): the reference
+    runs, the verdict stands, nothing raises."""
+    monkeypatch.setenv("CUSET_CACHE", str(tmp_path))
+    forget_memory()
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("")
+    runs = reference_runs(monkeypatch)
+    expected, failure = V.reference_outputs(REFERENCE, V.plain_checks(1),
+                                            reference_store=ReferenceStore(root=str(blocker / "store")))
+    assert failure is None and sorted(expected) == ["c0_t0"]
+    assert runs == ["kernelbench-reference[cpu]"]
+    assert ReferenceStore(root=str(blocker / "store")).load("ab" * 32, _read) is None
+    forget_memory()

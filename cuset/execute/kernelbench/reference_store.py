@@ -131,7 +131,11 @@ class ReferenceStore:
         name -> bytes, each one verified against its sha256), or None: no entry, or one that
         is not whole (removed here). `read` raises BadOutput, UnsafeOutput or OSError for
         what it cannot parse: the entry is removed and None returned as well."""
-        entry = self.entry(key)
+        try:
+            entry = self.entry(key)
+        except OSError as e:   # no store here (a read-only cache root): a miss
+            log.debug("reference store: unusable (%s)", e)
+            return None
         try:
             raw = read_bounded(entry.parent, f"{key}/{MANIFEST}", MANIFEST_LIMIT)
         except (UnsafeOutput, OSError) as e:
@@ -150,14 +154,15 @@ class ReferenceStore:
         """Store `files` (entry name -> (directory, path under it): the reference's finished
         run dir or this process's own copies, read through the careful reader) as the entry
         for `key`: staged, then published in one rename. False when it is not kept: over
-        `max_entry_bytes`, a file that is a link or not regular, or a racing writer that
-        published first (its entry is as good)."""
-        entry = self.entry(key)
+        `max_entry_bytes`, a name that is not a plain file name, a file that is a link or not
+        regular, a write that fails, or a racing writer that published first (its entry is as
+        good). Never raises: keeping the run is only an optimisation."""
         sizes = {}
         try:
+            entry = self.entry(key)
             for name, (directory, rel) in files.items():
-                if not FILE_NAME.fullmatch(name):
-                    raise ValueError(f"reference store: {name!r} is not an entry file name")
+                if not FILE_NAME.fullmatch(name):   # the reference's run named its inputs itself
+                    raise UnsafeOutput(f"{printable(repr(name))[:80]} is not a plain file name")
                 fd, st = open_output(directory, rel, None)
                 os.close(fd)
                 sizes[name] = st.st_size
@@ -168,8 +173,9 @@ class ReferenceStore:
             log.debug("reference store: %s not kept (%d bytes, more than %d)", key[:12], sum(sizes.values()),
                       self.max_entry_bytes)
             return False
-        staging = staging_dir(entry)
+        staging = None
         try:
+            staging = staging_dir(entry)
             digests = {}
             for sub in ("inputs", "expected"):
                 (staging / sub).mkdir()
@@ -181,8 +187,9 @@ class ReferenceStore:
                 finally:
                     os.close(fd)
             (staging / MANIFEST).write_text(json.dumps({"format": FORMAT, "key": key, "files": digests}))
-        except (UnsafeOutput, OSError) as e:
-            shutil.rmtree(staging, ignore_errors=True)
+        except (UnsafeOutput, OSError) as e:   # a file that changed, a full disk: slower later, never wrong
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
             log.debug("reference store: %s not kept (%s)", key[:12], e)
             return False
         published = publish(staging, entry)
