@@ -241,6 +241,8 @@ def test_a_failing_reference_is_never_stored(tmp_path, monkeypatch):
 def test_each_part_of_the_key_makes_a_miss(monkeypatch):
     store = ReferenceStore()
     base_checks = V.plain_checks(2)
+    # a GPU named as nvidia-smi would name it (this machine may have none)
+    monkeypatch.setattr(rs, "_gpu_identity", lambda visible: {"gpu": f"GPU {visible}", "cuda": "12.8"})
 
     def key(src=REFERENCE, backend="cpu", checks=base_checks, eval_mode="train", env=None):
         return store.key(V._reference_key(src, backend, checks, eval_mode), backend, env or {})
@@ -249,6 +251,7 @@ def test_each_part_of_the_key_makes_a_miss(monkeypatch):
     variants = {
         "source": key(src=REFERENCE.replace("dim = 1000", "dim = 1001")),
         "backend": key(backend="gpu"),
+        "another GPU": key(backend="gpu", env={"CUDA_VISIBLE_DEVICES": "1"}),
         "seeds": key(checks=V.plain_checks(2, seed=7)),
         "trials": key(checks=V.plain_checks(3)),
         "model seed": key(checks=[V.Check("trials", (42, 43), model_seed=1)]),
@@ -258,17 +261,19 @@ def test_each_part_of_the_key_makes_a_miss(monkeypatch):
         "eval_mode": key(eval_mode="eval"),
         "environment": key(env={"OMP_NUM_THREADS": "4"}),
     }
-    monkeypatch.setattr(rs, "_software", lambda: {"python": "3.11.0", "torch": "0.0.0-other"})
-    variants["torch version"] = key()
-    monkeypatch.undo()
-    monkeypatch.setattr(rs, "_cpu_identity", lambda: {"machine": "x86_64", "model": "another CPU", "isa": "0"})
-    variants["cpu model"] = key()
-    monkeypatch.undo()
-    monkeypatch.setattr(rs, "_gpu_identity", lambda visible: {"gpu": f"GPU {visible}", "cuda": "12.8"})
-    gpu_a = key(backend="gpu")
-    variants["gpu"] = key(backend="gpu", env={"CUDA_VISIBLE_DEVICES": "1"})
-    assert gpu_a != variants["gpu"]
-    monkeypatch.undo()
+    software, cpu = rs._software(), rs._cpu_identity()
+    with monkeypatch.context() as m:
+        m.setattr(rs, "_software", lambda: {**software, "torch": "0.0.0-other"})
+        variants["torch version"] = key()
+    with monkeypatch.context() as m:
+        m.setattr(rs, "_cpu_identity", lambda: {**cpu, "model": "another CPU"})
+        variants["cpu model"] = key()
+    with monkeypatch.context() as m:
+        m.setattr(rs, "_cpu_identity", lambda: {**cpu, "isa": "0" * 16})
+        variants["cpu instruction set"] = key()
+    with monkeypatch.context() as m:
+        m.setattr(rs, "_gpu_identity", lambda visible: {"gpu": f"GPU {visible}", "cuda": "13.0"})
+        variants["torch's CUDA"] = key(backend="gpu")
     assert len(set(variants.values()) | {base}) == len(variants) + 1, variants
     # what cannot change the reference's files shares the entry
     assert key(checks=[V.Check("renamed", (42, 43))]) == base
@@ -296,6 +301,19 @@ def test_the_key_follows_the_producer_sources(tmp_path, monkeypatch):
 def test_the_cpu_identity_names_the_model_and_instruction_set():
     ident = rs._cpu_identity()
     assert ident["machine"] and ident["model"] and len(ident["isa"]) == 16
+
+
+def test_a_device_that_cannot_be_named_keeps_nothing(monkeypatch):
+    """Without the GPU's name (no nvidia-smi) two machines' runs could share a key: verify
+    then runs the reference without the store (UnknownDevice is an OSError it catches)."""
+    monkeypatch.setattr("cuset.execute.gpu.gpu_name", lambda device: "unknown GPU (nvidia-smi not installed)")
+    rs._gpu_identity.cache_clear()
+    try:
+        with pytest.raises(rs.UnknownDevice, match="the GPU this reference runs on cannot be identified"):
+            ReferenceStore().key("k", "gpu", {})
+    finally:
+        rs._gpu_identity.cache_clear()
+    assert issubclass(rs.UnknownDevice, OSError)
 
 
 # ---------------------------------------------------------------- the store itself (no runs)

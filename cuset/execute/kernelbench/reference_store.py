@@ -78,6 +78,10 @@ PRODUCER_SOURCES = (_HERE / "harness.py", _HERE / "compare.py", _HERE / "verify.
 CANDIDATE_ONLY_ENV = frozenset({"CUSET_CPU_ORDER"})
 
 
+class UnknownDevice(OSError):
+    """The GPU or CPU cannot be named: a key without it could match another machine's runs."""
+
+
 @dataclass(frozen=True)
 class ReferenceStore:
     """Where and how much: `root` (None: `<cache root>/kernelbench-references`, read when
@@ -114,9 +118,13 @@ class ReferenceStore:
           (torch's CPU kernels dispatch on AVX2/AVX-512/..., so float results can differ
           between CPUs);
         - `extra_env` (what the reference's process sees besides verify's own environment,
-          e.g. thread counts), less CANDIDATE_ONLY_ENV."""
+          e.g. thread counts), less CANDIDATE_ONLY_ENV.
+        UnknownDevice (an OSError: verify then runs the reference without the store) when the
+        device cannot be named (no nvidia-smi, no /proc/cpuinfo)."""
         env = {k: v for k, v in sorted(extra_env.items()) if k not in CANDIDATE_ONLY_ENV}
         device = _gpu_identity(env.get("CUDA_VISIBLE_DEVICES", "0")) if backend == "gpu" else _cpu_identity()
+        if device is None:   # two machines could share the key: nothing is kept rather than a wrong value
+            raise UnknownDevice(f"the {backend.upper()} this reference runs on cannot be identified")
         spec = {"reference": reference_key, "format": FORMAT, "producers": _producers_hash(),
                 "software": _software(), "device": device, "env": env}
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
@@ -255,16 +263,21 @@ def _software() -> dict:
 
 
 @lru_cache(maxsize=None)
-def _gpu_identity(visible: str) -> dict:
-    """The GPU the reference runs on (the first visible one) as the host names it."""
+def _gpu_identity(visible: str) -> dict | None:
+    """The GPU the reference runs on (the first visible one) as the host names it; None
+    when nvidia-smi cannot say."""
     from cuset.execute.gpu import gpu_name
 
-    return {"gpu": gpu_name(visible.split(",")[0].strip() or "0"), "cuda": _software()["torch_cuda"]}
+    name = gpu_name(visible.split(",")[0].strip() or "0")
+    if name.startswith("unknown GPU"):
+        return None
+    return {"gpu": name, "cuda": _software()["torch_cuda"]}
 
 
 @lru_cache(maxsize=1)
-def _cpu_identity() -> dict:
-    """The CPU's model and instruction-set flags (/proc/cpuinfo's first processor)."""
+def _cpu_identity() -> dict | None:
+    """The CPU's model and instruction-set flags (/proc/cpuinfo's first processor); None
+    when neither can be read."""
     model, flags = "", ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -279,5 +292,7 @@ def _cpu_identity() -> dict:
                     break
     except OSError:
         pass
+    if not model and not flags:
+        return None
     return {"machine": platform.machine(), "model": model or platform.processor(),
             "isa": hashlib.sha256(flags.encode()).hexdigest()[:16]}
