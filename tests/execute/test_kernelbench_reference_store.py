@@ -5,9 +5,12 @@ writers leave one whole entry; a failing reference is never kept."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -96,14 +99,14 @@ def test_a_fresh_process_reads_the_store_and_runs_no_reference(cache_root):
             if os.path.exists(path) and os.listdir(path):
                 raise RuntimeError("found " + path)
 ''')
-    script = f"""
+    script = """
 import importlib, json, sys
 V = importlib.import_module("cuset.execute.kernelbench.verify")
 names = []
 real = V.run_sandboxed
 V.run_sandboxed = lambda name, *a, **k: (names.append(name), real(name, *a, **k))[1]
 v = V.verify(sys.argv[1], sys.argv[2], n_trials=2, step_timeout=30)
-print(json.dumps({{"status": v.status.value, "detail": v.detail, "timings": v.timings, "runs": names}}))
+print(json.dumps({"status": v.status.value, "detail": v.detail, "timings": v.timings, "runs": names}))
 """
     out = subprocess.run([sys.executable, "-c", script, REFERENCE, snoop], capture_output=True, text=True,
                          cwd=REPO, env={**os.environ, "CUSET_CACHE": str(cache_root)}, timeout=300)
@@ -151,7 +154,7 @@ def _damage(entry: Path, how: str) -> None:
         data = target.read_bytes()[:-7]
         target.write_bytes(data)
         manifest = json.loads((entry / MANIFEST).read_text())
-        manifest["files"]["expected/c0_t1.safetensors"] = [len(data), __import__("hashlib").sha256(data).hexdigest()]
+        manifest["files"]["expected/c0_t1.safetensors"] = [len(data), hashlib.sha256(data).hexdigest()]
         (entry / MANIFEST).write_text(json.dumps(manifest))
     elif how == "truncated":
         target.write_bytes(target.read_bytes()[:10])
@@ -183,9 +186,6 @@ DAMAGES = ["truncated, manifest rewritten to match", "truncated", "a symlink", "
 def test_a_damaged_entry_reads_as_a_miss_and_is_removed(stored, tmp_path, how, caplog):
     """Each damage on a copy of the stored entry, read as verify reads it (no runs): a miss,
     the entry removed, the reason logged at debug."""
-    import functools
-    import shutil
-
     entry = store_entries(stored[0] / rs.SUBDIR)[0]
     store = ReferenceStore(root=str(tmp_path / "store"))
     copy = store.entry(entry.name)
