@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from cuset.errors import CusetError
 from cuset.config import ConfigError, option
 from cuset.evaluate.perf.options import PerfOptions
 from cuset.evaluate.options import EvalOptions, Timeouts
+from cuset.execute.kernelbench.reference_store import SUBDIR, ReferenceStore
 from cuset.execute.sandbox import MODES, SandboxPolicy
 from cuset.localpath import MissingPath
 COMPAT_TIMEOUT = 60.0  # the official harness: 60 s to compile, 60 s to run
@@ -203,6 +205,13 @@ class EvalConfig:
     compile_cache_gb: float | None = option(20.0, help="size budget of the compile cache: beyond it the entries "
                                                        "used least recently are removed (never one used in the last "
                                                        "hour); none = no budget")
+    reference_cache: bool = option(True, help="KernelBench: keep each reference run's inputs and expected outputs "
+                                              "under <cache_dir>/kernelbench-references, keyed by the reference, "
+                                              "checks, harness, torch version and device, so another eval, Ray "
+                                              "worker or test run on this machine skips the sandboxed reference run; "
+                                              "false = once per process, in memory")
+    reference_cache_gb: float | None = option(4.0, help="size budget of the reference cache: beyond it the entries "
+                                                        "used least recently are removed; none = no budget")
     data_cache: bool = option(True, help="keep gen.py outputs in the cache dir so re-runs skip gen.py")
     python_preload: list[str] | None = option(default_factory=lambda: ["numpy"],
                                               help="modules a warm fork server imports once for gen.py/compare.py "
@@ -234,7 +243,16 @@ class EvalConfig:
         budget = int(self.max_data_mb * 1e6) if self.max_data_mb is not None else None
         return self.execution.options(self.cases, compat=self.compat, hide=hide, max_data_bytes=budget,
                                       robust=self.robust, robust_cases=self.robust_cases,
-                                      strict_kernels=self.strict_kernels, eval_mode=self.eval_mode)
+                                      strict_kernels=self.strict_kernels, eval_mode=self.eval_mode,
+                                      reference_store=self.reference_store())
+
+    def reference_store(self) -> ReferenceStore | None:
+        """Where KernelBench reference runs are kept on disk (None: reference_cache=false)."""
+        if not self.reference_cache:
+            return None
+        budget = int(self.reference_cache_gb * (1 << 30)) if self.reference_cache_gb else None
+        root = str(Path(self.cache_dir).expanduser().resolve() / SUBDIR) if self.cache_dir else None
+        return ReferenceStore(root=root, max_bytes=budget)
 
     def make_backend(self):
         """`execution.make_backend` under this config's compat setting."""

@@ -83,7 +83,7 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOption
     common = dict(backend=name, atol=task.atol, rtol=task.rtol, cache=cache, workdir=workdir,
                   compile_timeout=opts.timeouts.compile, step_timeout=opts.timeouts.run, sandbox=opts.sandbox,
                   program_memory_bytes=opts.program_memory_bytes, run_disk_bytes=opts.run_disk_bytes,
-                  extra_env=dict(opts.extra_env), eval_mode=opts.eval_mode)
+                  extra_env=dict(opts.extra_env), eval_mode=opts.eval_mode, reference_store=opts.reference_store)
     try:
         plain = verify(task.reference_src, code, checks=plain_checks(task.n_trials) if code else None, **common)
         if plain.passed and name == "cpu":

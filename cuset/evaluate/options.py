@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from cuset.execute.kernelbench.reference_store import ReferenceStore
 from cuset.execute.sandbox import SandboxPolicy
 
 
@@ -44,3 +45,6 @@ class EvalOptions:
     robust: bool = False
     robust_cases: int = 3
     strict_kernels: bool = False
+    # KernelBench: where each reference run's inputs and expected outputs are kept on disk
+    # for every process of the machine (None: only in this process's memory)
+    reference_store: ReferenceStore | None = ReferenceStore()

@@ -31,6 +31,7 @@ import shutil
 import tempfile
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
 
@@ -94,7 +95,7 @@ class CompileCache:
                 if outcome is None or (outcome.executable is not None and not Path(outcome.executable).exists()):
                     fut = None   # failed, or its entry was evicted since: look again
                 else:
-                    _mark_used(self.entry_dir(key))
+                    mark_used(self.entry_dir(key))
             if fut is None:
                 fut = self._pool.submit(self._get_or_build, key, source)
                 self._pending[key] = fut
@@ -119,11 +120,9 @@ class CompileCache:
         cached = _read_entry(entry)
         if cached is not None:
             self._count(hit=True)
-            _mark_used(entry)
+            mark_used(entry)
             return cached
-        entry.parent.mkdir(parents=True, exist_ok=True)
-        with open(entry.parent / f"{key}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same key
+        with entry_lock(entry):  # another process may be building the same key
             cached = _read_entry(entry)
             if cached is not None:
                 self._count(hit=True)
@@ -142,7 +141,7 @@ class CompileCache:
                 self.misses += 1
 
     def _build(self, entry: Path, source: str) -> CompileOutcome:
-        workdir = Path(tempfile.mkdtemp(prefix="build-", dir=entry.parent))
+        workdir = staging_dir(entry)
         try:
             outcome = self.backend.compile(source, workdir, self.timeout)
         except Exception:
@@ -168,10 +167,7 @@ class CompileCache:
                 "status": outcome.status.value if outcome.status else None, "detail": outcome.detail}
         (workdir / OUTCOME).write_text(json.dumps(meta))
         os.chmod(workdir, 0o755)
-        try:
-            os.rename(workdir, entry)
-        except OSError:  # a racing writer got there first; theirs is equivalent
-            shutil.rmtree(workdir, ignore_errors=True)
+        publish(workdir, entry)
         return _read_entry(entry) or outcome
 
 
@@ -187,11 +183,58 @@ def _read_entry(entry: Path) -> CompileOutcome | None:
     return CompileOutcome(meta["ok"], exe, StepResult(**meta["step"]), status, meta.get("detail", ""))
 
 
-def _mark_used(entry: Path) -> None:
+def mark_used(entry: Path, marker: str = OUTCOME) -> None:
     try:
-        os.utime(entry / OUTCOME)
+        os.utime(entry / marker)
     except OSError:
         pass   # evicted meanwhile: the caller's outcome is still whole (it was read)
+
+
+# -- the entry helpers every cache under the cache root shares (the KernelBench
+# -- reference store too): <root>/<key[:2]>/<key>/, one marker file per entry whose
+# -- mtime says when it was last used.
+
+@contextmanager
+def entry_lock(entry: Path):
+    """An flock on `<entry>.lock` next to the entry: one writer per key across processes
+    (and threads: each holder opens the file itself). Held while the entry is made."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    with open(entry.parent / f"{entry.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def staging_dir(entry: Path) -> Path:
+    """A fresh directory beside `entry` to fill before `publish` (its `build-` prefix keeps
+    it out of `evict`'s listing)."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix="build-", dir=entry.parent))
+
+
+def publish(staging: Path, entry: Path) -> bool:
+    """Make the filled `staging` dir the entry in one rename (a reader sees all of it or
+    none); False, and `staging` removed, when a racing writer's entry is there already
+    (theirs is equivalent: the same key)."""
+    try:
+        os.rename(staging, entry)
+        return True
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        return False
+
+
+def discard_entry(entry: Path) -> bool:
+    """Remove `entry`, renamed away first so no reader sees half of it; False when it was
+    not there (another process removed or evicted it)."""
+    from cuset.execute.untrusted_files import remove_tree
+
+    doomed = entry.with_name(f".evicted-{entry.name}-{os.getpid()}-{threading.get_ident()}")
+    try:
+        os.rename(entry, doomed)   # gone for readers at once
+    except OSError:
+        return False
+    remove_tree(doomed)
+    return True
 
 
 def _tree_bytes(path: Path) -> int:
@@ -213,18 +256,18 @@ def _tree_bytes(path: Path) -> int:
 _EVICT_LOCK = threading.Lock()
 
 
-def evict(root: Path, max_bytes: int, now: float | None = None) -> list[str]:
+def evict(root: Path, max_bytes: int, now: float | None = None, marker: str = OUTCOME,
+          grace: float = GRACE_SECONDS) -> list[str]:
     """Remove the least recently used entries under `root` until it holds at most
-    `max_bytes` (entries used within GRACE_SECONDS stay); returns the removed keys."""
-    from cuset.execute.untrusted_files import remove_tree
-
+    `max_bytes` (entries used within `grace` seconds stay); returns the removed keys.
+    `marker`: the file in each entry whose mtime says when it was last used."""
     now = time.time() if now is None else now
     with _EVICT_LOCK:
         entries = []
         for shard in _dirs(root):
             for entry in _dirs(shard):
                 try:
-                    used = os.stat(entry / OUTCOME).st_mtime
+                    used = os.stat(entry / marker).st_mtime
                 except OSError:
                     continue   # being built, or half removed by another process
                 entries.append((used, entry, _tree_bytes(entry)))
@@ -233,15 +276,11 @@ def evict(root: Path, max_bytes: int, now: float | None = None) -> list[str]:
         for used, entry, size in sorted(entries, key=lambda e: e[0]):
             if total <= max_bytes:
                 break
-            if now - used < GRACE_SECONDS:
-                warn_over_budget(root, total, max_bytes)
+            if now - used < grace:
+                warn_over_budget(root, total, max_bytes, grace)
                 break
-            doomed = entry.with_name(f".evicted-{entry.name}-{os.getpid()}-{threading.get_ident()}")
-            try:
-                os.rename(entry, doomed)   # gone for readers at once
-            except OSError:
+            if not discard_entry(entry):
                 continue
-            remove_tree(doomed)
             total -= size
             removed.append(entry.name)
         return removed
@@ -255,8 +294,8 @@ def _dirs(path: Path) -> list[Path]:
         return []
 
 
-def warn_over_budget(root: Path, total: int, max_bytes: int) -> None:
+def warn_over_budget(root: Path, total: int, max_bytes: int, grace: float = GRACE_SECONDS) -> None:
     if not getattr(warn_over_budget, "said", False):
         warn_over_budget.said = True
-        log.warning("compile cache %s holds %.1f GiB, over its budget of %.1f GiB, all of it used within the last "
-                    "%.0f min: nothing evicted yet", root, total / (1 << 30), max_bytes / (1 << 30), GRACE_SECONDS / 60)
+        log.warning("cache %s holds %.1f GiB, over its budget of %.1f GiB, all of it used within the last "
+                    "%.0f min: nothing evicted yet", root, total / (1 << 30), max_bytes / (1 << 30), grace / 60)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from cuset.execute.interface import CompileOutcome, Invocation
 from cuset.localpath import MissingPath
-from cuset.execute.result import Status, StepResult
+from cuset.execute.result import Status, StepResult, printable
 from cuset.execute.sandbox import NVCC_MEMORY_BYTES, compile_policy, run_compiler
 
 DEFAULT_FLAGS = ("-O2",)
@@ -36,6 +36,21 @@ def nvcc_version(nvcc: str = "nvcc") -> str:
     # "Cuda compilation tools, release 13.0, V13.0.88" + "Build cuda_13.0.r13.0/compiler.36424714_0"
     lines = [line.strip() for line in out.stdout.splitlines() if "release" in line or line.startswith("Build")]
     return " ".join(lines) or out.stdout.strip() or "unknown"
+
+
+@lru_cache(maxsize=None)
+def gpu_name(device: str) -> str:
+    """The host's name for GPU `device` (nvidia-smi), never the profiled program's word."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return "unknown GPU (nvidia-smi not installed)"
+    try:
+        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader", "-i", device.split(",")[0]],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"unknown GPU (nvidia-smi: {type(e).__name__})"
+    name = out.stdout.strip().splitlines()[:1]
+    return printable(name[0])[:100] if out.returncode == 0 and name else "unknown GPU (nvidia-smi failed)"
 
 
 class GpuBackend:

@@ -390,6 +390,10 @@ def test_a_reference_that_fills_its_disk_quota_is_stopped_there(monkeypatch, tmp
 
     verify_module = importlib.import_module("cuset.execute.kernelbench.verify")  # the module, not the function
 
+    # a cold reference: the greedy one passes under the default quota, and a stored run of it
+    # (the disk reference store under the cache root) would never reach the small one
+    monkeypatch.setenv("CUSET_CACHE", str(tmp_path / "cuset_cache"))
+    monkeypatch.setattr(verify_module, "_REFERENCES", verify_module._ReferenceCache(1 << 20))
     monkeypatch.setattr(verify_module, "REFERENCE_RUN_DISK_BYTES", 16 << 20)
     greedy = REFERENCE.replace("import torch", "import torch\nbuf = b'\\0' * (1 << 20)\ntry:\n"
                                                 "    for i in range(64):\n        open(f'f{i}', 'wb').write(buf)\n"

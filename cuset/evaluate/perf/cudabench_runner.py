@@ -31,8 +31,6 @@ from __future__ import annotations
 import dataclasses
 import re
 import shutil
-import subprocess
-from functools import lru_cache
 from pathlib import Path
 
 from cuset.evaluate.cudabench import compare_outputs, run_wrapped
@@ -41,6 +39,7 @@ from cuset.evaluate.perf.options import PerfOptions
 from cuset.evaluate.perf.records import (
     FAILED, NCU_NOT_INSTALLED, UNBELIEVABLE, UNREADABLE, cudabench_measured, not_measured, perf_problem,
 )
+from cuset.execute.gpu import gpu_name
 from cuset.execute.perf.ncu import NCU_METRICS, NcuCsvError, check_believable, parse_ncu_csv, program_roofline
 from cuset.execute.result import printable
 from cuset.execute.untrusted_files import UnsafeOutput, read_bounded
@@ -63,21 +62,6 @@ def ncu_path(name: str) -> Path | None:
 def ncu_argv(ncu: Path) -> tuple[str, ...]:
     """The wrapper in front of the program: the official harness's metric list, CSV, to a file."""
     return (str(ncu), "--metrics", ",".join(NCU_METRICS), "--csv", "--log-file", NCU_FILE)
-
-
-@lru_cache(maxsize=None)
-def gpu_name(device: str) -> str:
-    """The host's name for GPU `device` (nvidia-smi), never the profiled program's word."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return "unknown GPU (nvidia-smi not installed)"
-    try:
-        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader", "-i", device.split(",")[0]],
-                             capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"unknown GPU (nvidia-smi: {type(e).__name__})"
-    name = out.stdout.strip().splitlines()[:1]
-    return printable(name[0])[:100] if out.returncode == 0 and name else "unknown GPU (nvidia-smi failed)"
 
 
 def time_answer(task, code: str, *, backend, perf: PerfOptions, options: EvalOptions, cache=None,

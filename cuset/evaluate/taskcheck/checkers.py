@@ -124,7 +124,8 @@ def allclose_strength(task, backend: str, opts,
                                           sandbox=opts.sandbox,
                                           compile_timeout=opts.timeouts.compile, step_timeout=opts.timeouts.run,
                                           program_memory_bytes=opts.program_memory_bytes,
-                                          extra_env=dict(opts.extra_env))
+                                          extra_env=dict(opts.extra_env),
+                                          reference_store=getattr(opts, "reference_store", None))
     if failure is not None:
         return checker, f"{NOT_MEASURED}the reference's run failed this time: {failure.status.value}: " \
                         f"{failure.detail}", ()

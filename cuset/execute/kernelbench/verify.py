@@ -33,7 +33,10 @@ an infrastructure error or a missing answer (claims.py checks every record again
 a schema). Every file a run leaves is read through the careful reader
 (cuset.execute.untrusted_files: no links, regular files only, size checked before
 reading, never blocking on a fifo); run dirs are removed iteratively (any depth).
-Cost: one more sandboxed torch import per verify (the reference run).
+Cost: one more sandboxed torch import per verify (the reference run), paid once per
+reference and checks: the values are kept in this process's memory (_ReferenceCache)
+and on disk under the cache root (reference_store.ReferenceStore), which every process
+of the machine reads (verdict timings `reference_cached`, `reference_disk_cached`).
 
 Per step (import, model construction, each forward and backward) the harness
 has its own timeout (`step_timeout`); the sandbox's wall-clock limit is only a
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
@@ -65,11 +69,12 @@ from cuset.execute.cpu.diagnostics import classify_run
 from cuset.execute.kernelbench import claims
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
 from cuset.execute.kernelbench.compare import BadOutput, judge, read_files, tensor_bytes
+from cuset.execute.kernelbench.reference_store import ReferenceStore
 from cuset.execute.process import clean_env
 from cuset.execute.result import KernelEvidence, Status, StepResult, printable, truncate_log
 from cuset.execute import disk_quota
 from cuset.execute.sandbox import SandboxPolicy, run_sandboxed, warn_once
-from cuset.execute.untrusted_files import UnsafeOutput, copy_output, remove_tree
+from cuset.execute.untrusted_files import UnsafeOutput, copy_output, read_bounded, remove_tree
 
 log = logging.getLogger(__name__)
 HARNESS = Path(__file__).resolve().parent / "harness.py"
@@ -148,7 +153,8 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
            step_timeout: float = 60.0, import_timeout: float | None = None,
            sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
            run_disk_bytes: int | None = None, build_budget_seconds: float | None = None,
-           extra_env: dict[str, str] | None = None, eval_mode: str = "train") -> KbVerdict:
+           extra_env: dict[str, str] | None = None, eval_mode: str = "train",
+           reference_store: ReferenceStore | None = ReferenceStore()) -> KbVerdict:
     """Verify `candidate_src` (defines ModelNew) against `reference_src` (Model,
     get_inputs, get_init_inputs). `checks` replaces the single check built from
     n_trials/seed/constant_overrides/value_variant/backward.
@@ -158,7 +164,9 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     outputs; `disk_limit` when full), mounted where mounting works (put `workdir` under a
     private mount, see cuset.execute.disk_quota.isolate); the sample's extension builds
     share one budget (BuildBudget: MAX_EXTENSIONS builds, `build_budget_seconds`, default
-    `compile_timeout`, of build wall time in all)."""
+    `compile_timeout`, of build wall time in all). The reference's values come from this
+    process's memory, else from `reference_store` (on disk, shared by the machine's
+    processes; None: not used), else from a run of the reference (then kept in both)."""
     t0 = time.perf_counter()
     if backend not in ("cpu", "gpu"):
         raise ValueError(f"backend={backend!r}: KernelBench verification runs on 'cpu' or 'gpu'")
@@ -192,7 +200,7 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     try:
         # 1. The reference alone: inputs (shared) and expected outputs (read into this process, then deleted).
         inputs = run_root / "inputs"
-        expected, failure = _reference(reference_src, backend, checks, run_root, common, timings)
+        expected, failure = _reference(reference_src, backend, checks, run_root, common, timings, reference_store)
         if failure is not None:
             steps.append(failure[1])
             timings["total"] = time.perf_counter() - t0
@@ -291,44 +299,103 @@ def _after_failed_build(record: dict, asked_failed: dict, evidence: KernelEviden
 
 
 def _reference(reference_src: str, backend: str, checks: list[Check], run_root: Path, common: tuple,
-               timings: dict) -> tuple[dict | None, tuple[dict, StepResult] | None]:
-    """The reference's expected values (from this process's cache or a sandboxed run), its
-    inputs placed in run_root/inputs: (expected, None), or (None, (failure record, step))."""
+               timings: dict, store: ReferenceStore | None) -> tuple[dict | None, tuple[dict, StepResult] | None]:
+    """The reference's expected values (from this process's cache, the disk store or a
+    sandboxed run), its inputs placed in run_root/inputs: (expected, None), or (None,
+    (failure record, step)). `timings` says where they came from: `reference_cached`
+    (memory), `reference_disk_cached` (the store), else `reference` (the run's seconds)."""
     inputs = run_root / "inputs"
     key = _reference_key(reference_src, backend, checks, common[-1])
     cached = _REFERENCES.get(key)
-    if cached is None:
-        ref_dir = _run_dir(run_root, "reference.py", reference_src, REFERENCE_RUN_DISK_BYTES)
-        record, step = _run_harness("reference", ref_dir, {}, *common)
-        if disk_quota.is_mounted(ref_dir) and disk_quota.is_full(ref_dir):
-            record = {"status": "disk_limit", "detail": f"the task's reference filled its "
-                                                        f"{REFERENCE_RUN_DISK_BYTES >> 20} MiB disk quota"}
-        if record.get("status") != "ran":
-            return None, (record, step)
-        try:
-            expected = _read_expected(ref_dir / "expected", checks)
-            _copy_inputs(ref_dir, inputs)
-        except (BadOutput, UnsafeOutput, OSError) as e:  # the task's own reference: its defect, not the sample's
-            return None, ({"status": "skipped", "detail": f"the task's reference run left unusable files: {e}"}, step)
-        _discard(ref_dir)   # the reference's source and outputs are gone before the candidate starts
-        _REFERENCES.put(key, inputs, expected)
-        return expected, None
-    files, expected = cached
+    if cached is not None:
+        timings["reference_cached"] = 1.0
+        return _placed(*cached, inputs), None
+    if store is None:
+        return _run_reference(reference_src, checks, run_root, common, key, None, None)
+    try:
+        disk_key = store.key(key, backend, common[10])   # common[10]: extra_env, seen by the reference's process
+        store.directory()
+    except OSError as e:   # e.g. a read-only cache root: slower, never a failed verdict
+        warn_once(f"kernelbench: reference store unusable ({e}): each process runs every reference itself")
+        return _run_reference(reference_src, checks, run_root, common, key, None, None)
+    read = functools.partial(_read_stored, checks=checks)
+    stored = store.load(disk_key, read)
+    if stored is None:
+        with store.lock(disk_key):          # another process may be running this reference
+            stored = store.load(disk_key, read)
+            if stored is None:
+                return _run_reference(reference_src, checks, run_root, common, key, store, disk_key)
+    expected = _placed(*stored, inputs)
+    _REFERENCES.put(key, inputs, expected)
+    timings["reference_disk_cached"] = 1.0
+    return expected, None
+
+
+def _run_reference(reference_src: str, checks: list[Check], run_root: Path, common: tuple, key: str,
+                   store: ReferenceStore | None, disk_key: str | None):
+    """The reference in its own sandboxed run: its values kept in memory and, with a
+    `store`, on disk. Only a run that ran and left readable files is kept: a failure
+    depends on limits and load, and the next verify sees it again."""
+    inputs = run_root / "inputs"
+    ref_dir = _run_dir(run_root, "reference.py", reference_src, REFERENCE_RUN_DISK_BYTES)
+    record, step = _run_harness("reference", ref_dir, {}, *common)
+    if disk_quota.is_mounted(ref_dir) and disk_quota.is_full(ref_dir):
+        record = {"status": "disk_limit", "detail": f"the task's reference filled its "
+                                                    f"{REFERENCE_RUN_DISK_BYTES >> 20} MiB disk quota"}
+    if record.get("status") != "ran":
+        return None, (record, step)
+    try:
+        expected = _read_expected(ref_dir / "expected", checks)
+        _copy_inputs(ref_dir, inputs)
+    except (BadOutput, UnsafeOutput, OSError) as e:  # the task's own reference: its defect, not the sample's
+        return None, ({"status": "skipped", "detail": f"the task's reference run left unusable files: {e}"}, step)
+    if store is not None:   # the files just read, from the run dir (expected) and this process's copies (inputs)
+        files = {f"expected/{stem}{ext}": (ref_dir, f"expected/{stem}{ext}") for stem in expected
+                 for ext in (".json", ".safetensors")}
+        files.update({f"inputs/{f.name}": (run_root, f"inputs/{f.name}") for f in inputs.iterdir()})
+        store.save(disk_key, files)
+    _discard(ref_dir)   # the reference's source and outputs are gone before the candidate starts
+    _REFERENCES.put(key, inputs, expected)
+    return expected, None
+
+
+def _read_stored(entry: Path, sizes: dict[str, int], checks: list[Check]) -> tuple[dict, dict]:
+    """A store entry's (input files' bytes, expected values), read with the parser of the
+    reference's own run dir (compare.read_files); BadOutput when the checks' files are not
+    all there (ReferenceStore.load then drops the entry)."""
+    needed = {f"inputs/c{ci}{trial}{ext}" for ci, check in enumerate(checks)
+              for trial in ("", *(f"_t{t}" for t in range(len(check.seeds)))) for ext in (".json", ".safetensors")}
+    missing = sorted(needed - set(sizes))
+    if missing:
+        raise BadOutput(f"the entry has no {missing[0]}")
+    files = {}
+    for name, size in sizes.items():
+        if name.startswith("inputs/"):
+            data = read_bounded(entry, name, size)
+            if data is None or len(data) != size:
+                raise BadOutput(f"{name} is gone or changed")
+            files[name.split("/", 1)[1]] = data
+    return files, _read_expected(entry / "expected", checks)
+
+
+def _placed(files: dict[str, bytes], expected: dict, inputs: Path) -> dict:
+    """`expected`, once the input files are written to `inputs` (the candidate's copies come from there)."""
     inputs.mkdir()
     for name, data in files.items():
         (inputs / name).write_bytes(data)
-    timings["reference_cached"] = 1.0
-    return expected, None
+    return expected
 
 
 def reference_outputs(reference_src: str, checks: list[Check], *, backend: str = "cpu",
                       workdir: str | Path | None = None, compile_timeout: float = 120.0, step_timeout: float = 60.0,
                       sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
-                      extra_env: dict[str, str] | None = None,
-                      eval_mode: str = "train") -> tuple[dict | None, KbVerdict | None]:
+                      extra_env: dict[str, str] | None = None, eval_mode: str = "train",
+                      reference_store: ReferenceStore | None = ReferenceStore()
+                      ) -> tuple[dict | None, KbVerdict | None]:
     """What `verify` compares candidates with: the reference's values per trial, as
     {"c<check>_t<trial>": (meta, tensors)} (decode a meta's "outputs" with
-    `compare.decode`), from this process's cache or a sandboxed run of the reference.
+    `compare.decode`), from this process's cache, `reference_store` (on disk) or a
+    sandboxed run of the reference.
     (expected, None), or (None, the verdict of a reference that did not run)."""
     timings: dict[str, float] = {}
     run_root = Path(tempfile.mkdtemp(prefix="kb-", dir=workdir))
@@ -336,7 +403,7 @@ def reference_outputs(reference_src: str, checks: list[Check], *, backend: str =
     common = (backend, checks, run_root, 0.0, 0.0, compile_timeout, step_timeout, None, sandbox,
               program_memory_bytes, extra_env or {}, timings, eval_mode)
     try:
-        expected, failure = _reference(reference_src, backend, checks, run_root, common, timings)
+        expected, failure = _reference(reference_src, backend, checks, run_root, common, timings, reference_store)
     finally:
         _discard(run_root, run_root=True)
     if failure is not None:
