@@ -1,18 +1,12 @@
 """bench/kernel_perf.py refuses to time anything without a GPU (no CPU time as a GPU number)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "kernel_perf.py"
+from .scripts import load_bench_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("kernel_perf", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_bench_script("kernel_perf")
 
 
 def test_without_a_gpu_it_refuses_with_the_reason(monkeypatch, capsys):

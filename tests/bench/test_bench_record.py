@@ -1,21 +1,19 @@
 """bench/_record.py: the result file every bench script writes (commit, machine, load, command, numbers)."""
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from .scripts import load_bench_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _record_module(monkeypatch):
-    spec = importlib.util.spec_from_file_location("_record", ROOT / "bench" / "_record.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "_record", module)  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    monkeypatch.delitem(sys.modules, "_record", raising=False)  # restored after the test
+    return load_bench_script("_record")
 
 
 def test_result_file_holds_commit_machine_load_command_and_the_numbers(tmp_path, monkeypatch):

@@ -1,20 +1,17 @@
 """bench/verdicts_match.py: two evaluations of the same generations compared sample by sample."""
 
-import importlib.util
 import json
 import sys
 from pathlib import Path
+
+from .scripts import load_bench_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _module(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # its `from _record import start_record`
-    spec = importlib.util.spec_from_file_location("verdicts_match", ROOT / "bench" / "verdicts_match.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "verdicts_match", module)
-    spec.loader.exec_module(module)
-    return module
+    monkeypatch.delitem(sys.modules, "verdicts_match", raising=False)  # restored after the test
+    return load_bench_script("verdicts_match")
 
 
 def _results(path: Path, rows):

@@ -1,20 +1,14 @@
 """bench/demo_same_numbers.py: a result that differs is caught; timings and provenance are not results."""
 
-import importlib.util
 import json
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from .scripts import load_bench_script
 
 
 def load_script(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "bench"))  # its `from _record import start_record`
-    spec = importlib.util.spec_from_file_location("demo_same_numbers", ROOT / "bench" / "demo_same_numbers.py")
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "demo_same_numbers", module)
-    spec.loader.exec_module(module)
-    return module
+    monkeypatch.delitem(sys.modules, "demo_same_numbers", raising=False)  # restored after the test
+    return load_bench_script("demo_same_numbers")
 
 
 REPORT = {"config": {"out": "runs/a", "seed": 0, "regime_levels": "0,200,800"},

@@ -4,7 +4,6 @@ docs/gpu.md being the rehearsal's own command lines."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import re
@@ -15,18 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from .scripts import load_bench_script
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "bench" / "gpu_rehearsal.py"
 
 
 @pytest.fixture(scope="module")
 def rehearsal():
-    spec = importlib.util.spec_from_file_location("gpu_rehearsal", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    yield module
-    sys.modules.pop(spec.name, None)
+    yield load_bench_script("gpu_rehearsal")
+    sys.modules.pop("gpu_rehearsal", None)
 
 
 # --- the documented recipe -------------------------------------------------------------------------
