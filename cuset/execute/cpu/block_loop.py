@@ -226,9 +226,7 @@ class _Unit:
                 self._walk(child)
 
     def function_name(self, fn) -> str | None:
-        d = fn.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
+        d = _function_declarator(fn)
         if d is None:
             return None
         n = d.child_by_field_name("declarator")
@@ -237,6 +235,15 @@ class _Unit:
         if n.type == "qualified_identifier":
             n = n.child_by_field_name("name") or n
         return self.text(n)
+
+
+def _function_declarator(fn):
+    """The `name(params)` declarator of a function definition, under its pointer or
+    reference declarators (None where the definition has none)."""
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    return d
 
 
 def _declared_identifier(d):
@@ -303,13 +310,13 @@ class _KernelVariant:
         self.read_only_functions: dict[str, bool] = {}  # name -> writes no memory (see writes_no_memory)
 
     # -------------------------------------------------- eligibility
+    def _parameters(self) -> list:
+        """The kernel's parameter list: declarations, comments, `...`."""
+        return _function_declarator(self.fn).child_by_field_name("parameters").named_children
+
     def _params(self) -> list[str]:
-        d = self.fn.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
-        plist = d.child_by_field_name("parameters")
         names = []
-        for p in plist.named_children:
+        for p in self._parameters():
             if p.type == "comment":
                 continue
             if p.type != "parameter_declaration":
@@ -716,11 +723,8 @@ class _KernelVariant:
         return pairs
 
     def _pointer_params(self) -> set[str]:
-        d = self.fn.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
         out = set()
-        for p in d.child_by_field_name("parameters").named_children:
+        for p in self._parameters():
             if p.type != "parameter_declaration":
                 continue
             decl = p.child_by_field_name("declarator")
@@ -761,31 +765,44 @@ class _KernelVariant:
         """A top-level `for` whose header depends on the thread (a grid-stride loop, bounds
         read from memory), with one variable of its own that the body leaves alone and
         no `break` out of it: each thread runs it in chunks, its variable kept per thread."""
-        if node.type != "for_statement":
+        name = self._loop_variable(node)
+        if name is None:
             return False
+        body = node.child_by_field_name("body")
+        if self._changes_variable(body, name):
+            return False
+        return not any(n.type == "break_statement" and _enclosing_loop_or_switch(n) == node for n in _walk(body))
+
+    def _loop_variable(self, node) -> str | None:
+        """The one variable `for (T v = x; cond; ...)` declares (and a condition there
+        is); None for a loop of another shape."""
+        if node.type != "for_statement":
+            return None
         init = node.child_by_field_name("initializer")
         if init is None or init.type != "declaration" or node.child_by_field_name("condition") is None:
-            return False
+            return None
         declarators = init.children_by_field_name("declarator")
         if len(declarators) != 1 or declarators[0].type != "init_declarator":
-            return False
+            return None
         var = declarators[0].child_by_field_name("declarator")
         if var is None or var.type != "identifier":
-            return False
-        name = self.u.text(var)
-        body = node.child_by_field_name("body")
+            return None
+        return self.u.text(var)
+
+    def _changes_variable(self, body, name: str) -> str:
+        """How `body` may change the local `name` behind a loop's back, as the reason a
+        loop cannot be split by its iterations: "writes its variable" (assigns or
+        increments it), "takes its variable's address"; "" where it leaves it alone."""
         for n in _walk(body):
             if n.type in ("assignment_expression", "update_expression"):
                 target = _variable_root(n.child_by_field_name("left") or n.child_by_field_name("argument"))
                 if target is not None and self.u.text(target) == name:
-                    return False
+                    return "writes its variable"
             if n.type == "pointer_expression" and _operator(self.u, n) == "&":
                 target = _variable_root(n.child_by_field_name("argument"))
                 if target is not None and self.u.text(target) == name:
-                    return False
-            if n.type == "break_statement" and _enclosing_loop_or_switch(n) == node:
-                return False
-        return True
+                    return "takes its variable's address"
+        return ""
 
     def _remat_declaration(self, s, remat: set[str]) -> bool:
         for d in s.children_by_field_name("declarator"):
@@ -889,38 +906,66 @@ def _flat(unit: _Unit, node, replace: dict[int, tuple[int, str]] | None = None) 
 
 
 # ---------------------------------------------------------------- code generation
-class _Generator:
-    """The variant's text. With hoisted loops the body becomes regions: thread
-    regions (a loop over the threads running a run of statements) and loop
-    regions (the hoisted loop, each iteration a loop over the threads). Each
-    region first recomputes what it needs of earlier regions (remat declarations
-    and guards) and binds the replicated locals to this thread's slot."""
+@dataclass(frozen=True)
+class _ForHeader:
+    """A hoisted `for (T v = x; cond; step)` as the generators write it again: each
+    part on one line, the step `(void)0` where the loop has none."""
+    init_node: object    # the declaration `T v = x;`
+    declarator: object   # its one init declarator `v = x`
+    init: str            # the declaration's text, `;` included
+    var: str
+    cond: str
+    step: str
+    body: list           # the body's statements
 
-    def __init__(self, kv: _KernelVariant, plan: list[_Stmt], regions: bool, apart: list[tuple[str, str]] = ()):
+    @staticmethod
+    def of(unit: _Unit, node) -> _ForHeader:
+        """The header of a loop the planners let through (one variable, declared in it)."""
+        init = node.child_by_field_name("initializer")
+        [declarator] = init.children_by_field_name("declarator")
+        update = node.child_by_field_name("update")
+        return _ForHeader(init, declarator, _flat(unit, init), unit.text(declarator.child_by_field_name("declarator")),
+                          _flat(unit, node.child_by_field_name("condition")),
+                          _flat(unit, update) if update is not None else "(void)0",
+                          _unwrap(node.child_by_field_name("body")))
+
+
+# The head of a loop over the block's threads, in the order of `cuset_bl` (runtime
+# core.h), each thread with its index in the block and its own `threadIdx`.
+_FOR_EACH_THREAD = ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
+                    "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
+
+
+class _VariantWriter:
+    """What the block loop's variant and the barrier regions' (barrier_regions.py) write
+    alike: the entry the runtime offers, the loop over the block's threads, per-thread
+    slots of the locals that outlive a region (`replicated`), and a thread that returns
+    (`uses_done`: marked done, skipped in the later regions)."""
+
+    def __init__(self, kv: _KernelVariant):
         self.kv = kv
-        self.apart = list(apart)  # pointer parameters checked to be different allocations per block
         self.u = kv.u
-        self.plan = plan
-        self.regions = regions
-        last_loop = max((k for k, p in enumerate(plan) if p.kind in _LOOP_KINDS), default=-1)
-        # Locals live across a loop region: declared before the last one.
-        self.live = [p for p in plan[:last_loop] if p.kind == "other" and p.node.type == "declaration"]
         self.replicated: list[tuple[str, str]] = []  # (name, type text)
-        self.replicated_names: set[str] = set()
-        # A thread that returns early skips the later regions (a guard is re-checked instead).
-        self.uses_done = regions and any(n.type == "return_statement" for p in plan
-                                         if p.kind in ("other",) + _LOOP_KINDS for n in _walk(p.node))
-        self.private_slots: list[str] = []  # storage of the private loops' per-thread state
-        self.thread_innermost = 0  # hoisted loops run with the threads innermost (see writes_no_memory)
+        self.uses_done = False
 
-    def variant(self) -> str:
-        for p in self.live:
-            self._replicate(p.node)
-        body = self._regions()
+    @staticmethod
+    def _entry(condition: str, block_loop_type: str, setup: str, body: str) -> str:
+        """The variant: taken where the runtime offers it (`condition`), the block's
+        built-ins as locals g++ can see, `setup` (scratch storage) at block level, then
+        `body`; it returns, so the fibers' version after it does not run."""
+        return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
+                f"{condition}) {{ "
+                f"{block_loop_type} cuset_bl = ::cuset::rt::block_loop; "
+                "const uint3 cuset_b = blockIdx; const dim3 cuset_bd = blockDim, cuset_gd = gridDim; "
+                f"{setup}"
+                "{ const uint3 blockIdx = cuset_b; const dim3 blockDim = cuset_bd, gridDim = cuset_gd; "
+                "(void)blockIdx; (void)blockDim; (void)gridDim; "
+                f"{body}}} return; }} ")
+
+    def _scratch(self) -> str:
+        """The replicated locals' types and runtime scratch arrays, then the done flags:
+        slot k for the k-th local, the next one for the flags."""
         aliases = "".join(f"using cuset_t_{n} = {t}; " for n, t in self.replicated)
-        slots = len(self.replicated) + (1 if self.uses_done else 0) + len(self.private_slots)
-        if slots > _MAX_REPLICATED:
-            raise _NotCollapsible("too many locals live across a hoisted loop")
         storage = "".join(
             f"std::remove_const_t<cuset_t_{n}>* const cuset_r_{n} = static_cast<std::remove_const_t<cuset_t_{n}>*>("
             f"::cuset::rt::block_loop_scratch({k}, sizeof(cuset_t_{n}) * cuset_bl.n)); "
@@ -928,24 +973,19 @@ class _Generator:
         if self.uses_done:
             storage += ("unsigned char* const cuset_done = static_cast<unsigned char*>(::cuset::rt::block_loop_scratch("
                         f"{len(self.replicated)}, cuset_bl.n)); __builtin_memset(cuset_done, 0, cuset_bl.n); ")
-        storage += "".join(self.private_slots)
-        apart = ""
-        if self.apart:
-            pointers = ", ".join(f"(const void*)({a}), (const void*)({b})" for a, b in self.apart)
-            apart = f"::cuset::rt::block_loop_apart({{{pointers}}}) && "
-        return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
-                f"{apart}::cuset::rt::take_block_loop()) {{ "
-                "const ::cuset::rt::BlockLoop& cuset_bl = ::cuset::rt::block_loop; "
-                "const uint3 cuset_b = blockIdx; const dim3 cuset_bd = blockDim, cuset_gd = gridDim; "
-                f"{aliases}{storage}"
-                "{ const uint3 blockIdx = cuset_b; const dim3 blockDim = cuset_bd, gridDim = cuset_gd; "
-                "(void)blockIdx; (void)blockDim; (void)gridDim; "
-                f"{body}}} return; }} ")
+        return aliases + storage
 
-    def _replicate(self, decl) -> None:
-        for name, type_text in replicated_types(self.u, decl):
-            self.replicated.append((name, type_text))
-            self.replicated_names.add(name)
+    @staticmethod
+    def _each_thread(inner: str, skip: str = "", on_return: str = "(void)0;") -> str:
+        """`inner` run by each thread of the block in the order's turn (after `skip`, a
+        statement that may leave a thread out), `on_return` where the thread returned."""
+        return (_FOR_EACH_THREAD + skip + "if (![&]() __attribute__((always_inline)) -> bool { " + inner
+                + " return true; }()) " + on_return + " });")
+
+    @staticmethod
+    def _bind(name: str) -> str:
+        """The replicated local `name`: this thread's slot, under the local's own name."""
+        return f"cuset_t_{name}& {name} = cuset_r_{name}[cuset_t]; (void){name};"
 
     def _replicated_declaration(self, decl) -> str:
         """`T a = x, b;` where it stood: this thread's slots, assigned, and the names bound to them."""
@@ -957,9 +997,58 @@ class _Generator:
             parts.append(self._bind(name))
         return " ".join(parts)
 
-    @staticmethod
-    def _bind(name: str) -> str:
-        return f"cuset_t_{name}& {name} = cuset_r_{name}[cuset_t]; (void){name};"
+    def _with_returns(self, node) -> str:
+        """`return;`: this thread is done (false: skipped in later regions)."""
+        replace = {}
+        for n in _walk(node):
+            if n.type == "return_statement":
+                if n.named_children:
+                    raise _NotCollapsible("return with a value in a kernel")
+                replace[n.start_byte] = (n.end_byte, "return false;" if self.uses_done else "return true;")
+        return _flat(self.u, node, replace)
+
+
+class _Generator(_VariantWriter):
+    """The variant's text. With hoisted loops the body becomes regions: thread
+    regions (a loop over the threads running a run of statements) and loop
+    regions (the hoisted loop, each iteration a loop over the threads). Each
+    region first recomputes what it needs of earlier regions (remat declarations
+    and guards) and binds the replicated locals to this thread's slot."""
+
+    def __init__(self, kv: _KernelVariant, plan: list[_Stmt], regions: bool, apart: list[tuple[str, str]] = ()):
+        super().__init__(kv)
+        self.apart = list(apart)  # pointer parameters checked to be different allocations per block
+        self.plan = plan
+        self.regions = regions
+        last_loop = max((k for k, p in enumerate(plan) if p.kind in _LOOP_KINDS), default=-1)
+        # Locals live across a loop region: declared before the last one.
+        self.live = [p for p in plan[:last_loop] if p.kind == "other" and p.node.type == "declaration"]
+        self.replicated_names: set[str] = set()
+        # A thread that returns early skips the later regions (a guard is re-checked instead).
+        self.uses_done = regions and any(n.type == "return_statement" for p in plan
+                                         if p.kind in ("other",) + _LOOP_KINDS for n in _walk(p.node))
+        self.private_slots: list[str] = []  # storage of the private loops' per-thread state
+        self.thread_innermost = 0  # hoisted loops run with the threads innermost (see writes_no_memory)
+
+    def variant(self) -> str:
+        for p in self.live:
+            self._replicate(p.node)
+        body = self._regions()
+        slots = len(self.replicated) + (1 if self.uses_done else 0) + len(self.private_slots)
+        if slots > _MAX_REPLICATED:
+            raise _NotCollapsible("too many locals live across a hoisted loop")
+        apart = ""
+        if self.apart:
+            pointers = ", ".join(f"(const void*)({a}), (const void*)({b})" for a, b in self.apart)
+            apart = f"::cuset::rt::block_loop_apart({{{pointers}}}) && "
+        # The order is the runtime's: the threads of every region run in it unchanged.
+        return self._entry(f"{apart}::cuset::rt::take_block_loop()", "const ::cuset::rt::BlockLoop&",
+                           self._scratch() + "".join(self.private_slots), body)
+
+    def _replicate(self, decl) -> None:
+        for name, type_text in replicated_types(self.u, decl):
+            self.replicated.append((name, type_text))
+            self.replicated_names.add(name)
 
     def _regions(self) -> str:
         out, current, prologue, bound = [], [], [], []
@@ -999,23 +1088,10 @@ class _Generator:
             return self._replicated_declaration(p.node)
         return self._with_returns(p.node)
 
-    def _with_returns(self, node) -> str:
-        """`return;`: this thread is done (false: skipped in later regions)."""
-        replace = {}
-        for n in _walk(node):
-            if n.type == "return_statement":
-                if n.named_children:
-                    raise _NotCollapsible("return with a value in a kernel")
-                replace[n.start_byte] = (n.end_byte, "return false;" if self.uses_done else "return true;")
-        return _flat(self.u, node, replace)
-
     def _per_thread(self, inner: str) -> str:
-        done_check = "if (cuset_done[cuset_t]) return; " if self.uses_done else ""
-        done_set = "cuset_done[cuset_t] = 1" if self.uses_done else "(void)0"
-        return ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
-                "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; " + done_check +
-                "if (![&]() __attribute__((always_inline)) -> bool { " + inner + " return true; }()) "
-                + done_set + "; });")
+        if not self.uses_done:
+            return self._each_thread(inner)
+        return self._each_thread(inner, "if (cuset_done[cuset_t]) return; ", "cuset_done[cuset_t] = 1;")
 
     def _thread_region(self, start: tuple[list, list], stmts: list[_Stmt]) -> str:
         prologue, bound = start
@@ -1027,17 +1103,12 @@ class _Generator:
         chunk with its own copy of the loop variable (its locals in registers, the
         block's threads walking memory side by side as the fibers' ticks make them),
         then the shared copy advances past the chunk. `continue` keeps its meaning."""
-        node = p.node
-        init = node.child_by_field_name("initializer")
-        [declarator] = init.children_by_field_name("declarator")
-        var = self.u.text(declarator.child_by_field_name("declarator"))
-        cond = _flat(self.u, node.child_by_field_name("condition"))
-        update = node.child_by_field_name("update")
-        step = _flat(self.u, update) if update is not None else "(void)0"
-        inner = " ".join(self._with_returns(n) for n in _unwrap(node.child_by_field_name("body")))
+        h = _ForHeader.of(self.u, p.node)
+        var, cond, step = h.var, h.cond, h.step
+        inner = " ".join(self._with_returns(n) for n in h.body)
         per_thread = (f"{self._prologue(prologue, bound)} auto {var} = cuset_from; "
                       f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{ {inner} }}")
-        return (f"{{ {_flat(self.u, init)} while ({cond}) {{ const auto cuset_from = {var}; "
+        return (f"{{ {h.init} while ({cond}) {{ const auto cuset_from = {var}; "
                 f"{self._per_thread(per_thread)} "
                 f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{}} }} }}")
 
@@ -1053,15 +1124,9 @@ class _Generator:
         every thread of the block through (checked once per region); otherwise the
         chunked region, which computes the same values. A `continue` ends the thread's
         iteration, as in the kernel."""
-        node = p.node
-        init_node = node.child_by_field_name("initializer")
-        init = _flat(self.u, init_node)
-        [declarator] = init_node.children_by_field_name("declarator")
-        var = self.u.text(declarator.child_by_field_name("declarator"))
-        cond = _flat(self.u, node.child_by_field_name("condition"))
-        update = node.child_by_field_name("update")
-        step = _flat(self.u, update) if update is not None else "(void)0"
-        inner = " ".join(_flat(self.u, n) for n in _unwrap(node.child_by_field_name("body")))
+        h = _ForHeader.of(self.u, p.node)
+        init, var, cond, step = h.init, h.var, h.cond, h.step
+        inner = " ".join(_flat(self.u, n) for n in h.body)
         remat = " ".join(_flat(self.u, q.node) for q in prologue if q.kind == "remat")
 
         def thread(x: str, copy: str, iterations: str, unroll: str) -> str:
@@ -1097,23 +1162,18 @@ class _Generator:
         check = " ".join(f"if ({q.text}) return false;" if q.kind == "guard" else _flat(self.u, q.node)
                          for q in prologue)
         all_in = ("{ bool cuset_all_in = ::cuset::rt::block_loop_lanes; "
-                  "if (cuset_all_in) ::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
-                  "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; "
-                  f"if (![&]() __attribute__((always_inline)) -> bool {{ {check} return true; }}()) "
-                  "cuset_all_in = false; }); ")
+                  f"if (cuset_all_in) {self._each_thread(check, on_return='cuset_all_in = false;')} ")
         return f"{all_in}if (cuset_all_in) {fast} else {chunked} }}"
 
     def _private_loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
         """A loop of each thread's own, as the fibers' ticks run it: every thread starts
         it (its variable kept per thread), then rounds in which each unfinished thread
         runs up to CHUNK more iterations, until every thread has left it."""
-        node = p.node
         k = len(self.private_slots)
         slot = len(self.replicated) + (1 if self.uses_done else 0) + k
-        init = node.child_by_field_name("initializer")
-        [declarator] = init.children_by_field_name("declarator")
-        var = self.u.text(declarator.child_by_field_name("declarator"))
-        base = self.u.data[init.start_byte:declarator.start_byte].decode(errors="replace")
+        h = _ForHeader.of(self.u, p.node)
+        var, cond, step, declarator = h.var, h.cond, h.step, h.declarator
+        base = self.u.data[h.init_node.start_byte:declarator.start_byte].decode(errors="replace")
         base = " ".join(w for w in base.split() if w not in ("register", "const"))
         if not base or any(w in base for w in ("auto", "decltype")):
             raise _NotCollapsible("a loop variable whose type cannot be named")
@@ -1122,10 +1182,7 @@ class _Generator:
             f"struct cuset_pl{k}_t {{ {base} v; bool running; }}; cuset_pl{k}_t* const {state} = "
             f"static_cast<cuset_pl{k}_t*>(::cuset::rt::block_loop_scratch({slot}, sizeof(cuset_pl{k}_t) * cuset_bl.n)); ")
         value = _flat(self.u, declarator.child_by_field_name("value"))
-        cond = _flat(self.u, node.child_by_field_name("condition"))
-        update = node.child_by_field_name("update")
-        step = _flat(self.u, update) if update is not None else "(void)0"
-        inner = " ".join(self._with_returns(n) for n in _unwrap(node.child_by_field_name("body")))
+        inner = " ".join(self._with_returns(n) for n in h.body)
         pro = self._prologue(prologue, bound)
         start = self._per_thread(f"{state}[cuset_t].running = false; {pro} {base} {var} = {value}; "
                                  f"{state}[cuset_t].v = {var}; {state}[cuset_t].running = true;")
