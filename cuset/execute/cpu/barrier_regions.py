@@ -48,7 +48,7 @@ import re
 
 from cuset.execute.cpu import block_loop
 from cuset.execute.cpu.block_loop import (
-    _LOOPS, _MAX_REPLICATED, _PURE_FUNCTIONS, KernelPlan, _declared_identifier, _declared_names,
+    _LOOPS, _MAX_REPLICATED, KernelPlan, _declared_identifier, _declared_names,
     _FOR_EACH_THREAD, _flat, _ForHeader, _KernelVariant, _NotCollapsible, _operator, _unwrap, _Unit, _VariantWriter,
     _walk, replicated_types,
 )
@@ -104,10 +104,7 @@ class _BarrierVariant(_KernelVariant):
 
     # -------------------------------------------------- the plan
     def plan(self, name: str, line: int) -> KernelPlan:
-        self._check_region(self.body)
-        changed = sorted(set(self.params) & self.written)
-        if changed:
-            raise _NotCollapsible(f"writes its parameter {changed[0]}")
+        self._check_kernel()
         for n in _walk(self.body):
             if n.type in ("while_statement", "do_statement"):
                 raise _NotCollapsible("a while loop (it ticks on the fibers)")
@@ -124,8 +121,7 @@ class _BarrierVariant(_KernelVariant):
             raise _NotCollapsible("a hoisted loop joins two stretches that may race with no barrier between")
         gen = _BarrierGenerator(self, items)
         text = gen.variant()
-        at = len(self.u.data[:self.body.children[0].end_byte].decode())
-        return KernelPlan(name, line, True, self.loops, 0, "", at, text, barriers=self.barriers)
+        return KernelPlan(name, line, True, self.loops, 0, "", self._insert_at(), text, barriers=self.barriers)
 
     def _level(self, stmts, top: bool) -> list[tuple]:
         """The items of a level (the kernel body, or a hoisted loop's body): ("barrier",),
@@ -174,18 +170,7 @@ class _BarrierVariant(_KernelVariant):
 
     def _uniform_declaration(self, s) -> bool:
         """Every declarator initialised with a value every thread computes alike, never written."""
-        for d in s.children_by_field_name("declarator"):
-            if d.type != "init_declarator":
-                return False
-            n = d.child_by_field_name("declarator")
-            value = d.child_by_field_name("value")
-            if n is None or n.type not in ("identifier", "pointer_declarator") or value is None \
-                    or value.type == "initializer_list":
-                return False
-            name = _declared_names(self.u, s)
-            if set(name) & self.written or not self._pure(value, set(), thread_ok=False):
-                return False
-        return True
+        return self._pure_declaration(s, set(), thread_ok=False, pointers=True)
 
     def _uniform_for(self, node) -> str:
         """The variable of a `for` every thread runs alike (raises otherwise)."""
@@ -270,7 +255,6 @@ class _BarrierVariant(_KernelVariant):
                     read.add(where)
             elif t == "call_expression":
                 name = self._callee_name(n)
-                f = n.child_by_field_name("function")
                 if name is not None and _ATOMIC.fullmatch(name):
                     args = n.child_by_field_name("arguments").named_children
                     if args:
@@ -279,8 +263,7 @@ class _BarrierVariant(_KernelVariant):
                         read.add(where)
                 elif name in self.u.functions and self._function_writes_no_memory(name):
                     read.add("*")  # it may read anything it is given
-                elif not (name in _PURE_FUNCTIONS or name in _FENCES or (name or "").startswith("make_")
-                          or (f is not None and f.type == "primitive_type")):
+                elif not (self._calls_pure_function(n) or name in _FENCES or (name or "").startswith("make_")):
                     written.add("*")
             elif t == "identifier":
                 word = self.u.text(n)

@@ -209,18 +209,13 @@ class _Unit:
                 if name is not None:
                     self.macros[self.text(name)] = self.text(value) if value is not None else ""
             elif t == "declaration":
-                for d in child.children_by_field_name("declarator"):
-                    n = _declared_identifier(d)
-                    if n is not None:
-                        self.globals.add(self.text(n))
+                names = _declared_names(self, child)
+                self.globals.update(names)
                 words = {self.text(c) for c in child.children}
                 if words & {"const", "constexpr", "__constant__"} or any(
                         c.type == "type_qualifier" and self.text(c) in ("const", "constexpr", "__constant__")
                         for c in child.children):
-                    for d in child.children_by_field_name("declarator"):
-                        n = _declared_identifier(d)
-                        if n is not None:
-                            self.constants.add(self.text(n))
+                    self.constants.update(names)
             if t in ("template_declaration", "namespace_definition", "declaration_list", "linkage_specification",
                      "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
                 self._walk(child)
@@ -373,6 +368,12 @@ class _KernelVariant:
             return self.u.text(f)
         return None
 
+    def _calls_pure_function(self, call) -> bool:
+        """A call computing a value from its arguments only: a function of `_PURE_FUNCTIONS`
+        or a conversion to a built-in type (`float(x)`)."""
+        f = call.child_by_field_name("function")
+        return self._callee_name(call) in _PURE_FUNCTIONS or (f is not None and f.type == "primitive_type")
+
     def _check_region(self, node, allow_thread_index: bool = True) -> bool:
         """Raises if `node` needs a fiber; returns whether it (with callees) holds a loop."""
         text = self.u.text(node)
@@ -435,9 +436,7 @@ class _KernelVariant:
         name = self._callee_name(call)
         if name is None:
             raise _NotCollapsible("call through an expression")
-        if name in _PURE_FUNCTIONS or name.startswith("make_") or name in self.u.macros:
-            return False
-        if f is not None and f.type == "primitive_type":
+        if self._calls_pure_function(call) or name.startswith("make_") or name in self.u.macros:
             return False
         if name in self.u.functions:
             return self._check_function(name)
@@ -468,11 +467,8 @@ class _KernelVariant:
                 return False
             if t == "field_expression" and _operator(self.u, n) == "->":
                 return False
-            if t == "call_expression":
-                name = self._callee_name(n)
-                f = n.child_by_field_name("function")
-                if not (name in _PURE_FUNCTIONS or (f is not None and f.type == "primitive_type")):
-                    return False
+            if t == "call_expression" and not self._calls_pure_function(n):
+                return False
             if t == "identifier":
                 if not self._uniform_name(self.u.text(n), remat, thread_ok):
                     return False
@@ -607,9 +603,7 @@ class _KernelVariant:
                     return False
             if t == "call_expression":
                 name = self._callee_name(n)
-                f = n.child_by_field_name("function")
-                if not (name in _PURE_FUNCTIONS or (name or "").startswith("make_")
-                        or (f is not None and f.type == "primitive_type")
+                if not (self._calls_pure_function(n) or (name or "").startswith("make_")
                         or (name in self.u.macros and _macro_is_a_value(self.u, name, set()))
                         or (name in self.u.functions and self._function_writes_no_memory(name))):
                     return False
@@ -659,12 +653,21 @@ class _KernelVariant:
             return None  # would clash with a name of the top level
         return inner
 
-    def plan(self, name: str, line: int) -> KernelPlan:
+    def _check_kernel(self) -> None:
+        """Raises where the kernel needs the fibers whatever its shape (`_check_region`)
+        or writes a parameter: the threads of a block loop share the parameters, where
+        each CUDA thread has its own copy."""
         self._check_region(self.body)
-        # The threads of a block loop share the parameters: each CUDA thread has its own copy.
         changed = sorted(set(self.params) & self.written)
         if changed:
             raise _NotCollapsible(f"writes its parameter {changed[0]}")
+
+    def _insert_at(self) -> int:
+        """Where the variant goes: after the body's `{`, as a str offset (the rewriter's edits are)."""
+        return len(self.u.data[:self.body.children[0].end_byte].decode())
+
+    def plan(self, name: str, line: int) -> KernelPlan:
+        self._check_kernel()
         stmts = list(_unwrap(self.body))
         declared = set(self.params) | {n for s in stmts for n in _declared_names(self.u, s)}
         remat: set[str] = set()
@@ -692,8 +695,7 @@ class _KernelVariant:
         apart = self._regions_apart(plan) if loops else []
         gen = _Generator(self, plan, loops > 0, apart)
         text = gen.variant()
-        at = len(self.u.data[:self.body.children[0].end_byte].decode())  # a str offset, as the rewriter's edits
-        return KernelPlan(name, line, True, loops, gen.thread_innermost, "", at, text)
+        return KernelPlan(name, line, True, loops, gen.thread_innermost, "", self._insert_at(), text)
 
     def _regions_apart(self, plan: list[_Stmt]) -> list[tuple[str, str]]:
         """The pointer parameters that must point into different allocations for the
@@ -805,14 +807,22 @@ class _KernelVariant:
         return ""
 
     def _remat_declaration(self, s, remat: set[str]) -> bool:
+        """A declaration each region can compute again: values of the thread (`_pure` with threadIdx)."""
+        return self._pure_declaration(s, remat, thread_ok=True)
+
+    def _pure_declaration(self, s, remat: set[str], thread_ok: bool, pointers: bool = False) -> bool:
+        """Every declarator of `s` a variable (with `pointers`, a pointer too) initialised
+        with `= value` of `_pure(value, remat, thread_ok)`, and never written."""
+        shapes = ("identifier", "pointer_declarator") if pointers else ("identifier",)
         for d in s.children_by_field_name("declarator"):
             if d.type != "init_declarator":
                 return False
             n = d.child_by_field_name("declarator")
             value = d.child_by_field_name("value")
-            if n is None or n.type != "identifier" or value is None or value.type == "initializer_list":
+            if n is None or n.type not in shapes or value is None or value.type == "initializer_list":
                 return False
-            if self.u.text(n) in self.written or not self._pure(value, remat, thread_ok=True):
+            name = _declared_identifier(n)
+            if (name is not None and self.u.text(name) in self.written) or not self._pure(value, remat, thread_ok):
                 return False
         return True
 

@@ -41,7 +41,9 @@ import re
 from dataclasses import dataclass
 
 from cuset.execute.cpu import region_memory
-from cuset.execute.cpu.block_loop import _PURE_FUNCTIONS, _KernelVariant, _NotCollapsible, _Unit, _walk, _operator
+from cuset.execute.cpu.block_loop import (
+    _PURE_FUNCTIONS, _function_declarator, _KernelVariant, _NotCollapsible, _Unit, _walk, _operator,
+)
 from cuset.spans.grammar import parser
 
 PREFIX = "cuset_pp_"  # renamed written parameters
@@ -177,9 +179,7 @@ uchar4 short2 short4 ushort2 ushort4 long2 ulong2 longlong2 ulonglong2 dim3 __ha
 def _check_parameters(unit: _Unit, fn) -> None:
     """Every parameter of `fn` a pointer or array, or of a type that holds no pointer (a
     reference to one in a device function: region_memory counts what it is given)."""
-    d = fn.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
+    d = _function_declarator(fn)
     for p in d.child_by_field_name("parameters").named_children if d is not None else ():
         if p.type != "parameter_declaration":
             continue
@@ -257,9 +257,7 @@ def _edits(unit: _Unit, fn, kv: _KernelVariant, written: list[str], read_only: l
         return len(unit.data[:byte].decode(errors="replace"))
 
     edits = []
-    d = fn.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
+    d = _function_declarator(fn)
     for p in d.child_by_field_name("parameters").named_children:
         if p.type != "parameter_declaration":
             continue
