@@ -48,7 +48,7 @@ import re
 
 from cuset.execute.cpu import block_loop
 from cuset.execute.cpu.block_loop import (
-    _LOOPS, _MAX_REPLICATED, KernelPlan, _declared_identifier, _declared_names,
+    _LOOPS, _MAX_REPLICATED, KernelPlan, _declared_names,
     _FOR_EACH_THREAD, _flat, _ForHeader, _KernelVariant, _NotCollapsible, _operator, _unwrap, _Unit, _VariantWriter,
     _walk, replicated_types,
 )
@@ -276,13 +276,7 @@ class _BarrierVariant(_KernelVariant):
 
     def _restrict_params(self) -> set[str]:
         """Pointer parameters declared `__restrict__`: memory no other name reaches."""
-        out = set()
-        for p in self._parameters():
-            if p.type == "parameter_declaration" and _RESTRICT.search(self.u.text(p)):
-                n = _declared_identifier(p.child_by_field_name("declarator"))
-                if n is not None:
-                    out.add(self.u.text(n))
-        return out
+        return self._parameter_names(lambda p: _RESTRICT.search(self.u.text(p)) is not None)
 
     def _shared_names(self) -> set[str]:
         if not hasattr(self, "_shared_cache"):

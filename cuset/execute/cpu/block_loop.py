@@ -241,6 +241,14 @@ def _function_declarator(fn):
     return d
 
 
+def _pointer_parameter(p) -> bool:
+    """A parameter declared as a pointer or an array (`float* a`, `float a[]`)."""
+    if p.type != "parameter_declaration":
+        return False
+    decl = p.child_by_field_name("declarator")
+    return decl is not None and decl.type in ("pointer_declarator", "array_declarator")
+
+
 def _declared_identifier(d):
     """The identifier a declarator declares (through init/pointer/array declarators)."""
     while d is not None and d.type != "identifier":
@@ -725,13 +733,14 @@ class _KernelVariant:
         return pairs
 
     def _pointer_params(self) -> set[str]:
+        return self._parameter_names(_pointer_parameter)
+
+    def _parameter_names(self, keep) -> set[str]:
+        """The names of the kernel's parameter declarations `p` with `keep(p)`."""
         out = set()
         for p in self._parameters():
-            if p.type != "parameter_declaration":
-                continue
-            decl = p.child_by_field_name("declarator")
-            if decl is not None and decl.type in ("pointer_declarator", "array_declarator"):
-                n = _declared_identifier(decl)
+            if p.type == "parameter_declaration" and keep(p):
+                n = _declared_identifier(p.child_by_field_name("declarator"))
                 if n is not None:
                     out.add(self.u.text(n))
         return out

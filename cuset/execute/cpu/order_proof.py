@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from cuset.execute.cpu import region_memory
 from cuset.execute.cpu.block_loop import (
-    _PURE_FUNCTIONS, _function_declarator, _KernelVariant, _NotCollapsible, _Unit, _walk, _operator,
+    _PURE_FUNCTIONS, _function_declarator, _KernelVariant, _pointer_parameter, _NotCollapsible, _Unit, _walk, _operator,
 )
 from cuset.spans.grammar import parser
 
@@ -181,10 +181,7 @@ def _check_parameters(unit: _Unit, fn) -> None:
     reference to one in a device function: region_memory counts what it is given)."""
     d = _function_declarator(fn)
     for p in d.child_by_field_name("parameters").named_children if d is not None else ():
-        if p.type != "parameter_declaration":
-            continue
-        decl = p.child_by_field_name("declarator")
-        if decl is not None and decl.type in ("pointer_declarator", "array_declarator"):
+        if p.type != "parameter_declaration" or _pointer_parameter(p):
             continue
         kind = p.child_by_field_name("type")
         if kind is not None and (kind.type in ("primitive_type", "sized_type_specifier")
@@ -261,9 +258,7 @@ def _edits(unit: _Unit, fn, kv: _KernelVariant, written: list[str], read_only: l
     for p in d.child_by_field_name("parameters").named_children:
         if p.type != "parameter_declaration":
             continue
-        ident = p.child_by_field_name("declarator")
-        while ident is not None and ident.type != "identifier":
-            ident = ident.child_by_field_name("declarator")
+        ident = _identifier_of(p.child_by_field_name("declarator"))
         if ident is not None and unit.text(ident) in written:
             edits.append(Edit(offset(ident.start_byte), offset(ident.end_byte), PREFIX + unit.text(ident)))
     wrap = " ".join(f"auto {w} = ::cuset::rt::proof_wrap({PREFIX}{w});" for w in written)
