@@ -48,10 +48,10 @@ import re
 
 from cuset.execute.cpu import block_loop
 from cuset.execute.cpu.block_loop import (
-    _LOOPS, _MAX_REPLICATED, KernelPlan, _declared_names,
-    _FOR_EACH_THREAD, _flat, _ForHeader, _KernelVariant, _NotCollapsible, _operator, _unwrap, _Unit, _VariantWriter,
-    _walk, replicated_types,
+    _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, KernelPlan, _declared_names, _flat, _ForHeader, _KernelVariant,
+    _NotCollapsible, _unwrap, _Unit, _VariantWriter, _walk, replicated_types,
 )
+from cuset.execute.cpu.syntax_tree import operator_text
 
 # Atomics that never switch threads on the fibers (a failing atomicCAS does: spin locks).
 _ATOMIC = re.compile(r"atomic(?!CAS)[A-Z]\w*")
@@ -241,8 +241,8 @@ class _BarrierVariant(_KernelVariant):
 
         for n in _walk(node):
             t = n.type
-            access = t == "subscript_expression" or (t == "pointer_expression" and _operator(self.u, n) == "*") \
-                or (t == "field_expression" and _operator(self.u, n) == "->")
+            access = t == "subscript_expression" or (t == "pointer_expression" and operator_text(self.u, n) == "*") \
+                or (t == "field_expression" and operator_text(self.u, n) == "->")
             if access:
                 where = root(n)
                 parent = n.parent
@@ -251,7 +251,7 @@ class _BarrierVariant(_KernelVariant):
                     or parent.type == "update_expression")
                 (written if target else read).add(where)
                 if target and parent.type == "update_expression" or \
-                        (target and parent.type == "assignment_expression" and _operator(self.u, parent) != "="):
+                        (target and parent.type == "assignment_expression" and operator_text(self.u, parent) != "="):
                     read.add(where)
             elif t == "call_expression":
                 name = self._callee_name(n)

@@ -70,6 +70,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import FREE_FUNCTIONS, parser
 
 # Words that need a fiber, or whose meaning a second copy of the body would change.
@@ -249,15 +250,6 @@ def _pointer_parameter(p) -> bool:
     return decl is not None and decl.type in ("pointer_declarator", "array_declarator")
 
 
-def _declared_identifier(d):
-    """The identifier a declarator declares (through init/pointer/array declarators)."""
-    while d is not None and d.type != "identifier":
-        if d.type not in ("init_declarator", "pointer_declarator", "array_declarator"):
-            return None
-        d = d.child_by_field_name("declarator")
-    return d
-
-
 def replicated_types(unit: _Unit, decl) -> list[tuple[str, str]]:
     """(name, type) of each local `decl` declares, for per-thread copies of it
     (`float a = x, b[4];` -> a: float, b: float [4]); raises where the type cannot be named."""
@@ -266,7 +258,7 @@ def replicated_types(unit: _Unit, decl) -> list[tuple[str, str]]:
     base = " ".join(w for w in base.split() if w != "register")
     out = []
     for d in declarators:
-        n = _declared_identifier(d)
+        n = declared_identifier(d)
         if n is None:
             raise _NotCollapsible("a local live across a region that cannot be replicated")
         inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
@@ -324,7 +316,7 @@ class _KernelVariant:
                 continue
             if p.type != "parameter_declaration":
                 raise _NotCollapsible("variadic or unusual parameter list")
-            n = _declared_identifier(p.child_by_field_name("declarator"))
+            n = declared_identifier(p.child_by_field_name("declarator"))
             if n is None:
                 if self.u.text(p).strip() == "void":
                     continue
@@ -342,7 +334,7 @@ class _KernelVariant:
                 targets = [n.child_by_field_name("left")]
             elif n.type == "update_expression":
                 targets = [n.child_by_field_name("argument")]
-            elif n.type == "pointer_expression" and _operator(self.u, n) == "&":
+            elif n.type == "pointer_expression" and operator_text(self.u, n) == "&":
                 targets = [n.child_by_field_name("argument")]
             elif n.type == "call_expression" and self._takes_reference(self._callee_name(n)):
                 targets = list(n.child_by_field_name("arguments").named_children)
@@ -473,7 +465,7 @@ class _KernelVariant:
                 return False
             if t == "pointer_expression":
                 return False
-            if t == "field_expression" and _operator(self.u, n) == "->":
+            if t == "field_expression" and operator_text(self.u, n) == "->":
                 return False
             if t == "call_expression" and not self._calls_pure_function(n):
                 return False
@@ -539,7 +531,7 @@ class _KernelVariant:
         if len(init.children_by_field_name("declarator")) != 1:
             return False
         for d in init.children_by_field_name("declarator"):
-            n = _declared_identifier(d)
+            n = declared_identifier(d)
             if n is None or d.type != "init_declarator":
                 return False
             value = d.child_by_field_name("value")
@@ -603,7 +595,7 @@ class _KernelVariant:
                 targets = [n.child_by_field_name("left")]
             elif t == "update_expression":
                 targets = [n.child_by_field_name("argument")]
-            elif t == "pointer_expression" and _operator(self.u, n) == "&":
+            elif t == "pointer_expression" and operator_text(self.u, n) == "&":
                 return False  # an address taken may be written through later
             for target in targets:
                 root = _variable_root(target)
@@ -634,7 +626,7 @@ class _KernelVariant:
                 break
             own = {self.u.text(i) for d in _walk(fn.child_by_field_name("declarator"))
                    if d.type == "parameter_declaration"
-                   for i in [_declared_identifier(d.child_by_field_name("declarator"))] if i is not None}
+                   for i in [declared_identifier(d.child_by_field_name("declarator"))] if i is not None}
             own |= {n for d in _walk(body) if d.type == "declaration" for n in _declared_names(self.u, d)}
             ok = self._assigns_only(body, own)
         self.read_only_functions[name] = ok
@@ -740,7 +732,7 @@ class _KernelVariant:
         out = set()
         for p in self._parameters():
             if p.type == "parameter_declaration" and keep(p):
-                n = _declared_identifier(p.child_by_field_name("declarator"))
+                n = declared_identifier(p.child_by_field_name("declarator"))
                 if n is not None:
                     out.add(self.u.text(n))
         return out
@@ -809,7 +801,7 @@ class _KernelVariant:
                 target = _variable_root(n.child_by_field_name("left") or n.child_by_field_name("argument"))
                 if target is not None and self.u.text(target) == name:
                     return "writes its variable"
-            if n.type == "pointer_expression" and _operator(self.u, n) == "&":
+            if n.type == "pointer_expression" and operator_text(self.u, n) == "&":
                 target = _variable_root(n.child_by_field_name("argument"))
                 if target is not None and self.u.text(target) == name:
                     return "takes its variable's address"
@@ -830,7 +822,7 @@ class _KernelVariant:
             value = d.child_by_field_name("value")
             if n is None or n.type not in shapes or value is None or value.type == "initializer_list":
                 return False
-            name = _declared_identifier(n)
+            name = declared_identifier(n)
             if (name is not None and self.u.text(name) in self.written) or not self._pure(value, remat, thread_ok):
                 return False
         return True
@@ -865,11 +857,6 @@ def _is_pragma(unit: _Unit, node) -> bool:
     return directive is not None and unit.text(directive) == "#pragma"
 
 
-def _operator(unit: _Unit, node) -> str:
-    op = node.child_by_field_name("operator")
-    return unit.text(op) if op is not None else ""
-
-
 def _variable_root(target):
     """The variable an lvalue names (`v`, `v.x`, `(v)`); None for memory (`p[i]`, `*p`)."""
     while target is not None and target.type in ("parenthesized_expression", "field_expression"):
@@ -892,7 +879,7 @@ def _declared_names(unit: _Unit, stmt) -> list[str]:
         return []
     out = []
     for d in stmt.children_by_field_name("declarator"):
-        n = _declared_identifier(d)
+        n = declared_identifier(d)
         if n is not None:
             out.append(unit.text(n))
     return out
@@ -1010,7 +997,7 @@ class _VariantWriter:
         """`T a = x, b;` where it stood: this thread's slots, assigned, and the names bound to them."""
         parts = []
         for d in decl.children_by_field_name("declarator"):
-            name = self.u.text(_declared_identifier(d))
+            name = self.u.text(declared_identifier(d))
             if d.type == "init_declarator":
                 parts.append(f"cuset_r_{name}[cuset_t] = {self._with_returns(d.child_by_field_name('value'))};")
             parts.append(self._bind(name))

@@ -42,8 +42,9 @@ from dataclasses import dataclass
 
 from cuset.execute.cpu import region_memory
 from cuset.execute.cpu.block_loop import (
-    _PURE_FUNCTIONS, _function_declarator, _KernelVariant, _pointer_parameter, _NotCollapsible, _Unit, _walk, _operator,
+    _PURE_FUNCTIONS, _function_declarator, _KernelVariant, _pointer_parameter, _NotCollapsible, _Unit, _walk,
 )
+from cuset.execute.cpu.syntax_tree import operator_text
 from cuset.spans.grammar import parser
 
 PREFIX = "cuset_pp_"  # renamed written parameters
@@ -137,7 +138,7 @@ _LOADS = frozenset({"__ldg", "__ldca", "__ldcs", "__ldlu"})  # read-only loads: 
 
 def _check_locals_and_addresses(unit: _Unit, body) -> None:
     for n in _walk(body):
-        if n.type == "pointer_expression" and _operator(unit, n) == "&" and not _loaded_element(unit, n):
+        if n.type == "pointer_expression" and operator_text(unit, n) == "&" and not _loaded_element(unit, n):
             raise _Ineligible("takes an address (&)")
         if n.type == "declaration":
             for d in n.children_by_field_name("declarator"):
@@ -218,8 +219,8 @@ def _check_subscript_bases(unit: _Unit, body, memory: region_memory.RegionMemory
     counts anything else it cannot trace as a thread's own array, which here could be a
     parameter of a typedef'd pointer type."""
     for n in _walk(body):
-        if n.type == "subscript_expression" or (n.type == "pointer_expression" and _operator(unit, n) == "*") \
-                or (n.type == "field_expression" and _operator(unit, n) == "->"):
+        if n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(unit, n) == "*") \
+                or (n.type == "field_expression" and operator_text(unit, n) == "->"):
             base = n.child_by_field_name("argument")
             if base is None:
                 raise _Ineligible("an access the analysis cannot read")
@@ -238,7 +239,7 @@ def _plain_subscript(unit: _Unit, ident) -> bool:
     if parent.child_by_field_name("argument") != ident:
         return False
     up = parent.parent
-    return not (up is not None and up.type == "pointer_expression" and _operator(unit, up) == "&")
+    return not (up is not None and up.type == "pointer_expression" and operator_text(unit, up) == "&")
 
 
 def _declarator_identifiers(decl):

@@ -20,7 +20,7 @@ something else) counts as any memory.
 
 from __future__ import annotations
 
-from cuset.execute.cpu.block_loop import _declared_identifier, _operator
+from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 
 ANY = "?"  # memory that could not be traced to one pointer parameter
 
@@ -43,7 +43,7 @@ class RegionMemory:
         for n in self._walk(body):
             if n.type == "declaration":
                 for d in n.children_by_field_name("declarator"):
-                    ident = _declared_identifier(d)
+                    ident = declared_identifier(d)
                     if ident is None or not _declares_pointer(d):
                         continue
                     name = self.u.text(ident)
@@ -73,8 +73,8 @@ class RegionMemory:
         out: set[str] = set()
         for n in self._walk(expr):
             if n.type in ("subscript_expression", "call_expression") or \
-                    (n.type == "pointer_expression" and _operator(self.u, n) == "*") or \
-                    (n.type == "field_expression" and _operator(self.u, n) == "->"):
+                    (n.type == "pointer_expression" and operator_text(self.u, n) == "*") or \
+                    (n.type == "field_expression" and operator_text(self.u, n) == "->"):
                 return {ANY}
             if n.type == "identifier":
                 word = self.u.text(n)
@@ -104,8 +104,8 @@ class RegionMemory:
             base = None
             if n.type == "subscript_expression":
                 base = n.child_by_field_name("argument")
-            elif (n.type == "pointer_expression" and _operator(self.u, n) == "*") or \
-                    (n.type == "field_expression" and _operator(self.u, n) == "->"):
+            elif (n.type == "pointer_expression" and operator_text(self.u, n) == "*") or \
+                    (n.type == "field_expression" and operator_text(self.u, n) == "->"):
                 base = n.child_by_field_name("argument")
             if base is not None:
                 if base.type == "subscript_expression":  # a[i][j]: a 2-D array, or a pointer loaded from a[i]
@@ -222,7 +222,7 @@ def _memory_target(unit, target):
     while target is not None:
         if target.type == "parenthesized_expression":
             target = target.named_children[0] if target.named_children else None
-        elif target.type == "field_expression" and _operator(unit, target) != "->":
+        elif target.type == "field_expression" and operator_text(unit, target) != "->":
             target = target.child_by_field_name("argument")
         else:
             break
