@@ -436,7 +436,9 @@ class _BarrierGenerator(_VariantWriter):
         inner = " ".join(prologue) + " " + binds + " " + " ".join(stmts)
         if not self.uses_done:
             return _FOR_EACH_THREAD + "{ " + inner + " } });"
-        return self._each_thread(inner, "if (cuset_done[cuset_t]) return; ", "{ cuset_done[cuset_t] = 1; --cuset_live; }")
+        # A thread that returns no longer counts at barriers (cuset_live), as on the fibers.
+        return self._each_thread(inner, "if (cuset_done[cuset_t]) return; ",
+                                 "{ cuset_done[cuset_t] = 1; --cuset_live; }")
 
     def _shared(self, decl) -> str:
         """A `__shared__` declaration once for the block (the same static storage the
