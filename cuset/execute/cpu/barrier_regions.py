@@ -48,9 +48,10 @@ import re
 
 from cuset.execute.cpu import block_loop
 from cuset.execute.cpu.block_loop import (
-    _LOOPS, _MAX_REPLICATED, _PURE_FUNCTIONS, KernelPlan, _declared_identifier, _declared_names,
-    _flat, _KernelVariant, _NotCollapsible, _operator, _unwrap, _Unit, _variable_root, _walk, replicated_types,
+    _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, KernelPlan, _declared_names, _flat, _ForHeader, _KernelVariant,
+    _NotCollapsible, _unwrap, _Unit, _VariantWriter, _walk, replicated_types,
 )
+from cuset.execute.cpu.syntax_tree import operator_text
 
 # Atomics that never switch threads on the fibers (a failing atomicCAS does: spin locks).
 _ATOMIC = re.compile(r"atomic(?!CAS)[A-Z]\w*")
@@ -103,10 +104,7 @@ class _BarrierVariant(_KernelVariant):
 
     # -------------------------------------------------- the plan
     def plan(self, name: str, line: int) -> KernelPlan:
-        self._check_region(self.body)
-        changed = sorted(set(self.params) & self.written)
-        if changed:
-            raise _NotCollapsible(f"writes its parameter {changed[0]}")
+        self._check_kernel()
         for n in _walk(self.body):
             if n.type in ("while_statement", "do_statement"):
                 raise _NotCollapsible("a while loop (it ticks on the fibers)")
@@ -123,8 +121,7 @@ class _BarrierVariant(_KernelVariant):
             raise _NotCollapsible("a hoisted loop joins two stretches that may race with no barrier between")
         gen = _BarrierGenerator(self, items)
         text = gen.variant()
-        at = len(self.u.data[:self.body.children[0].end_byte].decode())
-        return KernelPlan(name, line, True, self.loops, 0, "", at, text, barriers=self.barriers)
+        return KernelPlan(name, line, True, self.loops, 0, "", self._insert_at(), text, barriers=self.barriers)
 
     def _level(self, stmts, top: bool) -> list[tuple]:
         """The items of a level (the kernel body, or a hoisted loop's body): ("barrier",),
@@ -173,35 +170,18 @@ class _BarrierVariant(_KernelVariant):
 
     def _uniform_declaration(self, s) -> bool:
         """Every declarator initialised with a value every thread computes alike, never written."""
-        for d in s.children_by_field_name("declarator"):
-            if d.type != "init_declarator":
-                return False
-            n = d.child_by_field_name("declarator")
-            value = d.child_by_field_name("value")
-            if n is None or n.type not in ("identifier", "pointer_declarator") or value is None \
-                    or value.type == "initializer_list":
-                return False
-            name = _declared_names(self.u, s)
-            if set(name) & self.written or not self._pure(value, set(), thread_ok=False):
-                return False
-        return True
+        return self._pure_declaration(s, set(), thread_ok=False, pointers=True)
 
     def _uniform_for(self, node) -> str:
         """The variable of a `for` every thread runs alike (raises otherwise)."""
-        init = node.child_by_field_name("initializer")
         cond = node.child_by_field_name("condition")
         update = node.child_by_field_name("update")
         why = "a barrier in a loop that is not block-uniform"
-        if init is None or init.type != "declaration" or cond is None or update is None:
+        var = self._loop_variable(node)
+        if var is None or update is None:
             raise _NotCollapsible(why)
-        declarators = init.children_by_field_name("declarator")
-        if len(declarators) != 1 or declarators[0].type != "init_declarator":
-            raise _NotCollapsible(why)
-        var_node = declarators[0].child_by_field_name("declarator")
-        if var_node is None or var_node.type != "identifier":
-            raise _NotCollapsible(why)
-        var = self.u.text(var_node)
-        if not self._pure(declarators[0].child_by_field_name("value"), set(), thread_ok=False):
+        [declarator] = node.child_by_field_name("initializer").children_by_field_name("declarator")
+        if not self._pure(declarator.child_by_field_name("value"), set(), thread_ok=False):
             raise _NotCollapsible(why)
         outer = set(self.uniform_now)
         self.uniform_now.add(var)
@@ -220,15 +200,9 @@ class _BarrierVariant(_KernelVariant):
                     raise _NotCollapsible(why)
         finally:
             self.uniform_now = outer
-        for n in _walk(node.child_by_field_name("body")):
-            if n.type in ("assignment_expression", "update_expression"):
-                target = _variable_root(n.child_by_field_name("left") or n.child_by_field_name("argument"))
-                if target is not None and self.u.text(target) == var:
-                    raise _NotCollapsible("a loop with a barrier whose body writes its variable")
-            if n.type == "pointer_expression" and _operator(self.u, n) == "&":
-                target = _variable_root(n.child_by_field_name("argument"))
-                if target is not None and self.u.text(target) == var:
-                    raise _NotCollapsible("a loop with a barrier whose body takes its variable's address")
+        changed = self._changes_variable(node.child_by_field_name("body"), var)
+        if changed:
+            raise _NotCollapsible(f"a loop with a barrier whose body {changed}")
         return var
 
     def _check_jumps(self, s) -> None:
@@ -267,8 +241,8 @@ class _BarrierVariant(_KernelVariant):
 
         for n in _walk(node):
             t = n.type
-            access = t == "subscript_expression" or (t == "pointer_expression" and _operator(self.u, n) == "*") \
-                or (t == "field_expression" and _operator(self.u, n) == "->")
+            access = t == "subscript_expression" or (t == "pointer_expression" and operator_text(self.u, n) == "*") \
+                or (t == "field_expression" and operator_text(self.u, n) == "->")
             if access:
                 where = root(n)
                 parent = n.parent
@@ -277,11 +251,10 @@ class _BarrierVariant(_KernelVariant):
                     or parent.type == "update_expression")
                 (written if target else read).add(where)
                 if target and parent.type == "update_expression" or \
-                        (target and parent.type == "assignment_expression" and _operator(self.u, parent) != "="):
+                        (target and parent.type == "assignment_expression" and operator_text(self.u, parent) != "="):
                     read.add(where)
             elif t == "call_expression":
                 name = self._callee_name(n)
-                f = n.child_by_field_name("function")
                 if name is not None and _ATOMIC.fullmatch(name):
                     args = n.child_by_field_name("arguments").named_children
                     if args:
@@ -290,8 +263,7 @@ class _BarrierVariant(_KernelVariant):
                         read.add(where)
                 elif name in self.u.functions and self._function_writes_no_memory(name):
                     read.add("*")  # it may read anything it is given
-                elif not (name in _PURE_FUNCTIONS or name in _FENCES or (name or "").startswith("make_")
-                          or (f is not None and f.type == "primitive_type")):
+                elif not (self._calls_pure_function(n) or name in _FENCES or (name or "").startswith("make_")):
                     written.add("*")
             elif t == "identifier":
                 word = self.u.text(n)
@@ -304,16 +276,7 @@ class _BarrierVariant(_KernelVariant):
 
     def _restrict_params(self) -> set[str]:
         """Pointer parameters declared `__restrict__`: memory no other name reaches."""
-        d = self.fn.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
-        out = set()
-        for p in d.child_by_field_name("parameters").named_children:
-            if p.type == "parameter_declaration" and _RESTRICT.search(self.u.text(p)):
-                n = _declared_identifier(p.child_by_field_name("declarator"))
-                if n is not None:
-                    out.add(self.u.text(n))
-        return out
+        return self._parameter_names(lambda p: _RESTRICT.search(self.u.text(p)) is not None)
 
     def _shared_names(self) -> set[str]:
         if not hasattr(self, "_shared_cache"):
@@ -407,39 +370,25 @@ def _junctions_race(items, accesses) -> bool:
 
 
 # ---------------------------------------------------------------- code generation
-class _BarrierGenerator:
+class _BarrierGenerator(_VariantWriter):
     """The variant's text: each level's statements between barriers as one loop over
     the block's threads (`::cuset::rt::for_each_thread`, in the order of `cuset_bl`),
     hoisted loops and uniform locals at block level, a barrier as the next order."""
 
     def __init__(self, kv: _BarrierVariant, items: list[tuple]):
-        self.kv = kv
-        self.u = kv.u
+        super().__init__(kv)
         self.items = items
-        self.replicated: list[tuple[str, str]] = []
         self.uses_done = any(n.type == "return_statement" for n in _walk(kv.body))
 
     def variant(self) -> str:
         body = self._level(self.items, [], [])
         if len(self.replicated) + 1 > _MAX_REPLICATED:
             raise _NotCollapsible("too many locals live across a barrier")
-        aliases = "".join(f"using cuset_t_{n} = {t}; " for n, t in self.replicated)
-        storage = "".join(
-            f"std::remove_const_t<cuset_t_{n}>* const cuset_r_{n} = static_cast<std::remove_const_t<cuset_t_{n}>*>("
-            f"::cuset::rt::block_loop_scratch({k}, sizeof(cuset_t_{n}) * cuset_bl.n)); "
-            for k, (n, _) in enumerate(self.replicated))
-        if self.uses_done:
-            storage += ("unsigned char* const cuset_done = static_cast<unsigned char*>(::cuset::rt::block_loop_scratch("
-                        f"{len(self.replicated)}, cuset_bl.n)); __builtin_memset(cuset_done, 0, cuset_bl.n); "
-                        "unsigned cuset_live = cuset_bl.n; ")
-        return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
-                "::cuset::rt::take_barrier_block_loop()) { "
-                "::cuset::rt::BlockLoop cuset_bl = ::cuset::rt::block_loop; "
-                "const uint3 cuset_b = blockIdx; const dim3 cuset_bd = blockDim, cuset_gd = gridDim; "
-                f"{aliases}{storage}"
-                "{ const uint3 blockIdx = cuset_b; const dim3 blockDim = cuset_bd, gridDim = cuset_gd; "
-                "(void)blockIdx; (void)blockDim; (void)gridDim; "
-                f"{body}}} return; }} ")
+        # The threads still running: a barrier draws the next order for them alone.
+        live = "unsigned cuset_live = cuset_bl.n; " if self.uses_done else ""
+        # A copy of the runtime's order: each barrier replaces it.
+        return self._entry("::cuset::rt::take_barrier_block_loop()", "::cuset::rt::BlockLoop",
+                           self._scratch() + live, body)
 
     def _level(self, items: list[tuple], prologue: list[str], bound: list[str]) -> str:
         out: list[str] = []
@@ -461,11 +410,8 @@ class _BarrierGenerator:
                 start = (list(prologue), list(bound))
             elif kind == "loop":
                 flush()
-                node = it[1]
-                init = _flat(self.u, node.child_by_field_name("initializer"))
-                cond = _flat(self.u, node.child_by_field_name("condition"))
-                step = _flat(self.u, node.child_by_field_name("update"))
-                out.append(f"for ({init} {cond}; {step}) {{ {self._level(it[2], prologue, bound)} }}")
+                h = _ForHeader.of(self.u, it[1])
+                out.append(f"for ({h.init} {h.cond}; {h.step}) {{ {self._level(it[2], prologue, bound)} }}")
                 start = (list(prologue), list(bound))
             elif kind == "shared":
                 out.append(self._shared(it[1]))
@@ -486,33 +432,13 @@ class _BarrierGenerator:
         return " ".join(out) + " "
 
     def _region(self, prologue: list[str], bound: list[str], stmts: list[str]) -> str:
-        binds = " ".join(f"cuset_t_{n}& {n} = cuset_r_{n}[cuset_t]; (void){n};" for n in bound)
+        binds = " ".join(self._bind(n) for n in bound)
         inner = " ".join(prologue) + " " + binds + " " + " ".join(stmts)
-        head = ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
-                "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
         if not self.uses_done:
-            return head + "{ " + inner + " } });"
-        return (head + "if (cuset_done[cuset_t]) return; "
-                "if (![&]() __attribute__((always_inline)) -> bool { " + inner + " return true; }()) "
-                "{ cuset_done[cuset_t] = 1; --cuset_live; } });")
-
-    def _with_returns(self, node) -> str:
-        replace = {}
-        for n in _walk(node):
-            if n.type == "return_statement":
-                if n.named_children:
-                    raise _NotCollapsible("return with a value in a kernel")
-                replace[n.start_byte] = (n.end_byte, "return false;")
-        return _flat(self.u, node, replace)
-
-    def _replicated_declaration(self, decl) -> str:
-        parts = []
-        for d in decl.children_by_field_name("declarator"):
-            name = self.u.text(_declared_identifier(d))
-            if d.type == "init_declarator":
-                parts.append(f"cuset_r_{name}[cuset_t] = {self._with_returns(d.child_by_field_name('value'))};")
-            parts.append(f"cuset_t_{name}& {name} = cuset_r_{name}[cuset_t]; (void){name};")
-        return " ".join(parts)
+            return _FOR_EACH_THREAD + "{ " + inner + " } });"
+        # A thread that returns no longer counts at barriers (cuset_live), as on the fibers.
+        return self._each_thread(inner, "if (cuset_done[cuset_t]) return; ",
+                                 "{ cuset_done[cuset_t] = 1; --cuset_live; }")
 
     def _shared(self, decl) -> str:
         """A `__shared__` declaration once for the block (the same static storage the

@@ -70,6 +70,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import FREE_FUNCTIONS, parser
 
 # Words that need a fiber, or whose meaning a second copy of the body would change.
@@ -209,26 +210,19 @@ class _Unit:
                 if name is not None:
                     self.macros[self.text(name)] = self.text(value) if value is not None else ""
             elif t == "declaration":
-                for d in child.children_by_field_name("declarator"):
-                    n = _declared_identifier(d)
-                    if n is not None:
-                        self.globals.add(self.text(n))
+                names = _declared_names(self, child)
+                self.globals.update(names)
                 words = {self.text(c) for c in child.children}
                 if words & {"const", "constexpr", "__constant__"} or any(
                         c.type == "type_qualifier" and self.text(c) in ("const", "constexpr", "__constant__")
                         for c in child.children):
-                    for d in child.children_by_field_name("declarator"):
-                        n = _declared_identifier(d)
-                        if n is not None:
-                            self.constants.add(self.text(n))
+                    self.constants.update(names)
             if t in ("template_declaration", "namespace_definition", "declaration_list", "linkage_specification",
                      "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
                 self._walk(child)
 
     def function_name(self, fn) -> str | None:
-        d = fn.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
+        d = _function_declarator(fn)
         if d is None:
             return None
         n = d.child_by_field_name("declarator")
@@ -239,13 +233,21 @@ class _Unit:
         return self.text(n)
 
 
-def _declared_identifier(d):
-    """The identifier a declarator declares (through init/pointer/array declarators)."""
-    while d is not None and d.type != "identifier":
-        if d.type not in ("init_declarator", "pointer_declarator", "array_declarator"):
-            return None
+def _function_declarator(fn):
+    """The `name(params)` declarator of a function definition, under its pointer or
+    reference declarators (None where the definition has none)."""
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
         d = d.child_by_field_name("declarator")
     return d
+
+
+def _pointer_parameter(p) -> bool:
+    """A parameter declared as a pointer or an array (`float* a`, `float a[]`)."""
+    if p.type != "parameter_declaration":
+        return False
+    decl = p.child_by_field_name("declarator")
+    return decl is not None and decl.type in ("pointer_declarator", "array_declarator")
 
 
 def replicated_types(unit: _Unit, decl) -> list[tuple[str, str]]:
@@ -256,7 +258,7 @@ def replicated_types(unit: _Unit, decl) -> list[tuple[str, str]]:
     base = " ".join(w for w in base.split() if w != "register")
     out = []
     for d in declarators:
-        n = _declared_identifier(d)
+        n = declared_identifier(d)
         if n is None:
             raise _NotCollapsible("a local live across a region that cannot be replicated")
         inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
@@ -303,18 +305,18 @@ class _KernelVariant:
         self.read_only_functions: dict[str, bool] = {}  # name -> writes no memory (see writes_no_memory)
 
     # -------------------------------------------------- eligibility
+    def _parameters(self) -> list:
+        """The kernel's parameter list: declarations, comments, `...`."""
+        return _function_declarator(self.fn).child_by_field_name("parameters").named_children
+
     def _params(self) -> list[str]:
-        d = self.fn.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
-        plist = d.child_by_field_name("parameters")
         names = []
-        for p in plist.named_children:
+        for p in self._parameters():
             if p.type == "comment":
                 continue
             if p.type != "parameter_declaration":
                 raise _NotCollapsible("variadic or unusual parameter list")
-            n = _declared_identifier(p.child_by_field_name("declarator"))
+            n = declared_identifier(p.child_by_field_name("declarator"))
             if n is None:
                 if self.u.text(p).strip() == "void":
                     continue
@@ -332,7 +334,7 @@ class _KernelVariant:
                 targets = [n.child_by_field_name("left")]
             elif n.type == "update_expression":
                 targets = [n.child_by_field_name("argument")]
-            elif n.type == "pointer_expression" and _operator(self.u, n) == "&":
+            elif n.type == "pointer_expression" and operator_text(self.u, n) == "&":
                 targets = [n.child_by_field_name("argument")]
             elif n.type == "call_expression" and self._takes_reference(self._callee_name(n)):
                 targets = list(n.child_by_field_name("arguments").named_children)
@@ -365,6 +367,12 @@ class _KernelVariant:
         if f.type in ("identifier", "primitive_type", "type_identifier"):
             return self.u.text(f)
         return None
+
+    def _calls_pure_function(self, call) -> bool:
+        """A call computing a value from its arguments only: a function of `_PURE_FUNCTIONS`
+        or a conversion to a built-in type (`float(x)`)."""
+        f = call.child_by_field_name("function")
+        return self._callee_name(call) in _PURE_FUNCTIONS or (f is not None and f.type == "primitive_type")
 
     def _check_region(self, node, allow_thread_index: bool = True) -> bool:
         """Raises if `node` needs a fiber; returns whether it (with callees) holds a loop."""
@@ -428,9 +436,7 @@ class _KernelVariant:
         name = self._callee_name(call)
         if name is None:
             raise _NotCollapsible("call through an expression")
-        if name in _PURE_FUNCTIONS or name.startswith("make_") or name in self.u.macros:
-            return False
-        if f is not None and f.type == "primitive_type":
+        if self._calls_pure_function(call) or name.startswith("make_") or name in self.u.macros:
             return False
         if name in self.u.functions:
             return self._check_function(name)
@@ -459,13 +465,10 @@ class _KernelVariant:
                 return False
             if t == "pointer_expression":
                 return False
-            if t == "field_expression" and _operator(self.u, n) == "->":
+            if t == "field_expression" and operator_text(self.u, n) == "->":
                 return False
-            if t == "call_expression":
-                name = self._callee_name(n)
-                f = n.child_by_field_name("function")
-                if not (name in _PURE_FUNCTIONS or (f is not None and f.type == "primitive_type")):
-                    return False
+            if t == "call_expression" and not self._calls_pure_function(n):
+                return False
             if t == "identifier":
                 if not self._uniform_name(self.u.text(n), remat, thread_ok):
                     return False
@@ -528,7 +531,7 @@ class _KernelVariant:
         if len(init.children_by_field_name("declarator")) != 1:
             return False
         for d in init.children_by_field_name("declarator"):
-            n = _declared_identifier(d)
+            n = declared_identifier(d)
             if n is None or d.type != "init_declarator":
                 return False
             value = d.child_by_field_name("value")
@@ -592,7 +595,7 @@ class _KernelVariant:
                 targets = [n.child_by_field_name("left")]
             elif t == "update_expression":
                 targets = [n.child_by_field_name("argument")]
-            elif t == "pointer_expression" and _operator(self.u, n) == "&":
+            elif t == "pointer_expression" and operator_text(self.u, n) == "&":
                 return False  # an address taken may be written through later
             for target in targets:
                 root = _variable_root(target)
@@ -600,9 +603,7 @@ class _KernelVariant:
                     return False
             if t == "call_expression":
                 name = self._callee_name(n)
-                f = n.child_by_field_name("function")
-                if not (name in _PURE_FUNCTIONS or (name or "").startswith("make_")
-                        or (f is not None and f.type == "primitive_type")
+                if not (self._calls_pure_function(n) or (name or "").startswith("make_")
                         or (name in self.u.macros and _macro_is_a_value(self.u, name, set()))
                         or (name in self.u.functions and self._function_writes_no_memory(name))):
                     return False
@@ -625,7 +626,7 @@ class _KernelVariant:
                 break
             own = {self.u.text(i) for d in _walk(fn.child_by_field_name("declarator"))
                    if d.type == "parameter_declaration"
-                   for i in [_declared_identifier(d.child_by_field_name("declarator"))] if i is not None}
+                   for i in [declared_identifier(d.child_by_field_name("declarator"))] if i is not None}
             own |= {n for d in _walk(body) if d.type == "declaration" for n in _declared_names(self.u, d)}
             ok = self._assigns_only(body, own)
         self.read_only_functions[name] = ok
@@ -652,12 +653,21 @@ class _KernelVariant:
             return None  # would clash with a name of the top level
         return inner
 
-    def plan(self, name: str, line: int) -> KernelPlan:
+    def _check_kernel(self) -> None:
+        """Raises where the kernel needs the fibers whatever its shape (`_check_region`)
+        or writes a parameter: the threads of a block loop share the parameters, where
+        each CUDA thread has its own copy."""
         self._check_region(self.body)
-        # The threads of a block loop share the parameters: each CUDA thread has its own copy.
         changed = sorted(set(self.params) & self.written)
         if changed:
             raise _NotCollapsible(f"writes its parameter {changed[0]}")
+
+    def _insert_at(self) -> int:
+        """Where the variant goes: after the body's `{`, as a str offset (the rewriter's edits are)."""
+        return len(self.u.data[:self.body.children[0].end_byte].decode())
+
+    def plan(self, name: str, line: int) -> KernelPlan:
+        self._check_kernel()
         stmts = list(_unwrap(self.body))
         declared = set(self.params) | {n for s in stmts for n in _declared_names(self.u, s)}
         remat: set[str] = set()
@@ -685,8 +695,7 @@ class _KernelVariant:
         apart = self._regions_apart(plan) if loops else []
         gen = _Generator(self, plan, loops > 0, apart)
         text = gen.variant()
-        at = len(self.u.data[:self.body.children[0].end_byte].decode())  # a str offset, as the rewriter's edits
-        return KernelPlan(name, line, True, loops, gen.thread_innermost, "", at, text)
+        return KernelPlan(name, line, True, loops, gen.thread_innermost, "", self._insert_at(), text)
 
     def _regions_apart(self, plan: list[_Stmt]) -> list[tuple[str, str]]:
         """The pointer parameters that must point into different allocations for the
@@ -716,16 +725,14 @@ class _KernelVariant:
         return pairs
 
     def _pointer_params(self) -> set[str]:
-        d = self.fn.child_by_field_name("declarator")
-        while d is not None and d.type != "function_declarator":
-            d = d.child_by_field_name("declarator")
+        return self._parameter_names(_pointer_parameter)
+
+    def _parameter_names(self, keep) -> set[str]:
+        """The names of the kernel's parameter declarations `p` with `keep(p)`."""
         out = set()
-        for p in d.child_by_field_name("parameters").named_children:
-            if p.type != "parameter_declaration":
-                continue
-            decl = p.child_by_field_name("declarator")
-            if decl is not None and decl.type in ("pointer_declarator", "array_declarator"):
-                n = _declared_identifier(decl)
+        for p in self._parameters():
+            if p.type == "parameter_declaration" and keep(p):
+                n = declared_identifier(p.child_by_field_name("declarator"))
                 if n is not None:
                     out.add(self.u.text(n))
         return out
@@ -761,41 +768,62 @@ class _KernelVariant:
         """A top-level `for` whose header depends on the thread (a grid-stride loop, bounds
         read from memory), with one variable of its own that the body leaves alone and
         no `break` out of it: each thread runs it in chunks, its variable kept per thread."""
-        if node.type != "for_statement":
+        name = self._loop_variable(node)
+        if name is None:
             return False
+        body = node.child_by_field_name("body")
+        if self._changes_variable(body, name):
+            return False
+        return not any(n.type == "break_statement" and _enclosing_loop_or_switch(n) == node for n in _walk(body))
+
+    def _loop_variable(self, node) -> str | None:
+        """The one variable `for (T v = x; cond; ...)` declares (and a condition there
+        is); None for a loop of another shape."""
+        if node.type != "for_statement":
+            return None
         init = node.child_by_field_name("initializer")
         if init is None or init.type != "declaration" or node.child_by_field_name("condition") is None:
-            return False
+            return None
         declarators = init.children_by_field_name("declarator")
         if len(declarators) != 1 or declarators[0].type != "init_declarator":
-            return False
+            return None
         var = declarators[0].child_by_field_name("declarator")
         if var is None or var.type != "identifier":
-            return False
-        name = self.u.text(var)
-        body = node.child_by_field_name("body")
+            return None
+        return self.u.text(var)
+
+    def _changes_variable(self, body, name: str) -> str:
+        """How `body` may change the local `name` behind a loop's back, as the reason a
+        loop cannot be split by its iterations: "writes its variable" (assigns or
+        increments it), "takes its variable's address"; "" where it leaves it alone."""
         for n in _walk(body):
             if n.type in ("assignment_expression", "update_expression"):
                 target = _variable_root(n.child_by_field_name("left") or n.child_by_field_name("argument"))
                 if target is not None and self.u.text(target) == name:
-                    return False
-            if n.type == "pointer_expression" and _operator(self.u, n) == "&":
+                    return "writes its variable"
+            if n.type == "pointer_expression" and operator_text(self.u, n) == "&":
                 target = _variable_root(n.child_by_field_name("argument"))
                 if target is not None and self.u.text(target) == name:
-                    return False
-            if n.type == "break_statement" and _enclosing_loop_or_switch(n) == node:
-                return False
-        return True
+                    return "takes its variable's address"
+        return ""
 
     def _remat_declaration(self, s, remat: set[str]) -> bool:
+        """A declaration each region can compute again: values of the thread (`_pure` with threadIdx)."""
+        return self._pure_declaration(s, remat, thread_ok=True)
+
+    def _pure_declaration(self, s, remat: set[str], thread_ok: bool, pointers: bool = False) -> bool:
+        """Every declarator of `s` a variable (with `pointers`, a pointer too) initialised
+        with `= value` of `_pure(value, remat, thread_ok)`, and never written."""
+        shapes = ("identifier", "pointer_declarator") if pointers else ("identifier",)
         for d in s.children_by_field_name("declarator"):
             if d.type != "init_declarator":
                 return False
             n = d.child_by_field_name("declarator")
             value = d.child_by_field_name("value")
-            if n is None or n.type != "identifier" or value is None or value.type == "initializer_list":
+            if n is None or n.type not in shapes or value is None or value.type == "initializer_list":
                 return False
-            if self.u.text(n) in self.written or not self._pure(value, remat, thread_ok=True):
+            name = declared_identifier(n)
+            if (name is not None and self.u.text(name) in self.written) or not self._pure(value, remat, thread_ok):
                 return False
         return True
 
@@ -829,11 +857,6 @@ def _is_pragma(unit: _Unit, node) -> bool:
     return directive is not None and unit.text(directive) == "#pragma"
 
 
-def _operator(unit: _Unit, node) -> str:
-    op = node.child_by_field_name("operator")
-    return unit.text(op) if op is not None else ""
-
-
 def _variable_root(target):
     """The variable an lvalue names (`v`, `v.x`, `(v)`); None for memory (`p[i]`, `*p`)."""
     while target is not None and target.type in ("parenthesized_expression", "field_expression"):
@@ -856,7 +879,7 @@ def _declared_names(unit: _Unit, stmt) -> list[str]:
         return []
     out = []
     for d in stmt.children_by_field_name("declarator"):
-        n = _declared_identifier(d)
+        n = declared_identifier(d)
         if n is not None:
             out.append(unit.text(n))
     return out
@@ -889,7 +912,109 @@ def _flat(unit: _Unit, node, replace: dict[int, tuple[int, str]] | None = None) 
 
 
 # ---------------------------------------------------------------- code generation
-class _Generator:
+@dataclass(frozen=True)
+class _ForHeader:
+    """A hoisted `for (T v = x; cond; step)` as the generators write it again: each
+    part on one line, the step `(void)0` where the loop has none."""
+    init_node: object    # the declaration `T v = x;`
+    declarator: object   # its one init declarator `v = x`
+    init: str            # the declaration's text, `;` included
+    var: str
+    cond: str
+    step: str
+    body: list           # the body's statements
+
+    @staticmethod
+    def of(unit: _Unit, node) -> _ForHeader:
+        """The header of a loop the planners let through (one variable, declared in it)."""
+        init = node.child_by_field_name("initializer")
+        [declarator] = init.children_by_field_name("declarator")
+        update = node.child_by_field_name("update")
+        return _ForHeader(init, declarator, _flat(unit, init), unit.text(declarator.child_by_field_name("declarator")),
+                          _flat(unit, node.child_by_field_name("condition")),
+                          _flat(unit, update) if update is not None else "(void)0",
+                          _unwrap(node.child_by_field_name("body")))
+
+
+# The head of a loop over the block's threads, in the order of `cuset_bl` (runtime
+# core.h), each thread with its index in the block and its own `threadIdx`.
+_FOR_EACH_THREAD = ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
+                    "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
+
+
+class _VariantWriter:
+    """What the block loop's variant and the barrier regions' (barrier_regions.py) write
+    alike: the entry the runtime offers, the loop over the block's threads, per-thread
+    slots of the locals that outlive a region (`replicated`), and a thread that returns
+    (`uses_done`: marked done, skipped in the later regions)."""
+
+    def __init__(self, kv: _KernelVariant):
+        self.kv = kv
+        self.u = kv.u
+        self.replicated: list[tuple[str, str]] = []  # (name, type text)
+        self.uses_done = False
+
+    @staticmethod
+    def _entry(condition: str, block_loop_type: str, setup: str, body: str) -> str:
+        """The variant: taken where the runtime offers it (`condition`), the block's
+        built-ins as locals g++ can see, `setup` (scratch storage) at block level, then
+        `body`; it returns, so the fibers' version after it does not run."""
+        return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
+                f"{condition}) {{ "
+                f"{block_loop_type} cuset_bl = ::cuset::rt::block_loop; "
+                "const uint3 cuset_b = blockIdx; const dim3 cuset_bd = blockDim, cuset_gd = gridDim; "
+                f"{setup}"
+                "{ const uint3 blockIdx = cuset_b; const dim3 blockDim = cuset_bd, gridDim = cuset_gd; "
+                "(void)blockIdx; (void)blockDim; (void)gridDim; "
+                f"{body}}} return; }} ")
+
+    def _scratch(self) -> str:
+        """The replicated locals' types and runtime scratch arrays, then the done flags:
+        slot k for the k-th local, the next one for the flags."""
+        aliases = "".join(f"using cuset_t_{n} = {t}; " for n, t in self.replicated)
+        storage = "".join(
+            f"std::remove_const_t<cuset_t_{n}>* const cuset_r_{n} = static_cast<std::remove_const_t<cuset_t_{n}>*>("
+            f"::cuset::rt::block_loop_scratch({k}, sizeof(cuset_t_{n}) * cuset_bl.n)); "
+            for k, (n, _) in enumerate(self.replicated))
+        if self.uses_done:
+            storage += ("unsigned char* const cuset_done = static_cast<unsigned char*>(::cuset::rt::block_loop_scratch("
+                        f"{len(self.replicated)}, cuset_bl.n)); __builtin_memset(cuset_done, 0, cuset_bl.n); ")
+        return aliases + storage
+
+    @staticmethod
+    def _each_thread(inner: str, skip: str = "", on_return: str = "(void)0;") -> str:
+        """`inner` run by each thread of the block in the order's turn (after `skip`, a
+        statement that may leave a thread out), `on_return` where the thread returned."""
+        return (_FOR_EACH_THREAD + skip + "if (![&]() __attribute__((always_inline)) -> bool { " + inner
+                + " return true; }()) " + on_return + " });")
+
+    @staticmethod
+    def _bind(name: str) -> str:
+        """The replicated local `name`: this thread's slot, under the local's own name."""
+        return f"cuset_t_{name}& {name} = cuset_r_{name}[cuset_t]; (void){name};"
+
+    def _replicated_declaration(self, decl) -> str:
+        """`T a = x, b;` where it stood: this thread's slots, assigned, and the names bound to them."""
+        parts = []
+        for d in decl.children_by_field_name("declarator"):
+            name = self.u.text(declared_identifier(d))
+            if d.type == "init_declarator":
+                parts.append(f"cuset_r_{name}[cuset_t] = {self._with_returns(d.child_by_field_name('value'))};")
+            parts.append(self._bind(name))
+        return " ".join(parts)
+
+    def _with_returns(self, node) -> str:
+        """`return;`: this thread is done (false: skipped in later regions)."""
+        replace = {}
+        for n in _walk(node):
+            if n.type == "return_statement":
+                if n.named_children:
+                    raise _NotCollapsible("return with a value in a kernel")
+                replace[n.start_byte] = (n.end_byte, "return false;" if self.uses_done else "return true;")
+        return _flat(self.u, node, replace)
+
+
+class _Generator(_VariantWriter):
     """The variant's text. With hoisted loops the body becomes regions: thread
     regions (a loop over the threads running a run of statements) and loop
     regions (the hoisted loop, each iteration a loop over the threads). Each
@@ -897,15 +1022,13 @@ class _Generator:
     and guards) and binds the replicated locals to this thread's slot."""
 
     def __init__(self, kv: _KernelVariant, plan: list[_Stmt], regions: bool, apart: list[tuple[str, str]] = ()):
-        self.kv = kv
+        super().__init__(kv)
         self.apart = list(apart)  # pointer parameters checked to be different allocations per block
-        self.u = kv.u
         self.plan = plan
         self.regions = regions
         last_loop = max((k for k, p in enumerate(plan) if p.kind in _LOOP_KINDS), default=-1)
         # Locals live across a loop region: declared before the last one.
         self.live = [p for p in plan[:last_loop] if p.kind == "other" and p.node.type == "declaration"]
-        self.replicated: list[tuple[str, str]] = []  # (name, type text)
         self.replicated_names: set[str] = set()
         # A thread that returns early skips the later regions (a guard is re-checked instead).
         self.uses_done = regions and any(n.type == "return_statement" for p in plan
@@ -917,49 +1040,21 @@ class _Generator:
         for p in self.live:
             self._replicate(p.node)
         body = self._regions()
-        aliases = "".join(f"using cuset_t_{n} = {t}; " for n, t in self.replicated)
         slots = len(self.replicated) + (1 if self.uses_done else 0) + len(self.private_slots)
         if slots > _MAX_REPLICATED:
             raise _NotCollapsible("too many locals live across a hoisted loop")
-        storage = "".join(
-            f"std::remove_const_t<cuset_t_{n}>* const cuset_r_{n} = static_cast<std::remove_const_t<cuset_t_{n}>*>("
-            f"::cuset::rt::block_loop_scratch({k}, sizeof(cuset_t_{n}) * cuset_bl.n)); "
-            for k, (n, _) in enumerate(self.replicated))
-        if self.uses_done:
-            storage += ("unsigned char* const cuset_done = static_cast<unsigned char*>(::cuset::rt::block_loop_scratch("
-                        f"{len(self.replicated)}, cuset_bl.n)); __builtin_memset(cuset_done, 0, cuset_bl.n); ")
-        storage += "".join(self.private_slots)
         apart = ""
         if self.apart:
             pointers = ", ".join(f"(const void*)({a}), (const void*)({b})" for a, b in self.apart)
             apart = f"::cuset::rt::block_loop_apart({{{pointers}}}) && "
-        return (" if (__builtin_expect(::cuset::rt::block_loop_offered, 0) && "
-                f"{apart}::cuset::rt::take_block_loop()) {{ "
-                "const ::cuset::rt::BlockLoop& cuset_bl = ::cuset::rt::block_loop; "
-                "const uint3 cuset_b = blockIdx; const dim3 cuset_bd = blockDim, cuset_gd = gridDim; "
-                f"{aliases}{storage}"
-                "{ const uint3 blockIdx = cuset_b; const dim3 blockDim = cuset_bd, gridDim = cuset_gd; "
-                "(void)blockIdx; (void)blockDim; (void)gridDim; "
-                f"{body}}} return; }} ")
+        # The order is the runtime's: the threads of every region run in it unchanged.
+        return self._entry(f"{apart}::cuset::rt::take_block_loop()", "const ::cuset::rt::BlockLoop&",
+                           self._scratch() + "".join(self.private_slots), body)
 
     def _replicate(self, decl) -> None:
         for name, type_text in replicated_types(self.u, decl):
             self.replicated.append((name, type_text))
             self.replicated_names.add(name)
-
-    def _replicated_declaration(self, decl) -> str:
-        """`T a = x, b;` where it stood: this thread's slots, assigned, and the names bound to them."""
-        parts = []
-        for d in decl.children_by_field_name("declarator"):
-            name = self.u.text(_declared_identifier(d))
-            if d.type == "init_declarator":
-                parts.append(f"cuset_r_{name}[cuset_t] = {self._with_returns(d.child_by_field_name('value'))};")
-            parts.append(self._bind(name))
-        return " ".join(parts)
-
-    @staticmethod
-    def _bind(name: str) -> str:
-        return f"cuset_t_{name}& {name} = cuset_r_{name}[cuset_t]; (void){name};"
 
     def _regions(self) -> str:
         out, current, prologue, bound = [], [], [], []
@@ -999,23 +1094,10 @@ class _Generator:
             return self._replicated_declaration(p.node)
         return self._with_returns(p.node)
 
-    def _with_returns(self, node) -> str:
-        """`return;`: this thread is done (false: skipped in later regions)."""
-        replace = {}
-        for n in _walk(node):
-            if n.type == "return_statement":
-                if n.named_children:
-                    raise _NotCollapsible("return with a value in a kernel")
-                replace[n.start_byte] = (n.end_byte, "return false;" if self.uses_done else "return true;")
-        return _flat(self.u, node, replace)
-
     def _per_thread(self, inner: str) -> str:
-        done_check = "if (cuset_done[cuset_t]) return; " if self.uses_done else ""
-        done_set = "cuset_done[cuset_t] = 1" if self.uses_done else "(void)0"
-        return ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
-                "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; " + done_check +
-                "if (![&]() __attribute__((always_inline)) -> bool { " + inner + " return true; }()) "
-                + done_set + "; });")
+        if not self.uses_done:
+            return self._each_thread(inner)
+        return self._each_thread(inner, "if (cuset_done[cuset_t]) return; ", "cuset_done[cuset_t] = 1;")
 
     def _thread_region(self, start: tuple[list, list], stmts: list[_Stmt]) -> str:
         prologue, bound = start
@@ -1027,17 +1109,12 @@ class _Generator:
         chunk with its own copy of the loop variable (its locals in registers, the
         block's threads walking memory side by side as the fibers' ticks make them),
         then the shared copy advances past the chunk. `continue` keeps its meaning."""
-        node = p.node
-        init = node.child_by_field_name("initializer")
-        [declarator] = init.children_by_field_name("declarator")
-        var = self.u.text(declarator.child_by_field_name("declarator"))
-        cond = _flat(self.u, node.child_by_field_name("condition"))
-        update = node.child_by_field_name("update")
-        step = _flat(self.u, update) if update is not None else "(void)0"
-        inner = " ".join(self._with_returns(n) for n in _unwrap(node.child_by_field_name("body")))
+        h = _ForHeader.of(self.u, p.node)
+        var, cond, step = h.var, h.cond, h.step
+        inner = " ".join(self._with_returns(n) for n in h.body)
         per_thread = (f"{self._prologue(prologue, bound)} auto {var} = cuset_from; "
                       f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{ {inner} }}")
-        return (f"{{ {_flat(self.u, init)} while ({cond}) {{ const auto cuset_from = {var}; "
+        return (f"{{ {h.init} while ({cond}) {{ const auto cuset_from = {var}; "
                 f"{self._per_thread(per_thread)} "
                 f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{}} }} }}")
 
@@ -1053,15 +1130,9 @@ class _Generator:
         every thread of the block through (checked once per region); otherwise the
         chunked region, which computes the same values. A `continue` ends the thread's
         iteration, as in the kernel."""
-        node = p.node
-        init_node = node.child_by_field_name("initializer")
-        init = _flat(self.u, init_node)
-        [declarator] = init_node.children_by_field_name("declarator")
-        var = self.u.text(declarator.child_by_field_name("declarator"))
-        cond = _flat(self.u, node.child_by_field_name("condition"))
-        update = node.child_by_field_name("update")
-        step = _flat(self.u, update) if update is not None else "(void)0"
-        inner = " ".join(_flat(self.u, n) for n in _unwrap(node.child_by_field_name("body")))
+        h = _ForHeader.of(self.u, p.node)
+        init, var, cond, step = h.init, h.var, h.cond, h.step
+        inner = " ".join(_flat(self.u, n) for n in h.body)
         remat = " ".join(_flat(self.u, q.node) for q in prologue if q.kind == "remat")
 
         def thread(x: str, copy: str, iterations: str, unroll: str) -> str:
@@ -1097,23 +1168,18 @@ class _Generator:
         check = " ".join(f"if ({q.text}) return false;" if q.kind == "guard" else _flat(self.u, q.node)
                          for q in prologue)
         all_in = ("{ bool cuset_all_in = ::cuset::rt::block_loop_lanes; "
-                  "if (cuset_all_in) ::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
-                  "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; "
-                  f"if (![&]() __attribute__((always_inline)) -> bool {{ {check} return true; }}()) "
-                  "cuset_all_in = false; }); ")
+                  f"if (cuset_all_in) {self._each_thread(check, on_return='cuset_all_in = false;')} ")
         return f"{all_in}if (cuset_all_in) {fast} else {chunked} }}"
 
     def _private_loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
         """A loop of each thread's own, as the fibers' ticks run it: every thread starts
         it (its variable kept per thread), then rounds in which each unfinished thread
         runs up to CHUNK more iterations, until every thread has left it."""
-        node = p.node
         k = len(self.private_slots)
         slot = len(self.replicated) + (1 if self.uses_done else 0) + k
-        init = node.child_by_field_name("initializer")
-        [declarator] = init.children_by_field_name("declarator")
-        var = self.u.text(declarator.child_by_field_name("declarator"))
-        base = self.u.data[init.start_byte:declarator.start_byte].decode(errors="replace")
+        h = _ForHeader.of(self.u, p.node)
+        var, cond, step, declarator = h.var, h.cond, h.step, h.declarator
+        base = self.u.data[h.init_node.start_byte:declarator.start_byte].decode(errors="replace")
         base = " ".join(w for w in base.split() if w not in ("register", "const"))
         if not base or any(w in base for w in ("auto", "decltype")):
             raise _NotCollapsible("a loop variable whose type cannot be named")
@@ -1122,10 +1188,7 @@ class _Generator:
             f"struct cuset_pl{k}_t {{ {base} v; bool running; }}; cuset_pl{k}_t* const {state} = "
             f"static_cast<cuset_pl{k}_t*>(::cuset::rt::block_loop_scratch({slot}, sizeof(cuset_pl{k}_t) * cuset_bl.n)); ")
         value = _flat(self.u, declarator.child_by_field_name("value"))
-        cond = _flat(self.u, node.child_by_field_name("condition"))
-        update = node.child_by_field_name("update")
-        step = _flat(self.u, update) if update is not None else "(void)0"
-        inner = " ".join(self._with_returns(n) for n in _unwrap(node.child_by_field_name("body")))
+        inner = " ".join(self._with_returns(n) for n in h.body)
         pro = self._prologue(prologue, bound)
         start = self._per_thread(f"{state}[cuset_t].running = false; {pro} {base} {var} = {value}; "
                                  f"{state}[cuset_t].v = {var}; {state}[cuset_t].running = true;")

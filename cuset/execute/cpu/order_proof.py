@@ -41,7 +41,10 @@ import re
 from dataclasses import dataclass
 
 from cuset.execute.cpu import region_memory
-from cuset.execute.cpu.block_loop import _PURE_FUNCTIONS, _KernelVariant, _NotCollapsible, _Unit, _walk, _operator
+from cuset.execute.cpu.block_loop import (
+    _PURE_FUNCTIONS, _function_declarator, _KernelVariant, _pointer_parameter, _NotCollapsible, _Unit, _walk,
+)
+from cuset.execute.cpu.syntax_tree import operator_text
 from cuset.spans.grammar import parser
 
 PREFIX = "cuset_pp_"  # renamed written parameters
@@ -135,7 +138,7 @@ _LOADS = frozenset({"__ldg", "__ldca", "__ldcs", "__ldlu"})  # read-only loads: 
 
 def _check_locals_and_addresses(unit: _Unit, body) -> None:
     for n in _walk(body):
-        if n.type == "pointer_expression" and _operator(unit, n) == "&" and not _loaded_element(unit, n):
+        if n.type == "pointer_expression" and operator_text(unit, n) == "&" and not _loaded_element(unit, n):
             raise _Ineligible("takes an address (&)")
         if n.type == "declaration":
             for d in n.children_by_field_name("declarator"):
@@ -177,14 +180,9 @@ uchar4 short2 short4 ushort2 ushort4 long2 ulong2 longlong2 ulonglong2 dim3 __ha
 def _check_parameters(unit: _Unit, fn) -> None:
     """Every parameter of `fn` a pointer or array, or of a type that holds no pointer (a
     reference to one in a device function: region_memory counts what it is given)."""
-    d = fn.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
+    d = _function_declarator(fn)
     for p in d.child_by_field_name("parameters").named_children if d is not None else ():
-        if p.type != "parameter_declaration":
-            continue
-        decl = p.child_by_field_name("declarator")
-        if decl is not None and decl.type in ("pointer_declarator", "array_declarator"):
+        if p.type != "parameter_declaration" or _pointer_parameter(p):
             continue
         kind = p.child_by_field_name("type")
         if kind is not None and (kind.type in ("primitive_type", "sized_type_specifier")
@@ -221,8 +219,8 @@ def _check_subscript_bases(unit: _Unit, body, memory: region_memory.RegionMemory
     counts anything else it cannot trace as a thread's own array, which here could be a
     parameter of a typedef'd pointer type."""
     for n in _walk(body):
-        if n.type == "subscript_expression" or (n.type == "pointer_expression" and _operator(unit, n) == "*") \
-                or (n.type == "field_expression" and _operator(unit, n) == "->"):
+        if n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(unit, n) == "*") \
+                or (n.type == "field_expression" and operator_text(unit, n) == "->"):
             base = n.child_by_field_name("argument")
             if base is None:
                 raise _Ineligible("an access the analysis cannot read")
@@ -241,7 +239,7 @@ def _plain_subscript(unit: _Unit, ident) -> bool:
     if parent.child_by_field_name("argument") != ident:
         return False
     up = parent.parent
-    return not (up is not None and up.type == "pointer_expression" and _operator(unit, up) == "&")
+    return not (up is not None and up.type == "pointer_expression" and operator_text(unit, up) == "&")
 
 
 def _declarator_identifiers(decl):
@@ -257,15 +255,11 @@ def _edits(unit: _Unit, fn, kv: _KernelVariant, written: list[str], read_only: l
         return len(unit.data[:byte].decode(errors="replace"))
 
     edits = []
-    d = fn.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
+    d = _function_declarator(fn)
     for p in d.child_by_field_name("parameters").named_children:
         if p.type != "parameter_declaration":
             continue
-        ident = p.child_by_field_name("declarator")
-        while ident is not None and ident.type != "identifier":
-            ident = ident.child_by_field_name("declarator")
+        ident = _identifier_of(p.child_by_field_name("declarator"))
         if ident is not None and unit.text(ident) in written:
             edits.append(Edit(offset(ident.start_byte), offset(ident.end_byte), PREFIX + unit.text(ident)))
     wrap = " ".join(f"auto {w} = ::cuset::rt::proof_wrap({PREFIX}{w});" for w in written)

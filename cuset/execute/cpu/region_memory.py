@@ -20,6 +20,8 @@ something else) counts as any memory.
 
 from __future__ import annotations
 
+from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
+
 ANY = "?"  # memory that could not be traced to one pointer parameter
 
 
@@ -41,9 +43,10 @@ class RegionMemory:
         for n in self._walk(body):
             if n.type == "declaration":
                 for d in n.children_by_field_name("declarator"):
-                    name = _name_of(self.u, d)
-                    if name is None or not _declares_pointer(d):
+                    ident = declared_identifier(d)
+                    if ident is None or not _declares_pointer(d):
                         continue
+                    name = self.u.text(ident)
                     declared_pointers.add(name)
                     value = d.child_by_field_name("value") if d.type == "init_declarator" else None
                     sources.setdefault(name, []).extend([value] if value is not None else [])
@@ -70,8 +73,8 @@ class RegionMemory:
         out: set[str] = set()
         for n in self._walk(expr):
             if n.type in ("subscript_expression", "call_expression") or \
-                    (n.type == "pointer_expression" and _op(self.u, n) == "*") or \
-                    (n.type == "field_expression" and _op(self.u, n) == "->"):
+                    (n.type == "pointer_expression" and operator_text(self.u, n) == "*") or \
+                    (n.type == "field_expression" and operator_text(self.u, n) == "->"):
                 return {ANY}
             if n.type == "identifier":
                 word = self.u.text(n)
@@ -101,8 +104,8 @@ class RegionMemory:
             base = None
             if n.type == "subscript_expression":
                 base = n.child_by_field_name("argument")
-            elif (n.type == "pointer_expression" and _op(self.u, n) == "*") or \
-                    (n.type == "field_expression" and _op(self.u, n) == "->"):
+            elif (n.type == "pointer_expression" and operator_text(self.u, n) == "*") or \
+                    (n.type == "field_expression" and operator_text(self.u, n) == "->"):
                 base = n.child_by_field_name("argument")
             if base is not None:
                 if base.type == "subscript_expression":  # a[i][j]: a 2-D array, or a pointer loaded from a[i]
@@ -208,22 +211,9 @@ def conflicts(regions: list[tuple[set[str], set[str]]]) -> tuple[str | None, lis
 
 
 # ---------------------------------------------------------------- syntax helpers
-def _op(unit, node) -> str:
-    op = node.child_by_field_name("operator")
-    return unit.text(op) if op is not None else ""
-
-
 def _declares_pointer(d) -> bool:
     inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
     return inner is not None and inner.type == "pointer_declarator"
-
-
-def _name_of(unit, d):
-    while d is not None and d.type != "identifier":
-        if d.type not in ("init_declarator", "pointer_declarator", "array_declarator"):
-            return None
-        d = d.child_by_field_name("declarator")
-    return unit.text(d) if d is not None else None
 
 
 def _memory_target(unit, target):
@@ -232,7 +222,7 @@ def _memory_target(unit, target):
     while target is not None:
         if target.type == "parenthesized_expression":
             target = target.named_children[0] if target.named_children else None
-        elif target.type == "field_expression" and _op(unit, target) != "->":
+        elif target.type == "field_expression" and operator_text(unit, target) != "->":
             target = target.child_by_field_name("argument")
         else:
             break

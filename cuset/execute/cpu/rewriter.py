@@ -331,13 +331,20 @@ def _shared_edits(src: str, tokens: list[Token], code: list[int], edits: list[Ed
             edits.append(Edit(t.start, t.end, "static __cuset_shared_attr__"))
 
 
-def _volatile_array_parts(tokens: list[Token], code: list[int], first: int, at: int):
-    """(name, element type, size text, index of `;`) for `volatile __shared__ T name[N];`
-    (one 1-D array of an arithmetic type), else None."""
+def _semicolon_from(tokens: list[Token], code: list[int], at: int) -> int | None:
+    """Code index of the first `;` at or after code index `at` (the end of a declaration
+    with no braces in it); None where the source ends first."""
     end = at
     while end < len(code) and tokens[code[end]].text != ";":
         end += 1
-    if end >= len(code):
+    return end if end < len(code) else None
+
+
+def _volatile_array_parts(tokens: list[Token], code: list[int], first: int, at: int):
+    """(name, element type, size text, index of `;`) for `volatile __shared__ T name[N];`
+    (one 1-D array of an arithmetic type), else None."""
+    end = _semicolon_from(tokens, code, at)
+    if end is None:
         return None
     texts = [tokens[code[x]].text for x in range(first, end)]
     if "volatile" not in texts or "," in texts or "=" in texts or texts.count("[") != 1:
@@ -377,10 +384,8 @@ def _declaration_start(tokens: list[Token], code: list[int], n: int) -> int:
 
 def _extern_shared(src: str, tokens: list[Token], code: list[int], first: int, at: int, edits: list[Edit]) -> None:
     """`extern __shared__ T name[] rest;` -> `T (*const name) rest = reinterpret_cast<...>(window);`"""
-    end = at
-    while end < len(code) and tokens[code[end]].text != ";":
-        end += 1
-    if end >= len(code):
+    end = _semicolon_from(tokens, code, at)
+    if end is None:
         return
     body = [code[x] for x in range(first, end)]
     # Drop the storage words and alignment attributes; find `name [ ]`.
