@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,20 +56,47 @@ class StrictVerdict:
     mismatch: dict | None = None      # a failure's mismatch_record (set by the pipeline, which has the run)
 
 
-def strict_check(task: Task, run_dir: Path, reference_dir: Path) -> StrictVerdict:
-    """Compare every declared output in run_dir/data with its reference in reference_dir."""
-    unchecked: list[str] = []
-    for spec in task.outputs:
+@dataclass(frozen=True)
+class _OutputPair:
+    """One declared output read from the run, beside its reference file (None: none identified)."""
+
+    spec: TensorSpec
+    ref_path: Path | None
+    out: np.ndarray | None = None        # the run's values; None when unread or unreadable
+    unreadable: Exception | None = None  # why the run's file could not be read
+
+    def reference(self) -> np.ndarray:
+        return decode(self.ref_path.read_bytes(), self.spec.dtype)
+
+
+def _output_pairs(task: Task, run_dir: Path, reference_dir: Path, specs) -> Iterator[_OutputPair]:
+    """Each output of `specs` with its reference file and the run's values, in order; the
+    run's file is read only where a reference was identified (the one pairing both the
+    verdict and the mismatch record use)."""
+    for spec in specs:
         ref_path = find_reference(spec, reference_dir, task)
         if ref_path is None:
-            unchecked.append(f"{spec.name} (no reference file identified)")
+            yield _OutputPair(spec, None)
             continue
         try:
             out = read_output(run_dir, spec)
         except (UnsafeOutput, OSError, ValueError) as e:
-            return StrictVerdict(False, f"output {spec.name}: cannot be read ({e})", tuple(unchecked))
-        ref = decode(ref_path.read_bytes(), spec.dtype)
-        why = compare_arrays(spec, out, ref, ref_path.name)
+            yield _OutputPair(spec, ref_path, unreadable=e)
+            continue
+        yield _OutputPair(spec, ref_path, out)
+
+
+def strict_check(task: Task, run_dir: Path, reference_dir: Path) -> StrictVerdict:
+    """Compare every declared output in run_dir/data with its reference in reference_dir."""
+    unchecked: list[str] = []
+    for pair in _output_pairs(task, run_dir, reference_dir, task.outputs):
+        spec = pair.spec
+        if pair.ref_path is None:
+            unchecked.append(f"{spec.name} (no reference file identified)")
+            continue
+        if pair.unreadable is not None:
+            return StrictVerdict(False, f"output {spec.name}: cannot be read ({pair.unreadable})", tuple(unchecked))
+        why = compare_arrays(spec, pair.out, pair.reference(), pair.ref_path.name)
         if why is not None:
             return StrictVerdict(False, why, tuple(unchecked))
     return StrictVerdict(True, "", tuple(unchecked))
@@ -158,17 +186,14 @@ def mismatch_record(task: Task, run_dir: Path, reference_dir: Path) -> dict:
     compared are named with the reason. For showing a `wrong` verdict; never a verdict."""
     outputs: list[dict] = []
     not_compared: list[str] = []
-    for spec in task.outputs[:MISMATCH_OUTPUTS]:
-        ref_path = find_reference(spec, reference_dir, task)
-        if ref_path is None:
+    for pair in _output_pairs(task, run_dir, reference_dir, task.outputs[:MISMATCH_OUTPUTS]):
+        spec = pair.spec
+        if pair.ref_path is None:
             not_compared.append(f"{spec.name}: no reference file identified")
-            continue
-        try:
-            out = read_output(run_dir, spec)
-        except (UnsafeOutput, OSError, ValueError) as e:
-            not_compared.append(f"{spec.name}: cannot be read ({str(e)[:MISMATCH_TEXT]})")
-            continue
-        outputs.append(element_mismatch(spec, out, decode(ref_path.read_bytes(), spec.dtype), ref_path.name))
+        elif pair.unreadable is not None:
+            not_compared.append(f"{spec.name}: cannot be read ({str(pair.unreadable)[:MISMATCH_TEXT]})")
+        else:
+            outputs.append(element_mismatch(spec, pair.out, pair.reference(), pair.ref_path.name))
     if len(task.outputs) > MISMATCH_OUTPUTS:
         not_compared.append(f"{len(task.outputs) - MISMATCH_OUTPUTS} more output(s) not recorded")
     return {"outputs": outputs, "not_compared": not_compared}

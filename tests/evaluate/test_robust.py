@@ -462,3 +462,36 @@ def test_sample_of_bundled_references_pass_robust_on_the_cpu_backend(run_compile
 @needs_gxx
 def test_every_bundled_reference_passes_robust_on_the_cpu_backend(run_compile_cache, run_gen_data):
     assert len(_suite_robust(run_compile_cache, run_gen_data)) >= 40
+
+
+def test_the_verdict_and_the_mismatch_record_pair_outputs_with_references_alike(tmp_path):
+    """One run dir, three outputs: y differs from its reference in element 2, z has no
+    reference file, w is a symlink (never read). The strict verdict stops at the first
+    unreadable output in declaration order; the mismatch record names each case."""
+    from cuset.evaluate.strict import mismatch_record, strict_check
+    from cuset.tasks.schema import TensorSpec
+
+    outputs = (TensorSpec("y", "float32", "(4,)"), TensorSpec("z", "float32", "(4,)"),
+               TensorSpec("w", "float32", "(4,)"))
+    task = make_task(n=4, outputs=outputs, compare_py="print('compare')\n")  # names no file: only y_ref/w_ref match
+    run, ref = tmp_path / "run", tmp_path / "ref"
+    (run / "data").mkdir(parents=True)
+    ref.mkdir()
+    np.array([1, 2, 3, 4], np.float32).tofile(run / "data" / "y.bin")
+    np.array([1, 2, 9, 4], np.float32).tofile(ref / "y_ref.bin")
+    np.zeros(4, np.float32).tofile(run / "data" / "z.bin")
+    np.zeros(4, np.float32).tofile(ref / "w_ref.bin")
+    np.zeros(4, np.float32).tofile(tmp_path / "elsewhere.bin")
+    (run / "data" / "w.bin").symlink_to(tmp_path / "elsewhere.bin")
+
+    verdict = strict_check(dataclasses.replace(task, outputs=outputs[1:]), run, ref)
+    assert not verdict.ok and verdict.detail.startswith("output w: cannot be read (")
+    assert verdict.unchecked == ("z (no reference file identified)",)
+    first = strict_check(task, run, ref)
+    assert first.detail.startswith("output y: 1 of 4 elements differ from y_ref.bin") and "first at index 2" in first.detail
+
+    record = mismatch_record(task, run, ref)
+    (y,) = record["outputs"]
+    assert y["output"] == "y" and y["n_bad"] == 1 and y["first"][0]["index"] == 2
+    assert record["not_compared"][0] == "z: no reference file identified"
+    assert record["not_compared"][1].startswith("w: cannot be read (") and len(record["not_compared"]) == 2
