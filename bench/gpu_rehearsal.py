@@ -36,9 +36,11 @@ Each stage has its own timeout (the process group is killed when it runs out) an
 that fails does not stop the others; a stage that needs a failed one is skipped. The GPU run
 spends at most --budget-s seconds (default 420) on stages: a stage that would start after the
 budget is spent is skipped, so the command ends within 8 minutes. The dry run (`--dry-run`)
-hides any GPU and runs the CPU substitutes: a tiny model, fp32, `--backend cpu` for eval,
-DeepSpeed ZeRO-3 over gloo; stages without one (accelerate's FSDP plugin, vLLM) are skipped
-with the reason.
+hides any GPU and runs the CPU substitutes: a tiny model, fp32, `--backend cpu` for eval;
+stages without one (vLLM, the GPU tests) are skipped with the reason, and so are stages whose
+CPU run is already a test of `make test` with the same command (the SFT twins of the CuSeT
+training stages, `accelerate launch` with DeepSpeed ZeRO-3 and with the FSDP plugin: each
+reason names its test), so that CI runs each CPU path once.
 
 Writes into --out (default runs/rehearsal, or runs/rehearsal-dry-run):
 
@@ -472,14 +474,20 @@ def _importable(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def skip_unless(module: str, *, gpu_only: str | None = None):
+def skip_unless(module: str, *, in_dry_run: str | None = None):
+    """A stage that needs `module`; `in_dry_run`: the reason the dry run skips it anyway."""
     def skip(plan: Plan) -> str | None:
-        if plan.dry_run and gpu_only:
-            return gpu_only
+        if plan.dry_run and in_dry_run:
+            return in_dry_run
         if not _importable(module):
             return f"{module} not importable"
         return None
     return skip
+
+
+def skip_in_dry_run(why_not_on_cpu: str):
+    """A stage the dry run skips: `why_not_on_cpu` says which test of `make test` runs its CPU path."""
+    return lambda plan: why_not_on_cpu if plan.dry_run else None
 
 
 def train_step_argv(plan: Plan) -> list[str]:
@@ -548,8 +556,13 @@ def read_gpu_tests(plan: Plan) -> dict:
     return numbers
 
 
-FSDP_ON_CPU = ("no CPU substitute: accelerate's FSDP plugin runs on GPUs only (cuset train refuses it on a CPU); "
-               "FSDP sharding on the CPU is checked by tests/train/test_sharded.py with torch's FSDP")
+FSDP_ON_CPU = ("run on the CPU by tests/train/test_sharded.py::test_fsdp_plugin_lora_adapter_holds_the_trained_tensors "
+               "(this launch and config, LoRA, CuSeT, 1 and 2 processes over gloo; cuset train itself refuses the "
+               "plugin without CUDA, where accelerate would silently fall back to DDP)")
+ZERO3_ON_CPU = ("run on the CPU by tests/train/test_sharded.py::test_zero_two_processes_match_one_process "
+                "(this launch and config, cuset train, LoRA and full, 2 processes over gloo)")
+SFT_ON_CPU = ("the dry run trains the CuSeT stage of each kind; this one differs in its config's loss.name only "
+              "(every shipped config loads: tests/train/test_configs_cli.py; SFT through cuset train: tests/train/)")
 VLLM_ON_CPU = "no CPU substitute: vLLM runs on GPUs (its engine is faked in tests/generate/test_vllm.py)"
 TRAIN = ("data", "setup")
 
@@ -567,21 +580,21 @@ STAGES: tuple[Stage, ...] = (
           _train_marker("lora-cuset"), needs=TRAIN, timeout_s=180),
     Stage("train-lora-sft", "cuset train: LoRA, SFT baseline",
           lambda p: train_argv(p, "lora-sft", "sft"), train_reader("lora-sft", finetune="lora"),
-          _train_marker("lora-sft"), needs=TRAIN, timeout_s=180),
+          _train_marker("lora-sft"), needs=TRAIN, skip=skip_in_dry_run(SFT_ON_CPU), timeout_s=180),
     Stage("train-full-cuset", "cuset train: full fine-tuning, CuSeT",
           lambda p: train_argv(p, "full-cuset", "cuset", "finetune=full"), train_reader("full-cuset", finetune="full"),
           _train_marker("full-cuset"), needs=TRAIN, timeout_s=180),
     Stage("train-full-sft", "cuset train: full fine-tuning, SFT baseline",
           lambda p: train_argv(p, "full-sft", "sft", "finetune=full"), train_reader("full-sft", finetune="full"),
-          _train_marker("full-sft"), needs=TRAIN, timeout_s=180),
+          _train_marker("full-sft"), needs=TRAIN, skip=skip_in_dry_run(SFT_ON_CPU), timeout_s=180),
     Stage("train-zero3", "accelerate launch + DeepSpeed ZeRO-3 (configs/accelerate/deepspeed-zero3.yaml), full, CuSeT",
           lambda p: train_argv(p, "zero3", "cuset", "finetune=full", launch="deepspeed-zero3.yaml"),
           train_reader("zero3", finetune="full", strategy="deepspeed", zero_stage=3),
-          _train_marker("zero3"), needs=TRAIN, skip=skip_unless("deepspeed"), timeout_s=300),
+          _train_marker("zero3"), needs=TRAIN, skip=skip_unless("deepspeed", in_dry_run=ZERO3_ON_CPU), timeout_s=300),
     Stage("train-fsdp", "accelerate launch + accelerate's FSDP plugin (configs/accelerate/fsdp.yaml), LoRA, CuSeT",
           lambda p: train_argv(p, "fsdp", "cuset", launch="fsdp.yaml"),
           train_reader("fsdp", finetune="lora", strategy="fsdp"),
-          _train_marker("fsdp"), needs=TRAIN, skip=skip_unless("accelerate", gpu_only=FSDP_ON_CPU), timeout_s=300),
+          _train_marker("fsdp"), needs=TRAIN, skip=skip_unless("accelerate", in_dry_run=FSDP_ON_CPU), timeout_s=300),
     Stage("train-qlora", "cuset train: QLoRA (NF4 base through bitsandbytes), CuSeT",
           lambda p: train_argv(p, "qlora", "cuset", "finetune=qlora"), train_reader("qlora", finetune="qlora"),
           _train_marker("qlora"), needs=TRAIN, skip=skip_unless("bitsandbytes"), timeout_s=240),
@@ -591,7 +604,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("generate-vllm", "cuset generate, vLLM backend, from the merged LoRA model",
           lambda p: generate_argv(p, "vllm", "vllm.gpu_memory_utilization=0.5", "vllm.max_model_len=4096"),
           generation_reader("vllm"), lambda p: p.generations("vllm"),
-          needs=("setup", "train-lora-cuset"), skip=skip_unless("vllm", gpu_only=VLLM_ON_CPU), timeout_s=300),
+          needs=("setup", "train-lora-cuset"), skip=skip_unless("vllm", in_dry_run=VLLM_ON_CPU), timeout_s=300),
     Stage("train-step", "bench/train_step.py: steps/s and peak memory, chunked LM head vs full logits (and TRL)",
           train_step_argv, read_train_step, lambda p: p.path("train-step", "results.json"), timeout_s=300),
     Stage("eval-kernelbench", "cuset eval on the KernelBench slice: each task's correct and wrong answer",
@@ -617,7 +630,7 @@ STAGES: tuple[Stage, ...] = (
           needs=("setup", "generate-hf"), timeout_s=240),
     Stage("gpu-tests", "pytest -m gpu: the tests that need a GPU (each with its own timeout, results as JUnit XML)",
           gpu_tests_argv, read_gpu_tests, lambda p: p.path("gpu-tests.xml"),
-          skip=lambda p: GPU_TESTS_ON_CPU if p.dry_run else None, timeout_s=420),
+          skip=skip_in_dry_run(GPU_TESTS_ON_CPU), timeout_s=420),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)
 

@@ -15,6 +15,17 @@ from xdist_order import slow_files_first  # noqa: E402
 # that need a width give it to CliRunner, which sets it for the command alone.
 os.environ.pop("COLUMNS", None)
 os.environ.pop("LINES", None)
+# Under pytest-xdist every worker is one of `-n` processes sharing the machine's cores, and
+# torch's default of one intra-op thread per core makes each of them (and every training or
+# generation subprocess a test starts) run as many threads as there are cores: OpenMP threads
+# that spin-wait for each other on oversubscribed cores. One thread per process keeps the
+# workers from slowing each other down (two `cuset demo --fast` side by side finish in about a
+# third of the time). Set before torch is imported; subprocesses inherit it.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(_var, "1")
+    if "torch" in sys.modules:   # imported by a plugin before this file: too late for the variable
+        sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 BENCH_CU = r'''#include <cuda_runtime.h>
 #include <fstream>
