@@ -38,9 +38,9 @@ spends at most --budget-s seconds (default 420) on stages: a stage that would st
 budget is spent is skipped, so the command ends within 8 minutes. The dry run (`--dry-run`)
 hides any GPU and runs the CPU substitutes: a tiny model, fp32, `--backend cpu` for eval;
 stages without one (vLLM, the GPU tests) are skipped with the reason, and so are stages whose
-CPU run is already a test of `make test` with the same command (the SFT twins of the CuSeT
-training stages, `accelerate launch` with DeepSpeed ZeRO-3 and with the FSDP plugin: each
-reason names its test), so that CI runs each CPU path once.
+CPU run is already a test of `make test` (the SFT twins of the CuSeT training stages, QLoRA,
+`accelerate launch` with DeepSpeed ZeRO-3 and with the FSDP plugin, the robust twins of the
+eval stages: each reason names its test), so that CI runs each CPU path once.
 
 Writes into --out (default runs/rehearsal, or runs/rehearsal-dry-run):
 
@@ -561,6 +561,12 @@ FSDP_ON_CPU = ("run on the CPU by tests/train/test_sharded.py::test_fsdp_plugin_
                "plugin without CUDA, where accelerate would silently fall back to DDP)")
 ZERO3_ON_CPU = ("run on the CPU by tests/train/test_sharded.py::test_zero_two_processes_match_one_process "
                 "(this launch and config, cuset train, LoRA and full, 2 processes over gloo)")
+QLORA_ON_CPU = ("run on the CPU by tests/train/test_qlora.py::test_qlora_trains_a_4bit_base_on_the_cpu "
+                "(cuset train's own train(): NF4 base through bitsandbytes, LoRA, merged)")
+KB_ROBUST_ON_CPU = ("run on the CPU by tests/evaluate/test_kernelbench_bundled.py::test_every_correct_answer_passes_plain_and_robust "
+                    "(every bundled task robust; their wrong answers fail: test_every_wrong_answer_fails)")
+CB_ROBUST_ON_CPU = ("run on the CPU by tests/evaluate/test_robust.py::test_every_bundled_reference_passes_robust_on_the_cpu_backend "
+                    "(records and report: test_evaluate_file_records_and_reports_both_verdicts)")
 SFT_ON_CPU = ("the dry run trains the CuSeT stage of each kind; this one differs in its config's loss.name only "
               "(every shipped config loads: tests/train/test_configs_cli.py; SFT through cuset train: tests/train/)")
 VLLM_ON_CPU = "no CPU substitute: vLLM runs on GPUs (its engine is faked in tests/generate/test_vllm.py)"
@@ -597,7 +603,8 @@ STAGES: tuple[Stage, ...] = (
           _train_marker("fsdp"), needs=TRAIN, skip=skip_unless("accelerate", in_dry_run=FSDP_ON_CPU), timeout_s=300),
     Stage("train-qlora", "cuset train: QLoRA (NF4 base through bitsandbytes), CuSeT",
           lambda p: train_argv(p, "qlora", "cuset", "finetune=qlora"), train_reader("qlora", finetune="qlora"),
-          _train_marker("qlora"), needs=TRAIN, skip=skip_unless("bitsandbytes"), timeout_s=240),
+          _train_marker("qlora"), needs=TRAIN, skip=skip_unless("bitsandbytes", in_dry_run=QLORA_ON_CPU),
+          timeout_s=240),
     Stage("generate-hf", "cuset generate, transformers backend, from the merged LoRA model",
           lambda p: generate_argv(p, "hf"), generation_reader("hf"), lambda p: p.generations("hf"),
           needs=("setup", "train-lora-cuset"), timeout_s=240),
@@ -615,7 +622,7 @@ STAGES: tuple[Stage, ...] = (
           lambda p: eval_argv(p, "kernelbench-robust", p.kernelbench, p.kernelbench_answers, "robust=true"),
           eval_reader("kernelbench-robust", _kb_tasks, lambda p: 2 * _kb_tasks(p),
                       {"function@1": 0.5, "robust_function@1": 0.5}),
-          _summary_of("kernelbench-robust"), needs=("setup",), timeout_s=300),
+          _summary_of("kernelbench-robust"), needs=("setup",), skip=skip_in_dry_run(KB_ROBUST_ON_CPU), timeout_s=300),
     Stage("eval-cudabench", "cuset eval on a slice of suites/cuset-bench.jsonl: the reference programs",
           lambda p: eval_argv(p, "cudabench", p.cudabench, p.cudabench_refs),
           eval_reader("cudabench", _cb_tasks, _cb_tasks, {"compile@1": 1.0, "function@1": 1.0}),
@@ -623,7 +630,7 @@ STAGES: tuple[Stage, ...] = (
     Stage("eval-cudabench-robust", "the same, robust=true (3 input cases, every output element)",
           lambda p: eval_argv(p, "cudabench-robust", p.cudabench, p.cudabench_refs, "robust=true"),
           eval_reader("cudabench-robust", _cb_tasks, _cb_tasks, {"function@1": 1.0, "robust_function@1": 1.0}),
-          _summary_of("cudabench-robust"), needs=("setup",), timeout_s=300),
+          _summary_of("cudabench-robust"), needs=("setup",), skip=skip_in_dry_run(CB_ROBUST_ON_CPU), timeout_s=300),
     Stage("eval-generated", "cuset eval of generate-hf's samples on the slice",
           lambda p: eval_argv(p, "generated", p.cudabench, p.generations("hf")),
           eval_reader("generated", _cb_tasks, _gen_samples), _summary_of("generated"),
