@@ -117,19 +117,37 @@ def run_gen_data(tmp_path_factory, pytestconfig):
     return _run_dir(tmp_path_factory, pytestconfig, "run-gen-data")
 
 
-@pytest.fixture
-def cold_compile_cache(tmp_path, monkeypatch):
-    """A fresh cache root (CUSET_CACHE) whose compile cache starts empty; the precompiled
-    headers (build products keyed by toolchain fingerprint, not results) are the shared ones,
-    so the test does not pay for building them again. They are symlinked in, which also checks
-    that a symlinked cache works inside the sandbox (the compile once saw a dangling link)."""
+def _fresh_cache_root(root: Path) -> Path:
+    """A new cache root whose compile cache starts empty; the precompiled headers (build
+    products keyed by toolchain fingerprint, not results) are the shared ones, so a test does
+    not pay for building them again. They are symlinked in, which also checks that a
+    symlinked cache works inside the sandbox (the compile once saw a dangling link)."""
     from cuset.cachedir import cache_root
 
     shared = cache_root()
-    root = tmp_path / "cuset_cache"
     root.mkdir()
     for pch in ("cpu-pch", "kb-pch"):
         (shared / pch).mkdir(parents=True, exist_ok=True)
         (root / pch).symlink_to(shared / pch)
+    return root
+
+
+@pytest.fixture
+def cold_compile_cache(tmp_path, monkeypatch):
+    """A fresh cache root (CUSET_CACHE, see _fresh_cache_root) for this test alone."""
+    root = _fresh_cache_root(tmp_path / "cuset_cache")
     monkeypatch.setenv("CUSET_CACHE", str(root))
     return root / "compile"
+
+
+@pytest.fixture(scope="module")
+def _module_cache_root(tmp_path_factory):
+    return _fresh_cache_root(tmp_path_factory.mktemp("module") / "cuset_cache")
+
+
+@pytest.fixture
+def module_cold_compile_cache(_module_cache_root, monkeypatch):
+    """A fresh cache root (CUSET_CACHE) shared by the tests of one module that build the same
+    programs: the module's first such test starts cold, the others reuse its builds."""
+    monkeypatch.setenv("CUSET_CACHE", str(_module_cache_root))
+    return _module_cache_root / "compile"

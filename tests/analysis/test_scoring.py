@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 from cuset.experiment.scoring import encode_example, encode_examples, score_batches
 from cuset.cli.main import app
 from cuset.train.data import RecordOptions, read_examples
+from cuda_programs import REDUCE
 
 KERNEL = """#include <cuda_runtime.h>
 
@@ -29,30 +30,6 @@ int main() {
 }
 """
 
-REDUCE = """#include <cuda_runtime.h>
-
-__global__ void block_sum(const float* in, float* out, int n) {
-    __shared__ float buf[256];
-    int t = threadIdx.x;
-    int i = blockIdx.x * blockDim.x + t;
-    buf[t] = i < n ? in[i] : 0.0f;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) buf[t] += buf[t + s];
-        __syncthreads();
-    }
-    if (t == 0) out[blockIdx.x] = buf[0];
-}
-
-int main() {
-    float *in, *out;
-    cudaMalloc(&in, 65536 * sizeof(float));
-    cudaMalloc(&out, 256 * sizeof(float));
-    dim3 grid(256), block(256);
-    block_sum<<<grid, block>>>(in, out, 65536);
-    return 0;
-}
-"""
 
 
 def task(i, name, code):

@@ -103,11 +103,11 @@ def test_budget_exhaustion_is_reported_and_resumed(build_config, fake_llm):
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU backend needs g++")
 @pytest.mark.timeout(900)
-def test_end_to_end_with_real_validation_on_the_cpu_backend(build_config, fake_llm, tmp_path, cold_compile_cache):
+def test_end_to_end_with_real_validation_on_the_cpu_backend(build_config, fake_llm, tmp_path, module_cold_compile_cache):
     cfg = build_config()
     first = build_dataset(cfg)
     _check_run(first, fake_llm)
-    assert any(cold_compile_cache.iterdir())  # CUSET_CACHE is read when used (it was once read at import)
+    assert any(module_cold_compile_cache.iterdir())  # CUSET_CACHE is read when used (it was once read at import)
     details = {r["origin"].rsplit("/", 1)[-1]: r["detail"] for r in read_jsonl(first.run_dir / "3_validation.jsonl")}
     assert "case 0" in details["broken_crash.cu"] and "exit code 1" in details["broken_crash.cu"]
     assert "case 0" in details["broken_wrong.cu"]
@@ -138,7 +138,7 @@ def test_missing_backend_stops_after_synthesis_with_a_clear_error(build_config, 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU backend needs g++")
 @pytest.mark.timeout(900)
 def test_validation_on_a_local_ray_cluster_keeps_the_same_tasks(build_config, fake_llm, tmp_path, monkeypatch,
-                                                                cold_compile_cache):
+                                                                module_cold_compile_cache):
     import cuset.evaluate.batch as batch
 
     def no_local_pool(*a, **k):

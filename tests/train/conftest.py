@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from cuda_programs import REDUCE
 from jsonl_tools import write_jsonl  # re-exported: the train tests import it from here
 
 VECTOR_ADD = """#include <cuda_runtime.h>
@@ -44,31 +45,6 @@ int main() {
 }
 """
 
-REDUCE = """#include <cuda_runtime.h>
-
-__global__ void block_sum(const float* in, float* out, int n) {
-    __shared__ float buf[256];
-    int t = threadIdx.x;
-    int i = blockIdx.x * blockDim.x + t;
-    buf[t] = i < n ? in[i] : 0.0f;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (t < s) buf[t] += buf[t + s];
-        __syncthreads();
-    }
-    if (t == 0) out[blockIdx.x] = buf[0];
-}
-
-int main() {
-    float *in, *out;
-    cudaMalloc(&in, 65536 * sizeof(float));
-    cudaMalloc(&out, 256 * sizeof(float));
-    dim3 grid(256), block(256);
-    block_sum<<<grid, block>>>(in, out, 65536);
-    cudaFree(in); cudaFree(out);
-    return 0;
-}
-"""
 
 PROGRAMS = {"vector_add": VECTOR_ADD, "relu": RELU, "block_sum": REDUCE}
 
