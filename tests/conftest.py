@@ -19,8 +19,9 @@ os.environ.pop("LINES", None)
 # torch's default of one intra-op thread per core makes each of them (and every training or
 # generation subprocess a test starts) run as many threads as there are cores: OpenMP threads
 # that spin-wait for each other on oversubscribed cores. One thread per process keeps the
-# workers from slowing each other down (two `cuset demo --fast` side by side finish in about a
-# third of the time). Set before torch is imported; subprocesses inherit it.
+# workers from slowing each other down (bench/worker_threads.py measures two `cuset demo --fast`
+# side by side both ways: bench/results/worker_threads.json). Set before torch is imported;
+# subprocesses inherit it.
 if os.environ.get("PYTEST_XDIST_WORKER"):
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ.setdefault(_var, "1")
