@@ -27,6 +27,17 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault(_var, "1")
     if "torch" in sys.modules:   # imported by a plugin before this file: too late for the variable
         sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+# DeepSpeed builds its CPU shared-memory op with torch's JIT loader at every start (the
+# sharded-training tests). In torch's one default directory, checkouts with different
+# virtual environments (a CI clone beside a working copy) rewrite each other's build file
+# (its include paths name the environment) and ninja rebuilds: about a minute each time
+# (bench/results/suite_time.json at 63edc8a: test_zero_two_processes_match_one_process[zero3-lora-cuset]
+# 90.7 s against 22.5-23.5 s for its siblings). One directory per environment keeps each build.
+if "TORCH_EXTENSIONS_DIR" not in os.environ:
+    import hashlib
+    _default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "torch_extensions"
+    os.environ["TORCH_EXTENSIONS_DIR"] = str(
+        _default / f"env-{hashlib.sha256(sys.prefix.encode()).hexdigest()[:12]}")
 
 BENCH_CU = r'''#include <cuda_runtime.h>
 #include <fstream>
