@@ -533,10 +533,12 @@ class _ProofOnStderr:
         return self.backend.classify_failure(step)
 
 
-def proof_rows(workdir: Path, scale: int) -> list[dict]:
+def proof_rows(workdir: Path, scale: int, repeats: int = 1) -> list[dict]:
     """A whole sample with every order (the block loops, no order proof: before) vs with
     the order proof (forward instrumented; random and parallel only when the proof fails),
-    the two alternated in one run. The pipeline's decision, made here on the trusted
+    the two alternated in one run, `repeats` times: back-to-back runs of one program on
+    this shared machine differ by up to a third, so each number is the median of the
+    repeats (`*_runs` keeps every one). The pipeline's decision, made here on the trusted
     stderr of the bench's own program (diagnostics.order_proof_result)."""
 
     from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
@@ -552,36 +554,56 @@ def proof_rows(workdir: Path, scale: int) -> list[dict]:
             sys.exit(f"benchmark program ({name}) failed to compile: {compiled.detail}")
         print(compiled.step.stdout.strip())
 
-    def run(path: str, order: str, sizes: list[str], row: dict):
+    def run(path: str, order: str, sizes: list[str], label: str) -> tuple:
         backend = old if path == "all_orders" else new
         cpu = children_cpu()
         r = run_compiled(builds[path], workdir, timeout=600, order=order, backend=backend, args=sizes,
                          run_name=f"{sizes[0]}-{path}-{order.replace(':', '-')}")
         if not r.ok or parse(r.run.stdout).get("check") != 1:
-            sys.exit(f"{row['label']} {path} {order} failed or computed a wrong result: {r.run.stdout} "
+            sys.exit(f"{label} {path} {order} failed or computed a wrong result: {r.run.stdout} "
                      f"{r.run.stderr[-1000:]}")
-        row[f"{path}_{order}_s"] = r.run.seconds
-        row[f"{path}_{order}_cpu_s"] = children_cpu() - cpu
-        return r
+        return r, r.run.seconds, children_cpu() - cpu
 
     rows = []
     for label, args in BIG_ROWS:
         sizes = [str(max(1, int(a) // scale)) if a.isdigit() and a != "0" else a for a in args]
         if scale != 1:
             label = f"{label} / {scale}"
-        row = {"label": label, "args": sizes, "load_before": os.getloadavg()}
-        forward = run("proof", "forward", sizes, row)
-        why = order_proof_result(forward.run.stderr, new.forward.secret)
-        row["proof"] = why or "not proven: " + " | ".join(
-            ln for ln in forward.run.stderr.splitlines() if "order-proof:" in ln)
-        row["proof_orders"] = ["forward"] + ([] if why else list(SAMPLE_ORDERS[1:]))
-        for order in SAMPLE_ORDERS:
-            run("all_orders", order, sizes, row)
-            if order != "forward" and not why:
-                run("proof", order, sizes, row)
-        for path, orders in (("all_orders", SAMPLE_ORDERS), ("proof", row["proof_orders"])):
-            row[f"{path}_sample_s"] = sum(row[f"{path}_{o}_s"] for o in orders)
-            row[f"{path}_sample_cpu_s"] = sum(row[f"{path}_{o}_cpu_s"] for o in orders)
+        row = {"label": label, "args": sizes, "repeats": repeats, "load_before": os.getloadavg()}
+        runs: dict[str, list[float]] = {}
+
+        def note(key: str, wall: float, cpu: float) -> None:
+            runs.setdefault(f"{key}_s", []).append(wall)
+            runs.setdefault(f"{key}_cpu_s", []).append(cpu)
+
+        decisions = set()
+        for _ in range(repeats):
+            forward, wall, cpu = run("proof", "forward", sizes, label)
+            note("proof_forward", wall, cpu)
+            why = order_proof_result(forward.run.stderr, new.forward.secret)
+            decisions.add((bool(why), why or "not proven: " + " | ".join(
+                ln for ln in forward.run.stderr.splitlines() if "order-proof:" in ln)))
+            proof_orders = ["forward"] + ([] if why else list(SAMPLE_ORDERS[1:]))
+            sample = {"all_orders": [0.0, 0.0], "proof": [wall, cpu]}
+            for order in SAMPLE_ORDERS:
+                _, wall, cpu = run("all_orders", order, sizes, label)
+                note(f"all_orders_{order}", wall, cpu)
+                sample["all_orders"][0] += wall
+                sample["all_orders"][1] += cpu
+                if order in proof_orders[1:]:
+                    _, wall, cpu = run("proof", order, sizes, label)
+                    note(f"proof_{order}", wall, cpu)
+                    sample["proof"][0] += wall
+                    sample["proof"][1] += cpu
+            for path, (wall, cpu) in sample.items():
+                note(f"{path}_sample", wall, cpu)
+        if len(decisions) != 1:   # the proof is deterministic: a program proven once is proven every time
+            sys.exit(f"{label}: the proof decided differently across repeats: {sorted(decisions)}")
+        proven, row["proof"] = decisions.pop()
+        row["proof_orders"] = ["forward"] + ([] if proven else list(SAMPLE_ORDERS[1:]))
+        for key, values in runs.items():
+            row[key] = statistics.median(values)
+            row[key.removesuffix("_s") + "_runs"] = values
         row["cpu_speedup"] = row["all_orders_sample_cpu_s"] / row["proof_sample_cpu_s"]
         row["load_after"] = os.getloadavg()
         rows.append(row)
@@ -590,7 +612,7 @@ def proof_rows(workdir: Path, scale: int) -> list[dict]:
 
 def print_proof_rows(rows: list[dict]) -> None:
     print("\nOrder proof: whole sample, every order (block loops) vs forward with the proof "
-          "(other orders only when it fails)\n")
+          "(other orders only when it fails); medians of the repeats\n")
     print(f"{'kernel':<36}{'all orders':>12}{'proof':>9}{'CPU all':>10}{'CPU proof':>11}{'CPU ratio':>11}"
           f"{'target':>10}  forward all/proof  load avg before -> after")
     for r in rows:
@@ -598,7 +620,9 @@ def print_proof_rows(rows: list[dict]) -> None:
         print(f"{r['label']:<36}{r['all_orders_sample_s']:>11.1f}s{r['proof_sample_s']:>8.1f}s"
               f"{r['all_orders_sample_cpu_s']:>9.1f}s{r['proof_sample_cpu_s']:>10.1f}s{r['cpu_speedup']:>10.2f}x"
               f"{'<= 15 s':>10}  {r['all_orders_forward_cpu_s']:.1f}/{r['proof_forward_cpu_s']:.1f} s CPU  {load}")
-        print(f"{'':<36}{r['proof']}")
+        print(f"{'':<36}{r['proof']}; median of {r['repeats']}: sample CPU all orders "
+              f"{min(r['all_orders_sample_cpu_runs']):.1f}-{max(r['all_orders_sample_cpu_runs']):.1f} s, "
+              f"proof {min(r['proof_sample_cpu_runs']):.1f}-{max(r['proof_sample_cpu_runs']):.1f} s")
 
 
 def print_path_rows(rows: list[dict]) -> None:
@@ -673,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
         variant = "proof" if args.paths_scale == 1 else f"proof-scale{args.paths_scale}"
         record = start_record(variant=variant, argv=None if argv is None else [__file__, *argv])
         with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
-            rows = proof_rows(Path(tmp), args.paths_scale)
+            rows = proof_rows(Path(tmp), args.paths_scale, args.repeats)
         print_proof_rows(rows)
         record.write({"proof": rows, "orders": list(SAMPLE_ORDERS)})
         return 0
