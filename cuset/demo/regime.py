@@ -203,11 +203,17 @@ def _arm_order(doc: dict):
     return lambda m: order.index(m) if m in order else len(order)
 
 
+# How run-to-run variance entered an interval (cuset.analysis.paired.RUN_VARIANCE), as the map marks it.
+_VARIANCE_FLAGS = {"estimated": "", "borrowed": "†"}   # anything else: "*", task sampling only
+_VARIANCE_NOTE = ("* one run per side: run-to-run variance not estimated, the interval covers task sampling only; "
+                  "† one side has a single run: the other side's run-to-run variance stands in for it")
+
+
 def _cell(p: dict | None) -> str:
     if p is None:
         return "n/a"
     interval = "no interval" if p["low"] is None else f"[{100 * p['low']:+.1f}, {100 * p['high']:+.1f}]"
-    flag = "" if p["run_variance"] == "estimated" else "*"
+    flag = _VARIANCE_FLAGS.get(p["run_variance"], "*")
     sig = " (significant)" if p["significant"] else ""
     return f"{100 * p['delta']:+.1f} {interval}{flag}{sig}"
 
@@ -240,12 +246,29 @@ def conclusion_lines(doc: dict) -> list[str]:
             key = ("cannot be tested against" if p["p_value"] is None else "shows no significant difference from"
                    if not p["significant"] else "beats" if p["delta"] > 0 else "loses to")
             verdicts[key].append(where)
-        single = any(p["run_variance"] != "estimated" for row in doc["levels"]
-                     for p in [row["paired"].get(arm)] if p)
+        kinds = {row["warmup_steps"]: p["run_variance"] for row in doc["levels"]
+                 for p in [row["paired"].get(arm)] if p}
         parts = [f"{verb} SFT at " + "; ".join(where) for verb, where in verdicts.items() if where]
-        lines.append(f"- {row_label(arm)} {' and '.join(parts)}."
-                     + (" One run per arm: the intervals cover task sampling only." if single else ""))
+        lines.append(f"- {row_label(arm)} {' and '.join(parts)}.{_variance_sentence(kinds)}")
     return lines or ["- No fine-tuned arm besides SFT was run."]
+
+
+def _variance_sentence(kinds: dict) -> str:
+    """What the intervals of one arm's comparisons carry, level by level (warm-up steps -> run_variance)."""
+    single = [k for k, v in kinds.items() if v not in _VARIANCE_FLAGS]
+    borrowed = [k for k, v in kinds.items() if v == "borrowed"]
+    if single and len(single) == len(kinds):
+        return " One run per arm: the intervals cover task sampling only."
+    def levels(ks: list) -> str:
+        return "k = " + ", ".join(str(k) for k in ks)
+
+    out = ""
+    if single:
+        out += f" At {levels(single)} one run per side: those intervals cover task sampling only."
+    if borrowed:
+        out += (f" At {levels(borrowed)} one side has a single run: the other side's run-to-run variance "
+                "stands in for it.")
+    return out
 
 
 def regime_markdown(doc: dict) -> str:
@@ -258,8 +281,7 @@ def regime_markdown(doc: dict) -> str:
              f"Each level is one demo run (linked) whose base was warmed up with k steps of SFT on the fine-tuning "
              f"families at points neither the fine-tuning nor the evaluation set holds. {doc['metric']} of each arm "
              "minus SFT on the same tasks, with a 95% interval from tasks and training runs as random effects "
-             "(cuset.analysis.paired; Holm-adjusted within each level for 'significant'; * one run per arm: run-to-run "
-             "variance not estimated, the interval covers task sampling only).", "",
+             f"(cuset.analysis.paired; Holm-adjusted within each level for 'significant'; {_VARIANCE_NOTE}).", "",
              "| Warm-up steps k | Base NLL | SFT " + doc["metric"] + " | "
              + " | ".join(f"{row_label(m)} - SFT" for m in others) + " |",
              "|---" * (3 + len(others)) + "|"]

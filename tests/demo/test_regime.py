@@ -153,7 +153,8 @@ def test_the_maps_conclusion_is_what_each_levels_paired_comparison_says():
     assert cuset.startswith("- CuSeT loses to SFT at k = 0 (base NLL 1.489, weak base")
     assert "-13.3 [-18.0, -8.6] (significant)" in cuset
     assert "and shows no significant difference from SFT at k = 40 (base NLL 0.142, the paper's premise holds" in cuset
-    assert "+3.1 [-2.0, +8.0]*" in cuset and cuset.endswith("the intervals cover task sampling only.")
+    assert "+3.1 [-2.0, +8.0]*" in cuset   # k = 0's runs are several per side: only k = 40 is named
+    assert cuset.endswith(". At k = 40 one run per side: those intervals cover task sampling only.")
     assert "beats" not in cuset
     assert wnorm.startswith("- CuSeT (sample weight at mean 1 per step) cannot be tested against SFT at k = 0")
     assert conclusion_lines({"metric": "function@1", "levels": []}) == ["- No fine-tuned arm besides SFT was run."]
@@ -170,3 +171,29 @@ def test_map_only_rewrites_the_map_from_the_finished_levels(regime_run, tmp_path
     assert res.exit_code != 0 and "no finished level" in _words(res.output)
     res = CliRunner().invoke(app, ["demo", "--map-only", "--out", str(tmp_path)])
     assert res.exit_code == 2 and "give --regime and --out DIR" in _words(res.output)
+
+
+def test_the_maps_conclusion_says_which_levels_rest_on_one_run():
+    """A powered level (every side several runs) beside one-run levels: the sentence names the
+    one-run levels instead of calling every interval task-sampling only."""
+    from cuset.demo.regime import conclusion_lines
+
+    mech = _nll(0.144, 0.579, 0.897, 1e-300)["mechanism"]
+
+    def level(k, run_variance):
+        return {"warmup_steps": k, "base_nll": 1.0, "mechanism": mech, "methods": {"sft": {}, "cuset": {}},
+                "paired": {"cuset": _paired(-0.15, -0.2, -0.1, 1e-5, True, run_variance)}}
+
+    doc = {"metric": "function@1", "levels": [level(0, "not_estimated"), level(12, "estimated"),
+                                              level(40, "not_estimated"), level(60, "borrowed")]}
+    (line,) = conclusion_lines(doc)
+    assert "-15.0 [-20.0, -10.0]* (significant)" in line          # k = 0: one run per side
+    assert "-15.0 [-20.0, -10.0] (significant)" in line           # k = 12: run variance estimated, no mark
+    assert "-15.0 [-20.0, -10.0]\u2020 (significant)" in line     # k = 60: borrowed
+    assert line.endswith(" At k = 0, 40 one run per side: those intervals cover task sampling only."
+                         " At k = 60 one side has a single run: the other side's run-to-run variance stands in for it.")
+    assert "One run per arm" not in line
+    doc["levels"] = [level(0, "not_estimated"), level(40, "not_estimated")]
+    assert conclusion_lines(doc)[0].endswith(" One run per arm: the intervals cover task sampling only.")
+    doc["levels"] = [level(12, "estimated")]
+    assert conclusion_lines(doc)[0].endswith("(significant)).")
