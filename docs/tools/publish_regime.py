@@ -15,6 +15,7 @@ that the committed map is what the code writes from these files.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -43,12 +44,29 @@ def publish_demo(run: Path, dest: Path) -> list[Path]:
     return copied
 
 
-def publish(run: Path, dest: Path, calibration: Path | None = None) -> list[Path]:
+def dropped_arms(run_level: Path, dest_level: Path) -> list[str]:
+    """Arms the level's report already under docs/ holds and the run's report does not: a level
+    re-run with fewer methods (say `methods=sft,cuset seeds=4` after a one-run `cuset:wnorm`)
+    writes a report without the arms it did not run, and copying it would drop them unseen."""
+    def methods(level: Path) -> list[str]:
+        path = level / "report.json"
+        return json.loads(path.read_text()).get("method_order", []) if path.is_file() else []
+
+    new = set(methods(run_level))
+    return [m for m in methods(dest_level) if m not in new]
+
+
+def publish(run: Path, dest: Path, calibration: Path | None = None, allow_dropped: bool = False) -> list[Path]:
     from cuset.demo.regime import levels_under
 
     levels = levels_under(run)
     if not levels or not (run / "regime.json").is_file():
         raise SystemExit(f"{run}: no finished map (regime.json and base-k*/report.json); run cuset demo --regime")
+    dropped = {level.name: arms for _, level in levels if (arms := dropped_arms(level, dest / level.name))}
+    if dropped and not allow_dropped:
+        raise SystemExit("publishing would drop arms the committed reports hold: "
+                         + "; ".join(f"{name}: {', '.join(arms)}" for name, arms in dropped.items())
+                         + ". Re-run the level with those methods too, or pass --allow-dropped")
     copied = []
 
     def copy(src: Path, dst: Path) -> None:
@@ -71,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dest", type=Path, help="where under docs/ to copy it")
     parser.add_argument("--calibration", type=Path, help="a calibration run (cuset demo --calibrate --out DIR)")
     parser.add_argument("--demo", action="store_true", help="RUN is one demo run (cuset demo), not a map")
+    parser.add_argument("--allow-dropped", action="store_true",
+                        help="publish even where a level's new report lacks arms its committed report holds")
     args = parser.parse_args(argv)
-    copied = publish_demo(args.run, args.dest) if args.demo else publish(args.run, args.dest, args.calibration)
+    copied = (publish_demo(args.run, args.dest) if args.demo
+              else publish(args.run, args.dest, args.calibration, args.allow_dropped))
     print(f"{len(copied)} files, {sum(f.stat().st_size for f in copied) / 2**20:.1f} MiB -> {args.dest}")
     return 0
 
