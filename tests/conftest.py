@@ -31,8 +31,9 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # sharded-training tests). In torch's one default directory, checkouts with different
 # virtual environments (a CI clone beside a working copy) rewrite each other's build file
 # (its include paths name the environment) and ninja rebuilds: about a minute each time
-# (bench/results/suite_time.json at 63edc8a: test_zero_two_processes_match_one_process[zero3-lora-cuset]
-# 90.7 s against 22.5-23.5 s for its siblings). One directory per environment keeps each build.
+# (bench/results/suite_time.json as committed in 82c069a, the run at 63edc8a:
+# test_zero_two_processes_match_one_process[zero3-lora-cuset] 90.7 s against 22.5-23.5 s for
+# its siblings; `git log -p` on the file). One directory per environment keeps each build.
 if "TORCH_EXTENSIONS_DIR" not in os.environ:
     import hashlib
     _default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "torch_extensions"

@@ -259,6 +259,7 @@ def _variance_sentence(kinds: dict) -> str:
     borrowed = [k for k, v in kinds.items() if v == "borrowed"]
     if single and len(single) == len(kinds):
         return " One run per arm: the intervals cover task sampling only."
+
     def levels(ks: list) -> str:
         return "k = " + ", ".join(str(k) for k in ks)
 
