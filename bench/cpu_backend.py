@@ -45,6 +45,15 @@ time of the processes (--paths-scale applies).
     .venv/bin/python bench/cpu_backend.py --paths [--paths-scale 1]
     .venv/bin/python bench/cpu_backend.py --proof [--paths-scale 1]
     .venv/bin/python bench/cpu_backend.py --barrier-paths [--paths-scale 1]
+    .venv/bin/python bench/cpu_backend.py --block-order [--repeats 3]
+
+Block order (issue 41), with --block-order: the bundled suite's Bitonic_Sort (16M
+elements, 300 launches of 65,536 blocks) and Scaled_Dot_Product_Attention (32 heads x
+2048 queries, one block per query and head) at their largest sizes, forward and
+random:1 with the blocks in one affine permutation of the whole grid
+(CUSET_CPU_BLOCK_CHUNK=1, the random order before 2026-11-27) and in chunks of 64
+neighbouring blocks (the default), alternated, medians of --repeats: process wall and
+CPU time, every output checked with the task's compare.py.
 
 Barrier regions (issue 41), with --barrier-paths: the 65536x1024 shared-memory row
 sort (one block per row, a bitonic network with a barrier after each of its 55
@@ -60,10 +69,13 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def children_cpu() -> float:
@@ -610,6 +622,71 @@ def proof_rows(workdir: Path, scale: int, repeats: int = 1) -> list[dict]:
     return rows
 
 
+BLOCK_ORDER_FAMILIES = ("bitonic_sort", "sdpa")
+BLOCK_ORDER_RUNS = (("forward", "forward", None), ("random_whole_grid", "random:1", "1"),
+                    ("random_chunks", "random:1", None))
+
+
+def block_order_rows(workdir: Path, repeats: int) -> list[dict]:
+    """Forward vs the random order with the whole-grid block permutation vs with chunks of
+    neighbouring blocks, on two bundled reference programs at their largest sizes (trusted
+    code, run directly with the backend's environment), alternated `repeats` times."""
+    from cuset.execute.cpu import CpuBackend, compile_program
+    from cuset.tasks import load_tasks
+
+    backend = CpuBackend(workers=1, skip_independent_orders=False)
+    tasks, _ = load_tasks(ROOT / "suites" / "cuset-bench.jsonl")
+    rows = []
+    for family in BLOCK_ORDER_FAMILIES:
+        task = max((t for t in tasks if t.family == family), key=lambda t: t.data_bytes)
+        where = workdir / family
+        where.mkdir(parents=True)
+        (where / "gen.py").write_text(task.gen_py)
+        (where / "compare.py").write_text(task.compare_py)
+        subprocess.run([sys.executable, "gen.py"], cwd=where, check=True)
+        compiled = compile_program(task.bench_cu, where / "build", timeout=300, backend=backend)
+        if not compiled.ok:
+            sys.exit(f"{task.task_name} failed to compile: {compiled.detail}")
+        row = {"task": f"{task.id} {task.task_name}", "repeats": repeats, "load_before": os.getloadavg()}
+        runs: dict[str, list[float]] = {}
+        for _ in range(repeats):
+            for key, order, chunk in BLOCK_ORDER_RUNS:
+                env = dict(backend.invocation(compiled.executable, order).env)
+                if chunk:
+                    env["CUSET_CPU_BLOCK_CHUNK"] = chunk
+                cpu, t = children_cpu(), time.perf_counter()
+                run = subprocess.run([str(compiled.executable)], cwd=where, env={**os.environ, **env},
+                                     capture_output=True, text=True, timeout=900)
+                wall, cpu = time.perf_counter() - t, children_cpu() - cpu
+                check = subprocess.run([sys.executable, "compare.py"], cwd=where, capture_output=True, text=True)
+                if run.returncode != 0 or check.stdout.strip() != "T":
+                    sys.exit(f"{task.task_name} {key}: exit {run.returncode}, compare {check.stdout.strip()!r}: "
+                             f"{run.stderr[-1000:]}")
+                runs.setdefault(f"{key}_s", []).append(wall)
+                runs.setdefault(f"{key}_cpu_s", []).append(cpu)
+        for key, values in runs.items():
+            row[key] = statistics.median(values)
+            row[key.removesuffix("_s") + "_runs"] = values
+        row["whole_grid_over_forward_cpu"] = row["random_whole_grid_cpu_s"] / row["forward_cpu_s"]
+        row["chunks_over_forward_cpu"] = row["random_chunks_cpu_s"] / row["forward_cpu_s"]
+        row["load_after"] = os.getloadavg()
+        rows.append(row)
+    return rows
+
+
+def print_block_order_rows(rows: list[dict]) -> None:
+    print("\nBlock order of the random orders: one permutation of the whole grid vs chunks of 64 "
+          "neighbouring blocks; process CPU time, medians\n")
+    print(f"{'task':<36}{'forward':>9}{'whole grid':>12}{'chunks':>9}{'grid/fwd':>10}{'chunks/fwd':>12}"
+          "  wall fwd/grid/chunks  load avg before -> after")
+    for r in rows:
+        load = f"{r['load_before'][0]:.1f} -> {r['load_after'][0]:.1f}"
+        print(f"{r['task']:<36}{r['forward_cpu_s']:>8.1f}s{r['random_whole_grid_cpu_s']:>11.1f}s"
+              f"{r['random_chunks_cpu_s']:>8.1f}s{r['whole_grid_over_forward_cpu']:>9.2f}x"
+              f"{r['chunks_over_forward_cpu']:>11.2f}x  {r['forward_s']:.1f}/{r['random_whole_grid_s']:.1f}/"
+              f"{r['random_chunks_s']:.1f} s  {load}")
+
+
 def print_proof_rows(rows: list[dict]) -> None:
     print("\nOrder proof: whole sample, every order (block loops) vs forward with the proof "
           "(other orders only when it fails); medians of the repeats\n")
@@ -687,11 +764,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--barrier-paths", action="store_true",
                     help="only the shared-memory row sort on the fibers vs barrier regions (minutes)")
     ap.add_argument("--paths-scale", type=int, default=1, help="divide the --paths sizes by this")
+    ap.add_argument("--block-order", action="store_true",
+                    help="only the random order's block permutation rows, whole grid vs chunks (minutes)")
     ap.add_argument("--proof", action="store_true", help="only the every-order vs order-proof sample rows (minutes)")
     ap.add_argument("--paths-only", default="", help="comma-separated subset of loops,chunks,fibers (default: all, "
                     "side by side); the result file is named after it")
     args = ap.parse_args(argv)
     from _record import start_record
+
+    if args.block_order:
+        record = start_record(variant="block-order", argv=None if argv is None else [__file__, *argv])
+        with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
+            rows = block_order_rows(Path(tmp), args.repeats)
+        print_block_order_rows(rows)
+        record.write({"block_order": rows, "chunk_blocks": 64})
+        return 0
 
     if args.proof:
         variant = "proof" if args.paths_scale == 1 else f"proof-scale{args.paths_scale}"

@@ -132,6 +132,86 @@ struct Block {
   Stack* dstack = nullptr;        // the worker stack the direct loop runs on
 };
 
+// The random orders' block order: a random bijection of the linear block indices
+// that keeps locality. The blocks are cut into chunks of CUSET_CPU_BLOCK_CHUNK
+// (default 64) consecutive blocks, the last one shorter; the chunks run in the
+// order q -> (a*q + c) mod m and each chunk's blocks in the order
+// r -> (a'*r + c') mod size, all drawn per launch. Any two blocks still run in either
+// order with about the same probability as under one affine permutation of the whole
+// grid (CUSET_CPU_BLOCK_CHUNK=1, the order before 2026-11-27, same random numbers),
+// since the chunks' order and each chunk's order are both random; but consecutive
+// blocks of the run are neighbours, so what neighbours share (an attention head's K
+// and V, a sort's stretch of the array) stays in the cache. A grid of at most one
+// chunk runs exactly as before. bench/cpu_backend.py --block-order measures both.
+struct Affine {  // i -> (a*i + c) mod n, gcd(a, n) = 1
+  unsigned long long a = 1, c = 0, n = 1;
+  unsigned long long operator()(unsigned long long i) const { return (a * i + c) % n; }
+};
+
+static unsigned long long gcd(unsigned long long a, unsigned long long b);
+
+static Affine random_affine(unsigned long long n) {
+  Affine f;
+  f.n = n ? n : 1;
+  if (f.n > 1) {
+    do f.a = 1 + next_random() % f.n; while (gcd(f.a, f.n) != 1);
+    f.c = next_random() % f.n;
+  }
+  return f;
+}
+
+// a^-1 mod n for gcd(a, n) = 1 (extended Euclid).
+static unsigned long long inverse(unsigned long long a, unsigned long long n) {
+  long long t = 0, t1 = 1;
+  unsigned long long r = n, r1 = a % n;
+  while (r1) {
+    unsigned long long q = r / r1, r2 = r - q * r1;
+    long long t2 = t - (long long)q * t1;
+    r = r1, r1 = r2, t = t1, t1 = t2;
+  }
+  return n == 1 ? 0 : (unsigned long long)(t < 0 ? t + (long long)n : t);
+}
+
+static unsigned long long block_chunk() {
+  static unsigned long long size = 0;
+  if (!size) {
+    const char* e = getenv("CUSET_CPU_BLOCK_CHUNK");
+    char* end = nullptr;
+    unsigned long long v = e && *e ? strtoull(e, &end, 10) : 64;
+    if (e && *e && (!end || *end || v == 0)) {
+      diag_printf("CUSET-CPU: runtime_error: CUSET_CPU_BLOCK_CHUNK='%s' is not a positive block count\n", e);
+      _exit(kExitRuntimeError);
+    }
+    size = v;
+  }
+  return size;
+}
+
+struct BlockPermutation {
+  unsigned long long size = 1, chunks = 1, last = 1;  // chunk size; chunks; size of the last chunk
+  unsigned long long last_at = 0;                     // the position in the run of the last chunk
+  Affine chunk, within, within_last;
+
+  void draw(unsigned long long n) {
+    size = block_chunk();
+    chunks = (n + size - 1) / size;
+    last = n - (chunks - 1) * size;
+    chunk = random_affine(chunks);
+    within = random_affine(chunks > 1 ? size : last);
+    within_last = chunks > 1 ? random_affine(last) : within;
+    // The position whose chunk is the last: a*v + c = chunks - 1 (mod chunks).
+    last_at = (unsigned long long)((unsigned __int128)((chunks - 1 + chunks - chunk.c) % chunks) *
+                                   inverse(chunk.a, chunks) % chunks);
+  }
+  // The block run at position `lin` of the launch.
+  unsigned long long block_of(unsigned long long lin) const {
+    unsigned long long start = last_at * size;  // the last chunk's first position
+    if (lin >= start && lin < start + last) return (chunks - 1) * size + within_last(lin - start);
+    if (lin >= start + last) lin += size - last;  // positions after the short chunk
+    return chunk(lin / size) * size + within(lin % size);
+  }
+};
+
 struct Grid {
   ThreadFn fn = nullptr;
   DirectFn direct_fn = nullptr;
@@ -139,7 +219,7 @@ struct Grid {
   KernelSite site{"", "", 0};
   dim3 grid, block;
   unsigned long long nblocks = 0, next = 0;
-  unsigned long long perm_a = 1, perm_c = 0;
+  BlockPermutation perm;  // the random orders' block order (block_of)
   void* host_sp = nullptr;
   bool active = false;
   Stack* pending_stack = nullptr;
@@ -492,7 +572,7 @@ static const int* random_thread_order(unsigned n) {
 static bool next_block() {
   unsigned long long lin = L.workers > 1 ? L.next.fetch_add(1, std::memory_order_relaxed) : G.next++;
   if (lin >= G.nblocks) return false;
-  if (g_order.random) lin = (G.perm_a * lin + G.perm_c) % G.nblocks;
+  if (g_order.random) lin = G.perm.block_of(lin);
   unsigned long long gx = G.grid.x, gy = G.grid.y;
   blockIdx.x = (unsigned)(lin % gx);
   blockIdx.y = (unsigned)((lin / gx) % gy);
@@ -748,13 +828,7 @@ void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic
   G.nblocks = (unsigned long long)grid.x * grid.y * grid.z;
   G.next = 0;
   g_dynamic_smem_bytes = dynamic_smem_bytes;
-  if (g_order.random && G.nblocks > 1) {
-    // A random bijection of the block indices: i -> (a*i + c) mod n, gcd(a, n) = 1.
-    unsigned long long a;
-    do a = 1 + next_random() % G.nblocks; while (gcd(a, G.nblocks) != 1);
-    G.perm_a = a;
-    G.perm_c = next_random() % G.nblocks;
-  }
+  if (g_order.random) G.perm.draw(G.nblocks);  // draws nothing for one block, as before
   unsigned n = block.x * block.y * block.z;
   for (unsigned t = 0; t < n; ++t) G.idx_of[t] = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
   for (unsigned w = 0, nw = (n + 31) / 32; w < nw; ++w) {
