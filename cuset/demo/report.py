@@ -356,6 +356,8 @@ def _markdown(doc: dict) -> str:
         "",
         regime_sentence(nll, cfg["tau"]),
         "",
+        *[f"Carried over: run `{r}`, {why}." for r, why in doc.get("carried_runs", {}).items()],
+        *([""] if doc.get("carried_runs") else []),
         "## Results (Table 2/3 shape)",
         "",
         "Compilation = nvcc compiled the program; Function = its outputs passed the task's checker. "
