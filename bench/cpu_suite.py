@@ -43,7 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from _record import start_record
 
-    record = start_record(argv=None if argv is None else [__file__, *argv])
+    default_suite = args.suite.resolve() == (ROOT / "suites" / "cuset-bench.jsonl").resolve()
+    # Another suite (a subset, say) is another record: it must not replace the bundled suite's.
+    record = start_record(variant="" if default_suite else f"suite-{args.suite.stem}",
+                          argv=None if argv is None else [__file__, *argv])
 
     from cuset.evaluate import evaluate_program
     from cuset.evaluate.workspace import Workspace
