@@ -48,8 +48,9 @@ time of the processes (--paths-scale applies).
     .venv/bin/python bench/cpu_backend.py --block-order [--repeats 3]
 
 Block order (issue 41), with --block-order: the bundled suite's Bitonic_Sort (16M
-elements, 300 launches of 65,536 blocks) and Scaled_Dot_Product_Attention (32 heads x
-2048 queries, one block per query and head) at their largest sizes, forward and
+elements, 300 launches of 65,536 blocks), Scaled_Dot_Product_Attention (32 heads x
+2048 queries, one block per query and head) and Sort_Rows_Float (65536 rows of 1024,
+one block per row, barrier regions) at their largest sizes, forward and
 random:1 with the blocks in one affine permutation of the whole grid
 (CUSET_CPU_BLOCK_CHUNK=1, the random order before 2026-11-27) and in chunks of 64
 neighbouring blocks (the default), alternated, medians of --repeats: process wall and
@@ -622,7 +623,7 @@ def proof_rows(workdir: Path, scale: int, repeats: int = 1) -> list[dict]:
     return rows
 
 
-BLOCK_ORDER_FAMILIES = ("bitonic_sort", "sdpa")
+BLOCK_ORDER_FAMILIES = ("bitonic_sort", "sdpa", "sort_rows")
 BLOCK_ORDER_RUNS = (("forward", "forward", None), ("random_whole_grid", "random:1", "1"),
                     ("random_chunks", "random:1", None))
 
