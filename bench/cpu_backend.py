@@ -630,7 +630,7 @@ BLOCK_ORDER_RUNS = (("forward", "forward", None), ("random_whole_grid", "random:
 
 def block_order_rows(workdir: Path, repeats: int) -> list[dict]:
     """Forward vs the random order with the whole-grid block permutation vs with chunks of
-    neighbouring blocks, on two bundled reference programs at their largest sizes (trusted
+    neighbouring blocks, on bundled reference programs at their largest sizes (trusted
     code, run directly with the backend's environment), alternated `repeats` times."""
     from cuset.execute.cpu import CpuBackend, compile_program
     from cuset.tasks import load_tasks

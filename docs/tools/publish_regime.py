@@ -70,7 +70,7 @@ def carry_arms(run_level: Path, dest_level: Path) -> list[str]:
     if not arms:
         return []
     bases = [json.loads((level / "base_nll.json").read_text()) for level in (run_level, dest_level)]
-    if [(b["nll"], b["n_tokens"]) for b in bases[:1]] != [(b["nll"], b["n_tokens"]) for b in bases[1:]]:
+    if (bases[0]["nll"], bases[0]["n_tokens"]) != (bases[1]["nll"], bases[1]["n_tokens"]):
         raise SystemExit(f"{run_level.name}: cannot carry {', '.join(arms)} from {dest_level}: its base is not this "
                          f"run's (NLL {bases[1]['nll']!r} on {bases[1]['n_tokens']} tokens, here {bases[0]['nll']!r} "
                          f"on {bases[0]['n_tokens']}); re-run those arms")
