@@ -87,6 +87,7 @@ MODES = ("auto", "bwrap", "unshare", "none")
 UID_BASE = 1_500_000
 UID_SPAN = 100_000
 _uid_counter = itertools.count()
+SANDBOX_USER = "cuset-sandbox"  # the name a sandboxed program sees in $USER and $LOGNAME
 
 
 class SandboxUnavailable(CusetError, RuntimeError):
@@ -386,7 +387,10 @@ def run_sandboxed(
     uid = _next_uid() if is_root and (mode == "bwrap" or policy.drop_root_without_bwrap) else None
     if uid is not None:
         _give_to(run_dir, uid)
-    full_env = clean_env({"HOME": str(run_dir), "TMPDIR": str(run_dir), **(env or {})})
+    # USER/LOGNAME: the throw-away uid has no passwd entry, and getpass.getuser() (torch.compile's
+    # cache directory, among others) reads these before it asks getpwuid, which would raise
+    full_env = clean_env({"HOME": str(run_dir), "TMPDIR": str(run_dir), "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER,
+                          **(env or {})})
     for attempt in range(BWRAP_SETUP_ATTEMPTS):
         step = _run_sandboxed_once(name, argv, run_dir, timeout, policy, mode, uid, full_env, readonly,
                                    output_limit, pass_fds)
