@@ -70,3 +70,29 @@ def test_the_parent_believes_only_a_plausible_record():
     for record, message in bad:
         with pytest.raises(UnbelievableTiming, match=message):
             checked_times(record, "candidate_ms", 2, wall_seconds=1.0)
+
+
+def test_timing_harness_names_only_what_its_sibling_files_define():
+    """kb_timing_harness.py runs only on a GPU, next to copies of the verification harness and
+    timing.py; a rename there once broke its candidate side (`harness.install_gpu_extensions`)
+    and only a lent GPU found it. Every `harness.X` / `timing.X` it uses must exist."""
+    import ast
+
+    from cuset.evaluate.perf.kernelbench_runner import HARNESS_FILES
+
+    def top_level_names(path):
+        names = set()
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        return names
+
+    defined = {stem: top_level_names(HARNESS_FILES[f"{stem}.py"]) for stem in ("harness", "timing")}
+    used = {(node.value.id, node.attr) for node in ast.walk(ast.parse(HARNESS_FILES["kb_timing_harness.py"].read_text()))
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in defined}
+    missing = sorted(f"{mod}.{attr}" for mod, attr in used if attr not in defined[mod])
+    assert not missing, f"kb_timing_harness.py uses names its sibling files do not define: {missing}"
+    assert {"install_extensions", "GpuExtensions", "load_module", "save"} <= {attr for mod, attr in used if mod == "harness"}

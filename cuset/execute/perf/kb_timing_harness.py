@@ -77,7 +77,7 @@ def reference(cfg, steps, timer, flush):
 def candidate(cfg, steps, timer, flush):
     import torch
 
-    harness.install_gpu_extensions(cfg["build_dir"])
+    harness.install_extensions(harness.GpuExtensions(cfg["build_dir"]))
     init_meta, init_tensors = harness.load(cfg["inputs_dir"], "c0")
     meta, tensors = harness.load(cfg["inputs_dir"], "c0_t0")
     with steps.step("import candidate", cfg["import_timeout"]):
