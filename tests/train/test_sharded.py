@@ -96,6 +96,9 @@ def test_zero_two_processes_match_one_process(accelerate_config, base, objective
     stage = 3 if "zero3" in accelerate_config else 2
     assert summary["strategy"] == {"kind": "deepspeed", "zero_stage": stage, "fsdp_sharding": None}
     assert summary["world_size"] == 2
+    # full sizes, not ZeRO-3's empty placeholders
+    assert summary["trainable_parameters"] == json.loads((tmp_path / "one" / "run_summary.json").read_text())[
+        "trainable_parameters"]
     one, two = read_log(tmp_path / "one" / "train_log.jsonl"), read_log(tmp_path / "two" / "train_log.jsonl")
     assert [r["step"] for r in two] == [1, 2, 3]
     for a, b in zip(one, two):
