@@ -187,17 +187,27 @@ def kernelbench_worker(args) -> int:
     backend, opts, perf_opts = get_backend("gpu"), eval_options(args), perf_options(args)
     for task in tasks:
         code = (BUNDLE / "solutions" / f"{task.id}.correct.py").read_text()
+        started = time.monotonic()
         r = evaluate_program(task, code, backend=backend, options=opts)
+        verified = time.monotonic()
         perf = measure(task, code, r, backend, perf_opts, eval_options=opts)
+        seconds = _seconds(started, verified)
         hacks = [str(f) for f in check_answer(code, task.reference_src)]
         speed = (f"{perf['candidate_ms']['mean']:.4f} ms, eager {perf['eager_ms']['mean']:.4f} ms, "
                  f"{perf['speedup_eager']:.2f}x" + (f", vs compile {perf['speedup_compile']:.2f}x"
                                                     if perf.get("speedup_compile") else "")
                  if perf.get("status") == "measured" else f"{perf.get('status')}: {perf.get('reason', '')}")
         emit({"task": task.id, "task_name": task.task_name, "kind": "kernelbench", "status": r.status.value,
-              "detail": r.detail[:300], "hack": hacks, "perf": perf,
-              "line": f"{task.id:<26} {r.status.value:<8} {speed}" + (f"  hack {hacks}" if hacks else "")})
+              "detail": r.detail[:300], "hack": hacks, "perf": perf, "seconds": seconds,
+              "line": f"{task.id:<26} {r.status.value:<8} {speed}" + (f"  hack {hacks}" if hacks else "")
+                      + f"  [{seconds['verify']:.0f} + {seconds['perf']:.0f} s]"})
     return 0
+
+
+def _seconds(started: float, verified: float) -> dict:
+    """A task's wall seconds: its verification (builds and runs), then its timing or profiling.
+    The first GPU runs could not tell which of the two spent a KernelBench answer's minute."""
+    return {"verify": verified - started, "perf": time.monotonic() - verified}
 
 
 def cudabench_worker(args) -> int:
@@ -215,15 +225,19 @@ def cudabench_worker(args) -> int:
     backend, opts, perf_opts = get_backend("gpu"), eval_options(args), perf_options(args)
     with Workspace(gen_timeout=args.step_timeout) as ws, CompileCache(backend, timeout=args.step_timeout) as cache:
         for task in tasks:
+            started = time.monotonic()
             r = evaluate_program(task, task.bench_cu, backend=backend, cache=cache, workspace=ws, options=opts)
+            verified = time.monotonic()
             perf = measure(task, task.bench_cu, r, backend, perf_opts, eval_options=opts, cache=cache, workspace=ws)
+            seconds = _seconds(started, verified)
             roof = perf.get("roofline") or {}
             what = (f"score {roof['score']:.3f}, BU {roof['bandwidth_utilisation']:.3f}, "
                     f"CE {roof['compute_efficiency']:.3f} ({perf['launches']} launches)"
                     if perf.get("status") == "measured" else f"{perf.get('status')}: {perf.get('reason', '')}")
             emit({"task": task.id, "task_name": task.task_name, "kind": "cudabench", "status": r.status.value,
-                  "detail": r.detail[:300], "hack": [], "perf": perf,
-                  "line": f"{task.id:<4} {task.task_name[:30]:<30} {r.status.value:<8} {what}"})
+                  "detail": r.detail[:300], "hack": [], "perf": perf, "seconds": seconds,
+                  "line": f"{task.id:<4} {task.task_name[:30]:<30} {r.status.value:<8} {what}"
+                          f"  [{seconds['verify']:.0f} + {seconds['perf']:.0f} s]"})
     return 0
 
 

@@ -17,7 +17,7 @@ What it covers
   uid, so a fork bomb stops at the limit without starving other runs), open files,
   and address space (RLIMIT_AS; CPU backend only: CUDA maps huge ranges). No core dumps.
 - Environment: rebuilt from scratch (clean_env): PATH, LANG, one BLAS thread,
-  HOME/TMPDIR pointing into the run dir; no tokens, proxies or CUDA_* unless given.
+  HOME/TMPDIR pointing into the run dir, USER/LOGNAME `cuset-sandbox`; no tokens, proxies or CUDA_* unless given.
 - Memory of the whole process tree (`program_memory_bytes`): a cgroup with a memory
   and a pids limit (v2, else the v1 controllers; cuset.execute.cgroup); a kill by
   that limit marks the step `limit="memory_limit"`. Without usable cgroups only the

@@ -70,3 +70,23 @@ def test_unknown_suite_is_refused(capsys):
     with pytest.raises(SystemExit) as done:
         load().main(["--suites", "kernelbench,robust"])
     assert done.value.code == 2 and "unknown robust" in capsys.readouterr().err
+
+
+def test_a_worker_row_says_where_the_task_s_seconds_went(monkeypatch, capsys):
+    """The CUDABench worker on the first bundled task, with the CPU backend standing in for the
+    GPU one: the row splits the task's wall seconds into verification and profiling (on the CPU,
+    'not measured'), so a GPU run's record shows what a slow task spent its time on."""
+    import json
+
+    import cuset.execute.registry as registry
+
+    real = registry.get_backend
+    monkeypatch.setattr(registry, "get_backend", lambda name, **kw: real("cpu", **kw))
+    assert load().main(["--worker", "cudabench", "--cudabench-tasks", "1"]) == 0
+    rows = [json.loads(line[4:]) for line in capsys.readouterr().out.splitlines() if line.startswith("ROW ")]
+    assert rows[0] == {"planned": [0]}
+    row = rows[1]
+    assert row["status"] == "passed" and row["perf"]["status"] == "not_measured"
+    assert set(row["seconds"]) == {"verify", "perf"}
+    assert row["seconds"]["verify"] > 0 and row["seconds"]["perf"] >= 0
+    assert row["line"].endswith(f"[{row['seconds']['verify']:.0f} + {row['seconds']['perf']:.0f} s]")

@@ -149,6 +149,34 @@ int main() { printf("token=%s home=%s\n", getenv("SECRET_TOKEN") ? "set" : "unse
     assert f"home={d.resolve()}" in r.stdout
 
 
+@pytest.mark.parametrize("mode", EVERY_MODE)
+def test_a_sandboxed_program_is_told_who_it_is(tmp_path, mode, monkeypatch):
+    """The throw-away uid has no passwd entry, so the sandbox names the user in $USER and $LOGNAME
+    (where getpass.getuser() and other tools look first), never the host's name."""
+    monkeypatch.setenv("USER", "host-user")
+    d = build(tmp_path, r'''
+#include <stdio.h>
+#include <stdlib.h>
+int main() { printf("%s %s\n", getenv("USER"), getenv("LOGNAME")); return 0; }''')
+    r = run_sandboxed("run", ["./prog"], run_dir=d, timeout=20, policy=SandboxPolicy(mode=mode))
+    assert r.stdout.split() == [sandbox.SANDBOX_USER] * 2
+
+
+@needs_bwrap
+def test_a_sandboxed_python_can_ask_who_it_is(tmp_path):
+    """getpass.getuser() (torch.compile's cache directory) raised KeyError inside the sandbox on the
+    throw-away uid until $USER was set (found timing KernelBench on an H200)."""
+    import sys
+
+    r = run_sandboxed("run", [sys.executable, "-I", "-c", "import getpass, os; print(getpass.getuser(), os.getuid())"],
+                      run_dir=tmp_path, timeout=30, policy=SandboxPolicy(mode="bwrap"))
+    assert r.returncode == 0, r.stderr[-2000:]
+    user, uid = r.stdout.split()
+    assert user == sandbox.SANDBOX_USER
+    if os.geteuid() == 0:
+        assert int(uid) >= UID_BASE
+
+
 @needs_a_sandbox
 def test_daemonised_child_dies_with_the_step(tmp_path):
     mode = AUTO_MODE
