@@ -46,6 +46,7 @@ time of the processes (--paths-scale applies).
     .venv/bin/python bench/cpu_backend.py --proof [--paths-scale 1]
     .venv/bin/python bench/cpu_backend.py --barrier-paths [--paths-scale 1]
     .venv/bin/python bench/cpu_backend.py --block-order [--repeats 3]
+    .venv/bin/python bench/cpu_backend.py --order-cost [--repeats 5]
 
 Block order (issue 41), with --block-order: the bundled suite's Bitonic_Sort (16M
 elements, 300 launches of 65,536 blocks), Scaled_Dot_Product_Attention (32 heads x
@@ -62,6 +63,17 @@ steps: the bundled suite's Sort_Rows_Float at its largest size) per order, forwa
 and random:1, on the fibers (CUSET_CPU_BLOCK_LOOP=0) and split into barrier regions
 (the default), side by side in one run: process wall time and CPU time. Target
 <= 20 s per order on 2 cores, random within 1.3x of forward.
+
+What the random order itself costs (issue 41), with --order-cost: where the row sort's
+random/forward ratio comes from. A standalone C++ replica of its barrier regions (the
+loops the rewriter emits, without the runtime), compiled with the CPU backend's own
+flags, sorts 8192 rows of 1024 in one process under six thread orders, alternated,
+medians of --repeats: index order (forward's loop), the identity through the order
+table (the random path's loop with no permutation), the runtime's random orders (warps
+shuffled, each warp's lanes in the order l ^ mask, a pool of 32 drawn after each
+barrier), each half of that alone, and a uniform shuffle of the block. Every run's rows
+are checked sorted. A replica, not the runtime: it attributes the ratio, it is not the
+target row.
 """
 
 from __future__ import annotations
@@ -293,6 +305,88 @@ int main(int argc, char** argv) {
 }
 """
 SORT_ROWS = 65536
+
+# --order-cost: the row sort's regions as the rewriter emits them, with the thread order
+# as the only variable (cuset_rt/core.h for_each_thread; scheduler.cpp random_thread_order).
+ORDER_COST_PROGRAM = r"""
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+constexpr int LEN = 1024;
+static float s[LEN];
+template <class F> __attribute__((always_inline)) inline void each(const int* order, F&& f) {
+  if (order) for (unsigned i = 0; i < LEN; ++i) f((unsigned)order[i]);
+  else for (unsigned x = 0; x < LEN; ++x) f(x);
+}
+__attribute__((noinline)) void sort_rows(const float* in, float* out, int rows, int (*pool)[LEN]) {
+  unsigned long long rng = 12345;
+  auto next = [&]() -> const int* {
+    if (!pool) return nullptr;
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return pool[rng % 32];
+  };
+  for (int b = 0; b < rows; ++b) {
+    size_t base = (size_t)b * LEN;
+    const int* o = next();
+    each(o, [&](unsigned t) { s[t] = in[base + t]; });
+    o = next();
+    for (int k = 2; k <= LEN; k <<= 1)
+      for (int j = k >> 1; j > 0; j >>= 1) {
+        each(o, [&](unsigned u) {
+          int t = (int)u, partner = t ^ j;
+          if (partner > t) {
+            bool up = (t & k) == 0;
+            float a = s[t], c = s[partner];
+            if ((a > c) == up) { s[t] = c; s[partner] = a; }
+          }
+        });
+        o = next();
+      }
+    each(o, [&](unsigned t) { out[base + t] = s[t]; });
+  }
+}
+static int pools[6][32][LEN];
+int main(int argc, char** argv) {
+  int rows = atoi(argv[1]), repeats = atoi(argv[2]);
+  size_t n = (size_t)rows * LEN;
+  std::vector<float> in(n), out(n);
+  unsigned long long r = 88172645463325252ull;
+  for (size_t i = 0; i < n; ++i) { r ^= r << 13; r ^= r >> 7; r ^= r << 17; in[i] = (float)(r % 1000003) / 7.0f; }
+  std::mt19937 g(1);
+  for (int k = 0; k < 32; ++k) {
+    int warps[32];
+    for (int w = 0; w < 32; ++w) warps[w] = w;
+    std::shuffle(warps, warps + 32, g);
+    for (int w = 0, i = 0; w < 32; ++w) {
+      unsigned mask = g() & 31;
+      for (unsigned l = 0; l < 32; ++l, ++i) {
+        pools[1][k][i] = i;                                   // identity
+        pools[2][k][i] = warps[w] * 32 + (int)(l ^ mask);     // the runtime's random orders
+        pools[3][k][i] = warps[w] * 32 + (int)l;              // warps shuffled, lanes in order
+        pools[4][k][i] = w * 32 + (int)(l ^ mask);            // warps in order, lanes l ^ mask
+        pools[5][k][i] = i;
+      }
+    }
+    std::shuffle(pools[5][k], pools[5][k] + LEN, g);          // a uniform shuffle of the block
+  }
+  for (int rep = 0; rep < repeats; ++rep)
+    for (int m = 0; m < 6; ++m) {
+      auto t0 = std::chrono::steady_clock::now();
+      sort_rows(in.data(), out.data(), rows, m ? pools[m] : nullptr);
+      double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      int ok = 1;
+      for (size_t i = 0; i < n; ++i) if (i % LEN && out[i - 1] > out[i]) ok = 0;
+      printf("order=%d s=%.4f ok=%d\n", m, sec, ok);
+    }
+}
+"""
+ORDER_COST_NAMES = ("index order (forward's loop)", "identity through the order table",
+                    "random orders (warps shuffled, lanes l ^ mask)", "warps shuffled, lanes in order",
+                    "warps in order, lanes l ^ mask", "uniform shuffle of the block")
+ORDER_COST_ROWS = 8192
 BARRIER_ORDERS = ("forward", "random:1")
 BARRIER_PATHS = ("fibers", "regions")
 
@@ -327,6 +421,34 @@ def barrier_path_rows(workdir: Path, scale: int) -> list[dict]:
     row["regions_random_over_forward_cpu"] = row[f"regions_{r}_cpu_s"] / row[f"regions_{f}_cpu_s"]
     row["load_after"] = os.getloadavg()
     return [row]
+
+
+def order_cost_rows(workdir: Path, repeats: int) -> list[dict]:
+    """The replica under each thread order, medians of `repeats` alternated runs in one process."""
+    from cuset.execute.cpu.toolchain import Toolchain
+
+    src, exe = workdir / "order_cost.cpp", workdir / "order_cost"
+    src.write_text(ORDER_COST_PROGRAM)
+    flags = Toolchain().program_flags()
+    subprocess.run(["g++", *flags, "-o", str(exe), str(src)], check=True)
+    out = subprocess.run([str(exe), str(ORDER_COST_ROWS), str(repeats)], capture_output=True, text=True,
+                         check=True, timeout=1800).stdout
+    times: dict[int, list[float]] = {}
+    for line in out.splitlines():
+        got = dict(kv.split("=") for kv in line.split())
+        if got["ok"] != "1":
+            sys.exit(f"order-cost replica sorted wrongly under {ORDER_COST_NAMES[int(got['order'])]}")
+        times.setdefault(int(got["order"]), []).append(float(got["s"]))
+    base = statistics.median(times[0])
+    return [{"order": ORDER_COST_NAMES[m], "seconds": statistics.median(t), "runs": t,
+             "over_index_order": statistics.median(t) / base, "rows": ORDER_COST_ROWS, "flags": flags}
+            for m, t in sorted(times.items())]
+
+
+def print_order_cost_rows(rows: list[dict]) -> None:
+    print(f"\nRow sort regions, replica ({ORDER_COST_ROWS}x1024), median seconds per thread order\n")
+    for r in rows:
+        print(f"{r['order']:<50}{r['seconds']:>8.3f} s{r['over_index_order']:>7.2f}x")
 
 
 def print_barrier_path_rows(rows: list[dict]) -> None:
@@ -768,6 +890,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block-order", action="store_true",
                     help="only the random order's block permutation rows, whole grid vs chunks (minutes)")
     ap.add_argument("--proof", action="store_true", help="only the every-order vs order-proof sample rows (minutes)")
+    ap.add_argument("--order-cost", action="store_true",
+                    help="only the row sort replica under six thread orders: what the random order costs (a minute)")
     ap.add_argument("--paths-only", default="", help="comma-separated subset of loops,chunks,fibers (default: all, "
                     "side by side); the result file is named after it")
     args = ap.parse_args(argv)
@@ -779,6 +903,14 @@ def main(argv: list[str] | None = None) -> int:
             rows = block_order_rows(Path(tmp), args.repeats)
         print_block_order_rows(rows)
         record.write({"block_order": rows, "chunk_blocks": 64})
+        return 0
+
+    if args.order_cost:
+        record = start_record(variant="order-cost", argv=None if argv is None else [__file__, *argv])
+        with tempfile.TemporaryDirectory(prefix="cuset-cpu-bench-") as tmp:
+            rows = order_cost_rows(Path(tmp), args.repeats)
+        print_order_cost_rows(rows)
+        record.write({"order_cost": rows})
         return 0
 
     if args.proof:
