@@ -33,7 +33,8 @@ def test_no_rule_fires_on_the_bundled_answers(path):
 
 def test_every_rule_is_registered_with_what_it_catches():
     assert set(RULES) == {"try_fallback", "inherits_reference", "torch_op_in_forward", "no_custom_kernel",
-                          "stream_or_thread", "lazy_tensor", "timing_patch", "precision_downgrade"}
+                          "stream_or_thread", "lazy_tensor", "timing_patch", "precision_downgrade",
+                          "state_across_calls"}
     assert all(r.catches for r in RULES.values())
 
 
@@ -155,6 +156,52 @@ def test_precision_downgrade_only_against_an_fp32_reference():
     tf32 = KERNEL + "torch.backends.cuda.matmul.allow_tf32 = True\n" + \
         "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
     assert fired(tf32) == ["precision_downgrade:10"]
+
+
+def test_state_across_calls():
+    memo = KERNEL + ("class ModelNew(nn.Module):\n"                         # 10
+                     "    def __init__(self):\n"
+                     "        super().__init__()\n"
+                     "        self.last = None\n"                           # 13: __init__ may
+                     "    def forward(self, x):\n"
+                     "        if self.last is not None and self.last[0] is x:\n"
+                     "            return self.last[1]\n"
+                     "        self.last = (x, ext.f(x))\n"                   # 17
+                     "        return self.last[1]\n")
+    assert fired(memo) == ["state_across_calls:17"]
+    module_cache = KERNEL + ("import functools\n"                           # 10
+                             "CACHE = {}\n"
+                             "@functools.lru_cache(maxsize=None)\n"         # 12
+                             "def shape_of(n):\n"
+                             "    return n\n"
+                             "class ModelNew(nn.Module):\n"
+                             "    def forward(self, x):\n"
+                             "        global CACHE\n"                       # 17
+                             "        CACHE[x.data_ptr()] = y = ext.f(x)\n"  # 18
+                             "        CACHE.setdefault(0, y)\n"            # 19
+                             "        setattr(self, 'y', y)\n"             # 20
+                             "        return y\n")
+    assert fired(module_cache) == ["state_across_calls:12", "state_across_calls:17", "state_across_calls:18",
+                                   "state_across_calls:19", "state_across_calls:20"]
+    lazy_build = ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+                  "SRC = '__global__ void k(float* y) {}'\n"
+                  "class ModelNew(nn.Module):\n"
+                  "    def __init__(self):\n        super().__init__()\n        self.ext = None\n"
+                  "    def forward(self, x):\n"
+                  "        if self.ext is None:\n"
+                  "            self.ext = load_inline(name='e', cpp_sources='', cuda_sources=SRC, functions=['f'])\n"
+                  "        out = torch.empty_like(x)\n"
+                  "        out[0] = 1\n"            # a local tensor: not state
+                  "        return self.ext.f(x)\n")
+    assert "state_across_calls" not in " ".join(fired(lazy_build))
+    helper = KERNEL + ("def run(x, _seen={}):\n"                  # 10
+                       "    if x.data_ptr() not in _seen:\n"
+                       "        _seen[x.data_ptr()] = ext.f(x)\n"
+                       "    return _seen[x.data_ptr()]\n"
+                       "class ModelNew(nn.Module):\n"
+                       "    def forward(self, x):\n"
+                       "        return run(x)\n")
+    assert fired(helper) == ["state_across_calls:10"]
 
 
 def test_unparseable_or_missing_code_gives_no_findings():
