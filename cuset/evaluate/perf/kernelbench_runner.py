@@ -48,11 +48,13 @@ TIMING_LIMIT = 1 << 20
 
 def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxPolicy = SandboxPolicy(),
                      workdir=None, program_memory_bytes: int | None = None,
-                     extra_env: dict[str, str] | None = None) -> dict:
-    """The perf record (cuset.evaluate.perf.records) of a passing answer on the GPU."""
+                     extra_env: dict[str, str] | None = None, device: str = "cuda") -> dict:
+    """The perf record (cuset.evaluate.perf.records) of a passing answer on the GPU.
+    `device="cpu"` is for tests only: the same sandboxed runs of the same harness on the CPU,
+    with the host clock (the pipeline never passes it; the CPU backend times nothing)."""
     root = Path(tempfile.mkdtemp(prefix="kbperf-", dir=workdir))
     os.chmod(root, 0o711)
-    common = dict(options=options, sandbox=sandbox, memory=program_memory_bytes, env=extra_env or {})
+    common = dict(options=options, sandbox=sandbox, memory=program_memory_bytes, env=extra_env or {}, device=device)
     try:
         ref_dir = _run_dir(root, "reference.py", task.reference_src)
         ref, ref_step = _run("reference", ref_dir, **common)
@@ -111,8 +113,8 @@ def _run_dir(root: Path, name: str, source: str) -> Path:
 
 
 def _run(role: str, run_dir: Path, *, options: PerfOptions, sandbox: SandboxPolicy, memory: int | None,
-         env: dict) -> tuple[dict, object]:
-    cfg = {"role": role, "seed": options.seed, "warmup": options.warmup, "trials": options.trials,
+         env: dict, device: str) -> tuple[dict, object]:
+    cfg = {"role": role, "device": device, "seed": options.seed, "warmup": options.warmup, "trials": options.trials,
            "compile": options.compile_baseline, "step_timeout": options.step_timeout,
            "import_timeout": options.step_timeout, "compile_timeout": options.step_timeout,
            "reference_path": str(run_dir / "reference.py"), "candidate_path": str(run_dir / "candidate.py"),
@@ -123,7 +125,7 @@ def _run(role: str, run_dir: Path, *, options: PerfOptions, sandbox: SandboxPoli
     (run_dir / "config.json").write_text(json.dumps(cfg))
     policy = SandboxPolicy(mode=sandbox.mode, cpu_seconds=math.ceil(options.run_timeout) + 5,
                            file_size_bytes=sandbox.file_size_bytes, processes=sandbox.processes, memory_bytes=None,
-                           open_files=max(sandbox.open_files or 0, 1024), gpu_devices=True, hide=sandbox.hide,
+                           open_files=max(sandbox.open_files or 0, 1024), gpu_devices=device == "cuda", hide=sandbox.hide,
                            program_memory_bytes=memory)
     step = run_sandboxed(f"kernelbench-perf[{role}]", [sys.executable, "-I", "kb_timing_harness.py", "config.json"],
                          run_dir=run_dir, timeout=options.run_timeout, policy=policy,

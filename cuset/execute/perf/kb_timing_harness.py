@@ -17,6 +17,10 @@ times ONE side, so the candidate never shares a process with the reference's tim
 The CUDA events, synchronize, L2 size and flush buffer are bound BEFORE the candidate
 is imported (timing.CudaEventTimer). Trial times go to `timing.json`; the parent
 believes them only within bounds (cuset.execute.perf.claims) and its own clock.
+
+`device` "cpu" (tests only: cuset.evaluate.perf.kernelbench_runner never passes it) runs
+the same steps on the CPU with the host clock, so the harness's logic is tested on
+machines without a GPU.
 """
 
 import json
@@ -27,6 +31,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # -I leaves the
 
 import harness  # noqa: E402  (the verification harness, copied next to this file)
 import timing  # noqa: E402
+
+# What times the answer and writes its record, bound before the answer is imported: an answer
+# that replaces harness.write_json or timing.time_trials afterwards changes neither (the static
+# rule timing_patch flags answers that reach into the harness at all).
+TIME_TRIALS, WRITE_JSON = timing.time_trials, harness.write_json
 
 
 def time_model(model, inputs, cfg, timer, flush, steps, what):
@@ -39,7 +48,7 @@ def time_model(model, inputs, cfg, timer, flush, steps, what):
             def run():
                 box["out"] = model(*inputs)
 
-            times = timing.time_trials(run, warmup=cfg["warmup"], trials=cfg["trials"], timer=timer, flush=flush)
+            times = TIME_TRIALS(run, warmup=cfg["warmup"], trials=cfg["trials"], timer=timer, flush=flush)
     return times, box.get("out")
 
 
@@ -53,18 +62,19 @@ def reference(cfg, steps, timer, flush):
     shared = {}
     harness.save(cfg["inputs_dir"], "c0", {"init": harness.encode(list(init), shared, "init")}, shared)
     torch.manual_seed(cfg["seed"])
-    model = mod.Model(*init).to("cuda").eval()
+    model = mod.Model(*init).to(cfg["device"]).eval()
     torch.manual_seed(cfg["seed"])
     inputs = mod.get_inputs()
     shared = {}
     harness.save(cfg["inputs_dir"], "c0_t0", {"inputs": [harness.encode(x, shared, f"in.{k}")
                                                           for k, x in enumerate(inputs)]}, shared)
-    inputs = [x.to("cuda") if isinstance(x, torch.Tensor) else x for x in inputs]
+    inputs = [x.to(cfg["device"]) if isinstance(x, torch.Tensor) else x for x in inputs]
     eager, out = time_model(model, inputs, cfg, timer, flush, steps, "eager reference")
     expected = {}
     harness.save(cfg["expected_dir"], "c0_t0", {"outputs": [harness.encode(o, expected, f"out.{k}")
                                                             for k, o in enumerate(harness.flatten(out))]}, expected)
-    record = {"status": "ran", "eager_ms": eager, "device": torch.cuda.get_device_name(0)}
+    record = {"status": "ran", "eager_ms": eager,
+              "device": torch.cuda.get_device_name(0) if cfg["device"] == "cuda" else cfg["device"]}
     if cfg.get("compile"):
         with steps.step("torch.compile reference", cfg["compile_timeout"]):
             compiled = torch.compile(model)
@@ -83,8 +93,8 @@ def candidate(cfg, steps, timer, flush):
     with steps.step("import candidate", cfg["import_timeout"]):
         mod = harness.load_module("candidate", cfg["candidate_path"])
     torch.manual_seed(cfg["seed"])
-    model = mod.ModelNew(*harness.decode(init_meta["init"], init_tensors, "cpu")).to("cuda").eval()
-    inputs = harness.decode({"l": meta["inputs"]}, tensors, "cuda")
+    model = mod.ModelNew(*harness.decode(init_meta["init"], init_tensors, "cpu")).to(cfg["device"]).eval()
+    inputs = harness.decode({"l": meta["inputs"]}, tensors, cfg["device"])
     times, out = time_model(model, inputs, cfg, timer, flush, steps, "candidate")
     written = {}
     harness.save(cfg["outputs_dir"], "c0_t0", {"outputs": [harness.encode(o, written, f"out.{k}")
@@ -95,22 +105,26 @@ def candidate(cfg, steps, timer, flush):
 def main():
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
+    cfg.setdefault("device", "cuda")
     steps = harness.Steps(cfg)
     try:
         with steps.step("import torch", cfg["import_timeout"]):
             import torch
 
-            torch.cuda.init()
-            timer = timing.CudaEventTimer(torch)   # bound before any answer code runs
-            l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or (50 << 20)
-            flush = timing.l2_flush(torch, "cuda", l2)
+            if cfg["device"] == "cuda":
+                torch.cuda.init()
+                timer = timing.CudaEventTimer(torch)   # bound before any answer code runs
+                l2 = getattr(torch.cuda.get_device_properties(0), "L2_cache_size", 0) or (50 << 20)
+                flush = timing.l2_flush(torch, "cuda", l2)
+            else:
+                timer, flush = timing.HostTimer(), None
         record = (reference if cfg["role"] == "reference" else candidate)(cfg, steps, timer, flush)
     except harness.Verdict as v:
         record = v.record
     except BaseException as e:  # the candidate's failure (or SystemExit from it)
         head, tb = harness.exc_summary(e)
         record = {"status": "runtime_error", "detail": f"{head} ({steps.current.get('step', '')})", "log": tb}
-    harness.write_json(cfg["timing_path"], record)
+    WRITE_JSON(cfg["timing_path"], record)
     sys.stdout.flush()
     os._exit(0)
 

@@ -17,6 +17,7 @@ when it is made, so a candidate that later patches `torch.cuda.Event` or
 
 import math
 import statistics
+import time
 
 DEFAULT_WARMUP = 3
 DEFAULT_TRIALS = 100
@@ -82,6 +83,30 @@ class CudaEventTimer:
 
     def synchronize(self):
         self._device_sync()
+
+
+class HostTimer:
+    """The host's monotonic clock in place of CUDA events: only for running the timing
+    harness's logic on a CPU in tests (kb_timing_harness.py with device "cpu"); no CPU time
+    is ever reported as a kernel time."""
+
+    def __init__(self):
+        self._now = time.perf_counter
+
+    def pair(self):
+        return {}, {}
+
+    def record(self, event):
+        event["t"] = self._now()
+
+    def wait(self, event):
+        pass
+
+    def elapsed_ms(self, start, end):
+        return (end["t"] - start["t"]) * 1e3
+
+    def synchronize(self):
+        pass
 
 
 def l2_flush(torch, device, l2_bytes):

@@ -1,0 +1,94 @@
+"""The KernelBench timing runs end to end on the CPU: the real harness script
+(cuset/execute/perf/kb_timing_harness.py), sandboxed, reference and answer in their own runs,
+the parent's re-check on the timed inputs and its claims checks, with `device="cpu"` and the
+host clock in place of CUDA events. On a GPU only the device and the timer differ; before
+this, the harness ran nowhere but on a lent GPU, where a renamed function had broken every
+answer's run (3ebf25c)."""
+
+from pathlib import Path
+
+import pytest
+
+from cuset.evaluate.perf.kernelbench_runner import time_kernelbench
+from cuset.evaluate.perf.options import PerfOptions
+from cuset.tasks import load_tasks
+
+BUNDLE = Path(__file__).resolve().parents[2] / "suites" / "kernelbench"
+OPTIONS = PerfOptions(warmup=1, trials=5, compile_baseline=False, run_timeout=300)
+
+HONEST = """import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+"""
+
+
+@pytest.fixture(scope="module")
+def relu():
+    return {t.id: t for t in load_tasks(BUNDLE)[0]}["kb_relu"]
+
+
+def timed(task, code, tmp_path, options=OPTIONS):
+    return time_kernelbench(task, code, options=options, workdir=tmp_path, device="cpu")
+
+
+def test_an_honest_answer_is_timed_against_the_reference(relu, tmp_path):
+    perf = timed(relu, HONEST, tmp_path)
+    assert perf["status"] == "measured", perf
+    assert perf["candidate_ms"]["n"] == 5 and perf["eager_ms"]["n"] == 5
+    assert perf["candidate_ms"]["min"] > 0
+    assert perf["speedup_eager"] == pytest.approx(perf["eager_ms"]["mean"] / perf["candidate_ms"]["mean"])
+    assert perf["device"] == "cpu" and perf["speedup_compile"] is None
+    assert list(tmp_path.iterdir()) == []   # the run dirs are gone
+
+
+def test_a_wrong_answer_fails_on_the_timed_inputs(relu, tmp_path):
+    perf = timed(relu, HONEST.replace("torch.relu(x)", "torch.relu(x) + 0.5"), tmp_path)
+    assert perf["status"] == "failed" and perf["reason"].startswith("on the timed inputs: wrong: output:"), perf
+
+
+def test_an_answer_that_raises_fails_with_its_error(relu, tmp_path):
+    perf = timed(relu, HONEST.replace("return torch.relu(x)", "raise ValueError('no kernel today')"), tmp_path)
+    assert perf["status"] == "failed" and "no kernel today" in perf["reason"], perf
+
+
+@pytest.mark.parametrize("forge", [
+    "import harness\n_write = harness.write_json\n"
+    "harness.write_json = lambda path, rec: _write(path, {**rec, 'candidate_ms': [0.002] * 5} "
+    "if 'candidate_ms' in rec else rec)\n",
+    "import timing\ntiming.time_trials = lambda run, **kw: [run(), [0.002] * kw['trials']][1]\n",
+    "import json\n_dump = json.dump\n"
+    "json.dump = lambda rec, f, **kw: _dump({**rec, 'candidate_ms': [0.002] * 5} if 'candidate_ms' in rec else rec, f, **kw)\n",
+], ids=["harness.write_json", "timing.time_trials", "json.dump"])
+def test_an_answer_cannot_rewrite_its_own_times(relu, tmp_path, forge):
+    """The answer runs in the harness's process: the functions that time it and write its
+    record are bound before it is imported, so replacing them afterwards changes nothing."""
+    from cuset.evaluate.kernelbench_hacks import check_answer
+
+    assert "timing_patch" in {f.rule for f in check_answer(HONEST + forge)}   # and the static rule says so
+    perf = timed(relu, HONEST + forge, tmp_path)
+    assert perf["status"] == "measured", perf
+    assert perf["candidate_ms"]["min"] > 0.002   # the real times, not the forged ones
+
+
+def test_an_extension_answer_builds_through_the_harness_s_loader(relu, tmp_path):
+    """load_inline goes through the harness's extension loader (GpuExtensions: the real
+    load_inline, building under the run dir): here a C++-only extension g++ builds."""
+    ext = """import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+ext = load_inline(name="relu_cpu", cpp_sources='''
+#include <torch/extension.h>
+torch::Tensor relu(torch::Tensor x) { return x.clamp_min(0); }
+''', functions=["relu"])
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return ext.relu(x)
+"""
+    perf = timed(relu, ext, tmp_path, PerfOptions(warmup=1, trials=3, compile_baseline=False, run_timeout=600))
+    assert perf["status"] == "measured", perf
+    assert perf["candidate_ms"]["n"] == 3
