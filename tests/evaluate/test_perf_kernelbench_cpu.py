@@ -49,6 +49,26 @@ def test_a_wrong_answer_fails_on_the_timed_inputs(relu, tmp_path):
     assert perf["status"] == "failed" and perf["reason"].startswith("on the timed inputs: wrong: output:"), perf
 
 
+@pytest.mark.parametrize("key", ["x.data_ptr()", "id(x)"])
+def test_an_answer_that_returns_an_earlier_result_for_the_same_tensor_fails(relu, tmp_path, key):
+    """Every trial calls the forward on the same tensors, and the harness copies the other input
+    set into them before each trial: a cache keyed on the tensor returns the warm-up's result."""
+    memo = f"""import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.memo = {{}}
+    def forward(self, x):
+        if {key} not in self.memo:
+            self.memo[{key}] = torch.relu(x)
+        return self.memo[{key}]
+"""
+    perf = timed(relu, memo, tmp_path)
+    assert perf["status"] == "failed" and perf["reason"].startswith("on the timed inputs: wrong"), perf
+
+
 def test_an_answer_that_raises_fails_with_its_error(relu, tmp_path):
     perf = timed(relu, HONEST.replace("return torch.relu(x)", "raise ValueError('no kernel today')"), tmp_path)
     assert perf["status"] == "failed" and "no kernel today" in perf["reason"], perf

@@ -6,9 +6,10 @@
 Two sandboxed runs of cuset/execute/perf/kb_timing_harness.py, each with the GPU
 devices, its own run dir and its own timeout (`PerfOptions.run_timeout`):
 
-1. the reference alone: inputs of seed `seed` written for the candidate, its outputs
-   kept for the parent, eager (and torch.compile) forward timed: warm-up, trials, L2
-   flushed before each trial, CUDA events (cuset.execute.perf.timing);
+1. the reference alone: inputs of seed `seed` (and of `seed + 1`) written for the
+   candidate, its outputs kept for the parent, eager (and torch.compile) forward timed:
+   warm-up, trials, the two input sets alternated in place and the L2 flushed before each
+   trial, CUDA events (cuset.execute.perf.timing; kb_timing_harness.py says why);
 2. the answer alone on copies of those inputs, timed the same way, the outputs of its
    last timed forward written.
 
@@ -57,7 +58,7 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
     common = dict(options=options, sandbox=sandbox, memory=program_memory_bytes, env=extra_env or {}, device=device)
     try:
         ref_dir = _run_dir(root, "reference.py", task.reference_src)
-        ref, ref_step = _run("reference", ref_dir, **common)
+        ref, ref_step = _run("reference", ref_dir, alternate=False, **common)
         if ref.get("status") != "ran":
             return _failed(f"the reference's timing run failed: {ref.get('detail', '')}")
         expected = read_files(ref_dir / "expected", "c0_t0")
@@ -66,7 +67,8 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
         cand_dir = _run_dir(root, "candidate.py", code)
         shutil.copytree(ref_dir / "inputs", cand_dir / "inputs")
         remove_tree(ref_dir)   # the reference's source and outputs are gone before the answer runs
-        cand, cand_step = _run("candidate", cand_dir, **common)
+        alternate = ref.get("inputs_alternate") is True
+        cand, cand_step = _run("candidate", cand_dir, alternate=alternate, **common)
         if cand_step.timed_out:
             return _failed(f"the answer's timing run still ran after {options.run_timeout:g} s; killed")
         check = [{"name": "timed", "seeds": [options.seed]}]
@@ -75,6 +77,8 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
         verdict = judge(check, {"c0_t0": expected}, cand_dir / "outputs", said, task.atol, task.rtol)
         if verdict.get("status") != "passed":
             return _failed(f"on the timed inputs: {verdict.get('status')}: {printable(str(verdict.get('detail')))[:500]}")
+        if cand.get("inputs_alternate") is not alternate:
+            return _failed("the answer's timing run did not alternate the input sets as the reference's did")
         try:
             times = checked_times(cand, "candidate_ms", options.trials, cand_step.seconds)
             eager = checked_times(ref, "eager_ms", options.trials, ref_step.seconds)
@@ -113,8 +117,8 @@ def _run_dir(root: Path, name: str, source: str) -> Path:
 
 
 def _run(role: str, run_dir: Path, *, options: PerfOptions, sandbox: SandboxPolicy, memory: int | None,
-         env: dict, device: str) -> tuple[dict, object]:
-    cfg = {"role": role, "device": device, "seed": options.seed, "warmup": options.warmup, "trials": options.trials,
+         env: dict, device: str, alternate: bool) -> tuple[dict, object]:
+    cfg = {"role": role, "device": device, "alternate": alternate, "seed": options.seed, "warmup": options.warmup, "trials": options.trials,
            "compile": options.compile_baseline, "step_timeout": options.step_timeout,
            "import_timeout": options.step_timeout, "compile_timeout": options.step_timeout,
            "reference_path": str(run_dir / "reference.py"), "candidate_path": str(run_dir / "candidate.py"),

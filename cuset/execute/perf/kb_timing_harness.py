@@ -14,6 +14,13 @@ times ONE side, so the candidate never shares a process with the reference's tim
   call (`outputs/c0_t0`): the parent compares them with the reference's, so a
   timed forward that computes something else is `failed`, not fast.
 
+Both sides alternate two input sets in place: the reference's inputs under `seed`
+(`inputs/c0_t0`, the warm-up's) and under `seed + 1` (`inputs/c0_t1`, when `get_inputs`
+gives the same shapes and dtypes again), copied into the same input tensors before each
+timed trial (untimed, before the L2 flush): trial k uses the second set when k is even.
+The outputs compared are the last trial's, so an answer that returns what it computed for
+the same tensors earlier (a cache keyed on the tensor or its pointer) is `failed`.
+
 The CUDA events, synchronize, L2 size and flush buffer are bound BEFORE the candidate
 is imported (timing.CudaEventTimer). Trial times go to `timing.json`; the parent
 believes them only within bounds (cuset.execute.perf.claims) and its own clock.
@@ -38,7 +45,12 @@ import timing  # noqa: E402
 TIME_TRIALS, WRITE_JSON = timing.time_trials, harness.write_json
 
 
-def time_model(model, inputs, cfg, timer, flush, steps, what):
+BOUND = {}   # torch.Tensor.copy_, bound in main before any answer code runs
+
+
+def time_model(model, inputs, sets, cfg, timer, flush, steps, what):
+    """Trial times of `model(*inputs)` and the last trial's outputs; with `sets` (two input sets
+    on the device), each trial's set is first copied into `inputs` in place."""
     import torch
 
     with steps.step(f"time {what}", cfg["step_timeout"]):
@@ -48,8 +60,63 @@ def time_model(model, inputs, cfg, timer, flush, steps, what):
             def run():
                 box["out"] = model(*inputs)
 
-            times = TIME_TRIALS(run, warmup=cfg["warmup"], trials=cfg["trials"], timer=timer, flush=flush)
+            times = TIME_TRIALS(run, warmup=cfg["warmup"], trials=cfg["trials"], timer=timer,
+                                flush=before_each_trial(inputs, sets, flush))
     return times, box.get("out")
+
+
+def before_each_trial(inputs, sets, flush):
+    """What runs before each timed trial: trial k's input set copied in (the second set when
+    k is even, the first, the warm-up's, when odd), then the flush."""
+    if sets is None:
+        return flush
+    copy, trial = BOUND["copy"], [0]
+    tensors = [k for k, x in enumerate(inputs) if hasattr(x, "data_ptr")]
+
+    def prepare():
+        source = sets[(trial[0] + 1) % 2]
+        trial[0] += 1
+        for k in tensors:
+            copy(inputs[k], source[k])
+        if flush is not None:
+            flush()
+    return prepare
+
+
+def second_input_set(mod, cfg, first):
+    """`get_inputs()` under seed + 1 when it has the first set's structure (tensors of the same
+    shapes and dtypes where the first has tensors, equal values elsewhere), else None."""
+    import torch
+
+    torch.manual_seed(cfg["seed"] + 1)
+    second = list(mod.get_inputs())
+    if len(second) != len(first):
+        return None
+    for a, b in zip(first, second):
+        if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+            return None
+        if isinstance(a, torch.Tensor):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return None
+        elif type(a) is not type(b) or not _equal(a, b):
+            return None
+    return second
+
+
+def _equal(a, b):
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001  (a value without a plain truth: treat as different)
+        return False
+
+
+def on_device(torch, values, device):
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in values]
+
+
+def live_copies(torch, values):
+    """The tensors the model is called with: copies, so both sets stay intact to copy from."""
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in values]
 
 
 def reference(cfg, steps, timer, flush):
@@ -64,23 +131,27 @@ def reference(cfg, steps, timer, flush):
     torch.manual_seed(cfg["seed"])
     model = mod.Model(*init).to(cfg["device"]).eval()
     torch.manual_seed(cfg["seed"])
-    inputs = mod.get_inputs()
-    shared = {}
-    harness.save(cfg["inputs_dir"], "c0_t0", {"inputs": [harness.encode(x, shared, f"in.{k}")
-                                                          for k, x in enumerate(inputs)]}, shared)
-    inputs = [x.to(cfg["device"]) if isinstance(x, torch.Tensor) else x for x in inputs]
-    eager, out = time_model(model, inputs, cfg, timer, flush, steps, "eager reference")
+    first = list(mod.get_inputs())
+    second = second_input_set(mod, cfg, first)
+    for stem, values in (("c0_t0", first), ("c0_t1", second)):
+        if values is not None:
+            shared = {}
+            harness.save(cfg["inputs_dir"], stem, {"inputs": [harness.encode(x, shared, f"in.{k}")
+                                                              for k, x in enumerate(values)]}, shared)
+    sets = None if second is None else [on_device(torch, first, cfg["device"]), on_device(torch, second, cfg["device"])]
+    inputs = live_copies(torch, on_device(torch, first, cfg["device"]))
+    eager, out = time_model(model, inputs, sets, cfg, timer, flush, steps, "eager reference")
     expected = {}
     harness.save(cfg["expected_dir"], "c0_t0", {"outputs": [harness.encode(o, expected, f"out.{k}")
                                                             for k, o in enumerate(harness.flatten(out))]}, expected)
-    record = {"status": "ran", "eager_ms": eager,
+    record = {"status": "ran", "eager_ms": eager, "inputs_alternate": sets is not None,
               "device": torch.cuda.get_device_name(0) if cfg["device"] == "cuda" else cfg["device"]}
     if cfg.get("compile"):
         with steps.step("torch.compile reference", cfg["compile_timeout"]):
             compiled = torch.compile(model)
             with torch.no_grad():
                 compiled(*inputs)   # compiles here, not in a timed trial
-        record["compile_ms"], _ = time_model(compiled, inputs, cfg, timer, flush, steps, "compiled reference")
+        record["compile_ms"], _ = time_model(compiled, inputs, sets, cfg, timer, flush, steps, "compiled reference")
     return record
 
 
@@ -89,17 +160,20 @@ def candidate(cfg, steps, timer, flush):
 
     harness.install_extensions(harness.GpuExtensions(cfg["build_dir"]))
     init_meta, init_tensors = harness.load(cfg["inputs_dir"], "c0")
-    meta, tensors = harness.load(cfg["inputs_dir"], "c0_t0")
+    # both input sets are read before the answer is imported (cfg["alternate"]: the reference had two)
+    loaded = [harness.load(cfg["inputs_dir"], stem) for stem in (("c0_t0", "c0_t1") if cfg["alternate"] else ("c0_t0",))]
     with steps.step("import candidate", cfg["import_timeout"]):
         mod = harness.load_module("candidate", cfg["candidate_path"])
     torch.manual_seed(cfg["seed"])
     model = mod.ModelNew(*harness.decode(init_meta["init"], init_tensors, "cpu")).to(cfg["device"]).eval()
-    inputs = harness.decode({"l": meta["inputs"]}, tensors, cfg["device"])
-    times, out = time_model(model, inputs, cfg, timer, flush, steps, "candidate")
+    values = [harness.decode({"l": meta["inputs"]}, tensors, cfg["device"]) for meta, tensors in loaded]
+    sets = values if cfg["alternate"] else None
+    inputs = live_copies(torch, values[0])
+    times, out = time_model(model, inputs, sets, cfg, timer, flush, steps, "candidate")
     written = {}
     harness.save(cfg["outputs_dir"], "c0_t0", {"outputs": [harness.encode(o, written, f"out.{k}")
                                                            for k, o in enumerate(harness.flatten(out))]}, written)
-    return {"status": "ran", "candidate_ms": times}
+    return {"status": "ran", "candidate_ms": times, "inputs_alternate": sets is not None}
 
 
 def main():
@@ -111,6 +185,7 @@ def main():
         with steps.step("import torch", cfg["import_timeout"]):
             import torch
 
+            BOUND["copy"] = torch.Tensor.copy_
             if cfg["device"] == "cuda":
                 torch.cuda.init()
                 timer = timing.CudaEventTimer(torch)   # bound before any answer code runs
