@@ -24,6 +24,8 @@ the classes KernelBench's static checker looks for (the facts; this is our own c
   patched torch.cuda.Event / synchronize / perf_counter, or the harness's record rewritten;
 - precision_downgrade (reference in fp32 only): half/bfloat16/fp8 casts or types, autocast,
   TF32 switches, half-precision types in the CUDA sources;
+- compute_at_import: torch computation in the module's own statements (run once at import,
+  untimed: outputs computed ahead for inputs the answer guesses);
 - state_across_calls: results kept from one call to the next (every timed trial calls the
   forward on the same input tensors, so a cached output is fast and looks correct): any
   function or method other than `__init__` storing on `self` (an extension built lazily,
@@ -472,6 +474,20 @@ def _precision_downgrade(answer: Answer) -> list[HackFinding]:
         for m in LOW_PRECISION_SOURCE.finditer(s.value):
             found.append(HackFinding("precision_downgrade", _line_in(s, m.start()),
                                      f"the CUDA/C++ source uses {m.group(1)} (the reference is fp32)"))
+    return found
+
+
+@rule("compute_at_import", "torch computation in the module's own statements (at import, untimed: outputs "
+                           "computed ahead)")
+def _compute_at_import(answer: Answer) -> list[HackFinding]:
+    found = []
+    for stmt in answer.tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+            continue
+        for call in _calls(ast.walk(stmt)):
+            name = torch_compute(answer, call)
+            if name is not None and not name.startswith("torch.nn."):
+                found.append(HackFinding("compute_at_import", call.lineno, f"computes {name} at import"))
     return found
 
 

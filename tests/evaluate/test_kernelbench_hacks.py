@@ -34,7 +34,7 @@ def test_no_rule_fires_on_the_bundled_answers(path):
 def test_every_rule_is_registered_with_what_it_catches():
     assert set(RULES) == {"try_fallback", "inherits_reference", "torch_op_in_forward", "no_custom_kernel",
                           "stream_or_thread", "lazy_tensor", "timing_patch", "precision_downgrade",
-                          "state_across_calls"}
+                          "state_across_calls", "compute_at_import"}
     assert all(r.catches for r in RULES.values())
 
 
@@ -166,6 +166,17 @@ def test_precision_downgrade_only_against_an_fp32_reference():
     tf32 = KERNEL + "torch.backends.cuda.matmul.allow_tf32 = True\n" + \
         "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
     assert fired(tf32) == ["precision_downgrade:10"]
+
+
+def test_compute_at_import():
+    src = KERNEL + ("torch.manual_seed(42)\n"                          # 10: seeding is not compute
+                    "X = torch.randn(16, 1024)\n"                      # 11
+                    "OUT = torch.relu(X)\n"                            # 12
+                    "SCALE = X.sum().item()\n"                         # 13
+                    "class ModelNew(nn.Module):\n"
+                    "    def forward(self, x):\n"
+                    "        return ext.f(x)\n")
+    assert fired(src) == ["compute_at_import:11", "compute_at_import:12", "compute_at_import:13"]
 
 
 def test_state_across_calls():

@@ -69,6 +69,40 @@ class ModelNew(nn.Module):
     assert perf["status"] == "failed" and perf["reason"].startswith("on the timed inputs: wrong"), perf
 
 
+def test_an_answer_cannot_compute_its_outputs_ahead(relu, tmp_path):
+    """When the answer is imported, its inputs and the config naming the seed are gone, and the
+    seed is fresh per answer: one that looks for them at import finds nothing, and one that
+    regenerates them from an assumed seed (42 was the default) computes the wrong outputs. With
+    a seed the user fixes, such an answer passes; the static rule compute_at_import flags it."""
+    peek = HONEST.replace("class ModelNew", """import os
+left = sorted(os.listdir("."))
+assert "config.json" not in left and not os.path.exists("inputs"), left
+
+class ModelNew""")
+    assert timed(relu, peek, tmp_path)["status"] == "measured"
+    # both input sets regenerated at import from an assumed seed, the live one told by one element
+    ahead = HONEST.replace("return torch.relu(x)", "return OUT[0] if x[0, 0] == FIRST[0] else OUT[1]") + """
+import torch
+INPUTS = []
+for seed in (42, 43):
+    torch.manual_seed(seed)
+    INPUTS.append(torch.randn(16, 1024))
+FIRST = [INPUTS[0][0, 0]]
+OUT = [torch.relu(x) for x in INPUTS]
+"""
+    from cuset.evaluate.kernelbench_hacks import check_answer
+
+    assert "compute_at_import" in {f.rule for f in check_answer(ahead)}
+    guessed = timed(relu, ahead, tmp_path, PerfOptions(warmup=1, trials=5, compile_baseline=False, seed=42))
+    assert guessed["status"] == "measured"   # what a fixed, known seed allows
+    perf = timed(relu, ahead, tmp_path)
+    assert perf["status"] == "failed" and perf["reason"].startswith("on the timed inputs: wrong"), perf
+    seeds = {timed(relu, HONEST, tmp_path)["seed"] for _ in range(2)}
+    assert len(seeds) == 2   # fresh per answer (2 draws from 2**31 collide with p < 1e-9)
+    fixed = timed(relu, HONEST, tmp_path, PerfOptions(warmup=1, trials=5, compile_baseline=False, seed=7))
+    assert fixed["seed"] == 7
+
+
 def test_an_answer_that_raises_fails_with_its_error(relu, tmp_path):
     perf = timed(relu, HONEST.replace("return torch.relu(x)", "raise ValueError('no kernel today')"), tmp_path)
     assert perf["status"] == "failed" and "no kernel today" in perf["reason"], perf

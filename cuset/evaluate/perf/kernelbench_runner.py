@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import secrets
 import shutil
 import sys
 import tempfile
@@ -55,7 +56,9 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
     with the host clock (the pipeline never passes it; the CPU backend times nothing)."""
     root = Path(tempfile.mkdtemp(prefix="kbperf-", dir=workdir))
     os.chmod(root, 0o711)
-    common = dict(options=options, sandbox=sandbox, memory=program_memory_bytes, env=extra_env or {}, device=device)
+    seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
+    common = dict(options=options, sandbox=sandbox, memory=program_memory_bytes, env=extra_env or {}, device=device,
+                  seed=seed)
     try:
         ref_dir = _run_dir(root, "reference.py", task.reference_src)
         ref, ref_step = _run("reference", ref_dir, alternate=False, **common)
@@ -71,7 +74,7 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
         cand, cand_step = _run("candidate", cand_dir, alternate=alternate, **common)
         if cand_step.timed_out:
             return _failed(f"the answer's timing run still ran after {options.run_timeout:g} s; killed")
-        check = [{"name": "timed", "seeds": [options.seed]}]
+        check = [{"name": "timed", "seeds": [seed]}]
         said = {"status": "ran"} if cand.get("status") == "ran" else \
             {"status": "runtime_error", "detail": printable(str(cand.get("detail", "")))[:500]}   # its only word
         verdict = judge(check, {"c0_t0": expected}, cand_dir / "outputs", said, task.atol, task.rtol)
@@ -89,7 +92,7 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
         device = printable(str(ref.get("device", "")))[:100]
         return kernelbench_measured(timing.stats(times), timing.stats(eager),
                                     timing.stats(compiled) if compiled else None, device=device,
-                                    warmup=options.warmup, trials=options.trials)
+                                    warmup=options.warmup, trials=options.trials, seed=seed)
     except (BadOutput, UnsafeOutput, OSError) as e:
         return _failed(f"unusable timing files: {printable(str(e))[:300]}")
     finally:
@@ -117,8 +120,8 @@ def _run_dir(root: Path, name: str, source: str) -> Path:
 
 
 def _run(role: str, run_dir: Path, *, options: PerfOptions, sandbox: SandboxPolicy, memory: int | None,
-         env: dict, device: str, alternate: bool) -> tuple[dict, object]:
-    cfg = {"role": role, "device": device, "alternate": alternate, "seed": options.seed, "warmup": options.warmup, "trials": options.trials,
+         env: dict, device: str, alternate: bool, seed: int) -> tuple[dict, object]:
+    cfg = {"role": role, "device": device, "alternate": alternate, "seed": seed, "warmup": options.warmup, "trials": options.trials,
            "compile": options.compile_baseline, "step_timeout": options.step_timeout,
            "import_timeout": options.step_timeout, "compile_timeout": options.step_timeout,
            "reference_path": str(run_dir / "reference.py"), "candidate_path": str(run_dir / "candidate.py"),

@@ -17,7 +17,9 @@ class PerfOptions:
     compile_baseline: bool = option(True, help="also time torch.compile(Model) for a speedup over it")
     run_timeout: float = option(600.0, help="seconds for each timing run (the reference's, the answer's)")
     step_timeout: float = option(300.0, help="seconds for one step of a timing run (import, build, trials)")
-    seed: int = option(42, help="seed of the timed inputs and of the models' parameters")
+    seed: int | None = option(None, help="seed of the timed inputs and of the models' parameters; unset: a fresh "
+                                         "one per answer, recorded in its perf record (an answer that cannot "
+                                         "know its inputs in advance cannot precompute its outputs)")
     suspect_speedup: float = option(2.0, help="speedups over eager above this are listed for review")
     ncu: str = option("ncu", help="CUDABench: the Nsight Compute CLI (a name on PATH or a path); a sample whose "
                                   "program passed is profiled with it (`ncu --metrics ... --csv`) for the official "

@@ -35,9 +35,9 @@ def not_measured(kind: str, reason: str) -> dict:
 
 
 def kernelbench_measured(candidate: dict, eager: dict, compiled: dict | None, *, device: str, warmup: int,
-                         trials: int) -> dict:
+                         trials: int, seed: int | None = None) -> dict:
     """A KernelBench timing: speedups are ratios of mean trial times (KernelBench's definition)."""
-    return {"status": MEASURED, "kind": "kernelbench", "device": device, "warmup": warmup, "trials": trials,
+    return {"status": MEASURED, "kind": "kernelbench", "device": device, "warmup": warmup, "trials": trials, "seed": seed,
             "candidate_ms": candidate, "eager_ms": eager, "compile_ms": compiled,
             "speedup_eager": eager["mean"] / candidate["mean"],
             "speedup_compile": compiled["mean"] / candidate["mean"] if compiled else None}

@@ -19,7 +19,9 @@ Both sides alternate two input sets in place: the reference's inputs under `seed
 gives the same shapes and dtypes again), copied into the same input tensors before each
 timed trial (untimed, before the L2 flush): trial k uses the second set when k is even.
 The outputs compared are the last trial's, so an answer that returns what it computed for
-the same tensors earlier (a cache keyed on the tensor or its pointer) is `failed`.
+the same tensors earlier (a cache keyed on the tensor or its pointer) is `failed`. The seed
+is fresh per answer unless the user fixed it, and the config file and the candidate's copy of
+the inputs are removed before the answer is imported: it cannot compute its outputs ahead.
 
 The CUDA events, synchronize, L2 size and flush buffer are bound BEFORE the candidate
 is imported (timing.CudaEventTimer). Trial times go to `timing.json`; the parent
@@ -32,6 +34,7 @@ machines without a GPU.
 
 import json
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # -I leaves the script's dir off sys.path
@@ -160,8 +163,10 @@ def candidate(cfg, steps, timer, flush):
 
     harness.install_extensions(harness.GpuExtensions(cfg["build_dir"]))
     init_meta, init_tensors = harness.load(cfg["inputs_dir"], "c0")
-    # both input sets are read before the answer is imported (cfg["alternate"]: the reference had two)
+    # both input sets are read before the answer is imported (cfg["alternate"]: the reference had two),
+    # and then removed with the inputs folder: the answer never sees its inputs before it is called
     loaded = [harness.load(cfg["inputs_dir"], stem) for stem in (("c0_t0", "c0_t1") if cfg["alternate"] else ("c0_t0",))]
+    shutil.rmtree(cfg["inputs_dir"])
     with steps.step("import candidate", cfg["import_timeout"]):
         mod = harness.load_module("candidate", cfg["candidate_path"])
     torch.manual_seed(cfg["seed"])
@@ -179,6 +184,7 @@ def candidate(cfg, steps, timer, flush):
 def main():
     with open(sys.argv[1]) as f:
         cfg = json.load(f)
+    os.remove(sys.argv[1])   # the seed and the paths stay in this process: the answer cannot read them from the file
     cfg.setdefault("device", "cuda")
     steps = harness.Steps(cfg)
     try:
