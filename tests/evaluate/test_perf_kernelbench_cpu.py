@@ -103,6 +103,30 @@ OUT = [torch.relu(x) for x in INPUTS]
     assert fixed["seed"] == 7
 
 
+def test_an_answer_that_computes_only_the_last_trial_fails(relu, tmp_path):
+    """The call count of a run is guessable (warm-up + trials): every trial's outputs are held
+    against the reference's by their sums, not only the last one's."""
+    last_only = HONEST.replace("return torch.relu(x)", """self.calls = getattr(self, "calls", 0) + 1
+        return torch.relu(x) if self.calls == 6 else torch.zeros_like(x)""")
+    perf = timed(relu, last_only, tmp_path)
+    assert perf["status"] == "failed" and perf["reason"].startswith("on the timed inputs: trial 0, output 0: its sums")
+
+
+def test_trial_checksums_hold_every_trial_within_the_element_tolerance():
+    from cuset.evaluate.perf.kernelbench_runner import trial_mismatch
+
+    ref = [[[10.0, 30.0, 100]], [[-4.0, 20.0, 100]]]
+    # the bound: atol * numel + rtol * sum |r| = 0.01 * 100 + 0.01 * 30 = 1.3 (trial 0), 1.2 (trial 1)
+    assert trial_mismatch(ref, [[[11.29, 30.0, 100]], [[-5.19, 21.19, 100]]], 2, 0.01, 0.01) is None
+    assert "trial 0, output 0" in trial_mismatch(ref, [[[11.31, 30.0, 100]], [[-4.0, 20.0, 100]]], 2, 0.01, 0.01)
+    assert "trial 1, output 0" in trial_mismatch(ref, [[[10.0, 30.0, 100]], [[-4.0, 21.3, 100]]], 2, 0.01, 0.01)
+    assert "no checksum of 100 elements" in trial_mismatch(ref, [[[10.0, 30.0, 99]], [[-4.0, 20.0, 100]]], 2, 0.01, 0.01)
+    assert "not 2" in trial_mismatch(ref, ref[:1], 2, 0.01, 0.01)
+    assert "no checksum per trial" in trial_mismatch(None, ref, 2, 0.01, 0.01)
+    assert trial_mismatch([[[float("nan"), float("nan"), 100]]], [[[1.0, 2.0, 100]]], 1, 0.01, 0.01) is None
+    assert "its sums" in trial_mismatch([[[1.0, 2.0, 100]]], [[[float("nan"), 2.0, 100]]], 1, 0.0, 0.0)
+
+
 def test_an_answer_that_raises_fails_with_its_error(relu, tmp_path):
     perf = timed(relu, HONEST.replace("return torch.relu(x)", "raise ValueError('no kernel today')"), tmp_path)
     assert perf["status"] == "failed" and "no kernel today" in perf["reason"], perf

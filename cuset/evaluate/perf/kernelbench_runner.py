@@ -82,6 +82,9 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
             return _failed(f"on the timed inputs: {verdict.get('status')}: {printable(str(verdict.get('detail')))[:500]}")
         if cand.get("inputs_alternate") is not alternate:
             return _failed("the answer's timing run did not alternate the input sets as the reference's did")
+        wrong = trial_mismatch(ref.get("trial_sums"), cand.get("trial_sums"), options.trials, task.atol, task.rtol)
+        if wrong:
+            return _failed(f"on the timed inputs: {wrong}")
         try:
             times = checked_times(cand, "candidate_ms", options.trials, cand_step.seconds)
             eager = checked_times(ref, "eager_ms", options.trials, ref_step.seconds)
@@ -97,6 +100,30 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
         return _failed(f"unusable timing files: {printable(str(e))[:300]}")
     finally:
         remove_tree(root)
+
+
+def trial_mismatch(ref_sums, cand_sums, trials: int, atol: float, rtol: float) -> str | None:
+    """Why the answer's per-trial output checksums ([sum, sum |x|, numel] per output) do not
+    match the reference's, or None. Outputs that pass the element check (|c - r| <= atol + rtol |r|
+    everywhere) always pass: each sum then differs by at most atol * numel + rtol * sum |r|."""
+    if not isinstance(ref_sums, list) or len(ref_sums) != trials:
+        return "the reference's run gave no checksum per trial"
+    if not isinstance(cand_sums, list) or len(cand_sums) != trials:
+        return f"the answer's run gave {len(cand_sums) if isinstance(cand_sums, list) else 'no'} trial checksums, " \
+               f"not {trials}"
+    for k, (ref, cand) in enumerate(zip(ref_sums, cand_sums)):
+        if not isinstance(cand, list) or len(cand) != len(ref):
+            return f"trial {k}: {len(cand) if isinstance(cand, list) else 'no'} outputs, not {len(ref)}"
+        for j, (r, c) in enumerate(zip(ref, cand)):
+            if r is None or not all(math.isfinite(v) for v in r[:2]):
+                continue   # not a tensor, or the reference's own sums are not finite: the element check decides
+            if not (isinstance(c, list) and len(c) == 3 and all(isinstance(v, (int, float)) for v in c)) or c[2] != r[2]:
+                return f"trial {k}, output {j}: no checksum of {r[2]} elements"
+            bound = atol * r[2] + rtol * r[1]
+            if not (abs(c[0] - r[0]) <= bound and abs(c[1] - r[1]) <= bound):
+                return (f"trial {k}, output {j}: its sums ({c[0]:.6g}, |x| {c[1]:.6g}) are not the reference's "
+                        f"({r[0]:.6g}, |x| {r[1]:.6g}) within atol * numel + rtol * sum |r| = {bound:.3g}")
+    return None
 
 
 def _failed(reason: str) -> dict:

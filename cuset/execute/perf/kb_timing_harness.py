@@ -19,7 +19,9 @@ Both sides alternate two input sets in place: the reference's inputs under `seed
 gives the same shapes and dtypes again), copied into the same input tensors before each
 timed trial (untimed, before the L2 flush): trial k uses the second set when k is even.
 The outputs compared are the last trial's, so an answer that returns what it computed for
-the same tensors earlier (a cache keyed on the tensor or its pointer) is `failed`. The seed
+the same tensors earlier (a cache keyed on the tensor or its pointer) is `failed`; every
+trial's outputs are checked too, by their float64 sums and sums of absolute values against
+the reference's for the same trial (`trial_sums`), so computing only the last trial is too. The seed
 is fresh per answer unless the user fixed it, and the config file and the candidate's copy of
 the inputs are removed before the answer is imported: it cannot compute its outputs ahead.
 
@@ -48,12 +50,13 @@ import timing  # noqa: E402
 TIME_TRIALS, WRITE_JSON = timing.time_trials, harness.write_json
 
 
-BOUND = {}   # torch.Tensor.copy_, bound in main before any answer code runs
+BOUND = {}   # torch's copy_, sum and abs, bound in main before any answer code runs
 
 
-def time_model(model, inputs, sets, cfg, timer, flush, steps, what):
+def time_model(model, inputs, sets, cfg, timer, flush, steps, what, sums=None):
     """Trial times of `model(*inputs)` and the last trial's outputs; with `sets` (two input sets
-    on the device), each trial's set is first copied into `inputs` in place."""
+    on the device), each trial's set is first copied into `inputs` in place. With `sums` (a
+    list), each trial's output checksums are appended to it after the trial (untimed)."""
     import torch
 
     with steps.step(f"time {what}", cfg["step_timeout"]):
@@ -64,8 +67,17 @@ def time_model(model, inputs, sets, cfg, timer, flush, steps, what):
                 box["out"] = model(*inputs)
 
             times = TIME_TRIALS(run, warmup=cfg["warmup"], trials=cfg["trials"], timer=timer,
-                                flush=before_each_trial(inputs, sets, flush))
+                                flush=before_each_trial(inputs, sets, flush),
+                                after=None if sums is None else lambda: sums.append(checksums(box.get("out"))))
     return times, box.get("out")
+
+
+def checksums(out):
+    """[sum, sum of |x|, numel] in float64 of each tensor output: the parent holds every trial's
+    against the reference's (an answer cannot compute only the trial it guesses is checked)."""
+    total, absolute = BOUND["sum"], BOUND["abs"]
+    return [[float(total(t, dtype=BOUND["float64"])), float(total(absolute(t), dtype=BOUND["float64"])), t.numel()]
+            if hasattr(t, "data_ptr") else None for t in harness.flatten(out)]
 
 
 def before_each_trial(inputs, sets, flush):
@@ -143,11 +155,12 @@ def reference(cfg, steps, timer, flush):
                                                               for k, x in enumerate(values)]}, shared)
     sets = None if second is None else [on_device(torch, first, cfg["device"]), on_device(torch, second, cfg["device"])]
     inputs = live_copies(torch, on_device(torch, first, cfg["device"]))
-    eager, out = time_model(model, inputs, sets, cfg, timer, flush, steps, "eager reference")
+    sums = []
+    eager, out = time_model(model, inputs, sets, cfg, timer, flush, steps, "eager reference", sums)
     expected = {}
     harness.save(cfg["expected_dir"], "c0_t0", {"outputs": [harness.encode(o, expected, f"out.{k}")
                                                             for k, o in enumerate(harness.flatten(out))]}, expected)
-    record = {"status": "ran", "eager_ms": eager, "inputs_alternate": sets is not None,
+    record = {"status": "ran", "eager_ms": eager, "inputs_alternate": sets is not None, "trial_sums": sums,
               "device": torch.cuda.get_device_name(0) if cfg["device"] == "cuda" else cfg["device"]}
     if cfg.get("compile"):
         with steps.step("torch.compile reference", cfg["compile_timeout"]):
@@ -174,11 +187,12 @@ def candidate(cfg, steps, timer, flush):
     values = [harness.decode({"l": meta["inputs"]}, tensors, cfg["device"]) for meta, tensors in loaded]
     sets = values if cfg["alternate"] else None
     inputs = live_copies(torch, values[0])
-    times, out = time_model(model, inputs, sets, cfg, timer, flush, steps, "candidate")
+    sums = []
+    times, out = time_model(model, inputs, sets, cfg, timer, flush, steps, "candidate", sums)
     written = {}
     harness.save(cfg["outputs_dir"], "c0_t0", {"outputs": [harness.encode(o, written, f"out.{k}")
                                                            for k, o in enumerate(harness.flatten(out))]}, written)
-    return {"status": "ran", "candidate_ms": times, "inputs_alternate": sets is not None}
+    return {"status": "ran", "candidate_ms": times, "inputs_alternate": sets is not None, "trial_sums": sums}
 
 
 def main():
@@ -191,7 +205,7 @@ def main():
         with steps.step("import torch", cfg["import_timeout"]):
             import torch
 
-            BOUND["copy"] = torch.Tensor.copy_
+            BOUND.update(copy=torch.Tensor.copy_, sum=torch.sum, abs=torch.abs, float64=torch.float64)
             if cfg["device"] == "cuda":
                 torch.cuda.init()
                 timer = timing.CudaEventTimer(torch)   # bound before any answer code runs

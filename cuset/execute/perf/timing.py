@@ -24,10 +24,11 @@ DEFAULT_TRIALS = 100
 L2_FLUSH_FACTOR = 2          # the flush buffer is twice the L2 cache
 
 
-def time_trials(run, *, warmup, trials, timer, flush=None):
+def time_trials(run, *, warmup, trials, timer, flush=None, after=None):
     """Milliseconds of each of `trials` timed calls of `run()`, after `warmup` untimed ones.
     Before each trial: `flush()` (not timed) and a device synchronize, so a trial starts
-    with a cold L2 and an idle device; after it, the end event is waited for."""
+    with a cold L2 and an idle device; after it, the end event is waited for, then `after()`
+    runs (not timed)."""
     if warmup < 0 or trials < 1:
         raise ValueError(f"warmup={warmup}, trials={trials}: need warmup >= 0 and trials >= 1")
     for _ in range(warmup):
@@ -44,6 +45,8 @@ def time_trials(run, *, warmup, trials, timer, flush=None):
         timer.record(end)
         timer.wait(end)
         times.append(float(timer.elapsed_ms(start, end)))
+        if after is not None:
+            after()
     return times
 
 
