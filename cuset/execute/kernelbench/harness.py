@@ -65,7 +65,8 @@ LAUNCHES_FUNCTION = "_cuset_kernel_launches"   # build.LAUNCHES_FUNCTION: each C
 EXTENSIONS = None   # the extension loader in use (CpuExtensions or GpuExtensions)
 STEPS = None        # the Steps of this run (end_run names the step in progress)
 # Bound before the candidate is imported: a candidate replacing os._exit or json.dumps in
-# its own process does not turn a request or a refusal back into an exception it can catch.
+# its own process does not turn a request or a refusal back into an exception it can catch,
+# nor change what write_json writes.
 _EXIT, _OPEN, _WRITE, _CLOSE, _REPLACE, _DUMPS = os._exit, os.open, os.write, os.close, os.replace, json.dumps
 # GPU-only Python packages a candidate may use instead of load_inline: `unsupported` on the CPU.
 GPU_ONLY_MODULES = {"triton": "Triton kernels", "cupy": "CuPy", "pycuda": "PyCUDA",
@@ -83,29 +84,22 @@ def end_run(record):
     candidate's code sees it (a request for an extension, a refusal)."""
     if STEPS is not None:
         record.setdefault("step", STEPS.current)
-    path = CONFIG["verdict_path"]
-    data = _DUMPS(record).encode()
-    fd = _OPEN(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    while data:
-        data = data[_WRITE(fd, data):]
-    _CLOSE(fd)
-    _REPLACE(path + ".tmp", path)
+    write_json(CONFIG["verdict_path"], record)
     _EXIT(0)
 
 
 CONFIG = {}   # this run's config (end_run writes to its verdict_path)
 
 
-# Bound when the harness is imported, before any candidate code runs: a candidate that later
-# replaces json.dump, open or os.replace does not change what the harness writes.
-_DUMP, _OPEN, _REPLACE = json.dump, open, os.replace
-
-
 def write_json(path, obj):
-    tmp = path + ".tmp"
-    with _OPEN(tmp, "w") as f:
-        _DUMP(obj, f)
-    _REPLACE(tmp, path)
+    """`obj` as JSON at `path` (written whole, then renamed), with the functions bound above: a
+    candidate that replaces json.dumps, os.open or os.replace does not change what is written."""
+    data = _DUMPS(obj).encode()
+    fd = _OPEN(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    while data:
+        data = data[_WRITE(fd, data):]
+    _CLOSE(fd)
+    _REPLACE(path + ".tmp", path)
 
 
 class Steps:
