@@ -41,6 +41,7 @@ def test_an_honest_answer_is_timed_against_the_reference(relu, tmp_path):
     assert perf["candidate_ms"]["min"] > 0
     assert perf["speedup_eager"] == pytest.approx(perf["eager_ms"]["mean"] / perf["candidate_ms"]["mean"])
     assert perf["device"] == "cpu" and perf["speedup_compile"] is None
+    assert perf["inputs_alternate"] is True
     assert list(tmp_path.iterdir()) == []   # the run dirs are gone
 
 
@@ -170,3 +171,50 @@ class ModelNew(nn.Module):
     perf = timed(relu, ext, tmp_path, PerfOptions(warmup=1, trials=3, compile_baseline=False, run_timeout=600))
     assert perf["status"] == "measured", perf
     assert perf["candidate_ms"]["n"] == 3
+
+
+def kernelbench_task(tmp_path, get_inputs: str, forward: str = "x * scale"):
+    """A one-task KernelBench suite in tmp_path whose get_inputs is `get_inputs`."""
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (tmp_path / "runs").mkdir()
+    (suite / "kb_scale.py").write_text(f"""import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x, scale):
+        return {forward}
+
+def get_inputs():
+{get_inputs}
+
+def get_init_inputs():
+    return []
+""")
+    return load_tasks(suite, strict=True)[0][0]
+
+
+SCALE_ANSWER = """import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x, scale):
+        return x * scale
+"""
+
+
+def test_inputs_alternate_when_a_second_seed_gives_the_same_structure(tmp_path):
+    task = kernelbench_task(tmp_path, "    return [torch.randn(64, 32), 3]")
+    perf = timed(task, SCALE_ANSWER, tmp_path / "runs")
+    assert perf["status"] == "measured" and perf["inputs_alternate"] is True, perf
+
+
+@pytest.mark.parametrize("get_inputs", [
+    "    return [torch.randn(int(torch.randint(8, 64, ()).item()), 32), 3]",    # another shape per seed
+    "    return [torch.randn(64, 32), int(torch.randint(1, 1000, ()).item())]",  # another int per seed
+], ids=["shape", "int"])
+def test_inputs_stay_put_when_a_second_seed_changes_their_structure(tmp_path, get_inputs):
+    """Copying another set into the same tensors needs the same shapes and equal non-tensor values:
+    otherwise every trial uses the first set, and the record says so."""
+    task = kernelbench_task(tmp_path, get_inputs)
+    perf = timed(task, SCALE_ANSWER, tmp_path / "runs")
+    assert perf["status"] == "measured" and perf["inputs_alternate"] is False, perf

@@ -95,7 +95,8 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
         device = printable(str(ref.get("device", "")))[:100]
         return kernelbench_measured(timing.stats(times), timing.stats(eager),
                                     timing.stats(compiled) if compiled else None, device=device,
-                                    warmup=options.warmup, trials=options.trials, seed=seed)
+                                    warmup=options.warmup, trials=options.trials, seed=seed,
+                                    inputs_alternate=alternate)
     except (BadOutput, UnsafeOutput, OSError) as e:
         return _failed(f"unusable timing files: {printable(str(e))[:300]}")
     finally:

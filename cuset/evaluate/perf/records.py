@@ -35,9 +35,12 @@ def not_measured(kind: str, reason: str) -> dict:
 
 
 def kernelbench_measured(candidate: dict, eager: dict, compiled: dict | None, *, device: str, warmup: int,
-                         trials: int, seed: int | None = None) -> dict:
-    """A KernelBench timing: speedups are ratios of mean trial times (KernelBench's definition)."""
+                         trials: int, seed: int | None = None, inputs_alternate: bool | None = None) -> dict:
+    """A KernelBench timing: speedups are ratios of mean trial times (KernelBench's definition).
+    `inputs_alternate`: whether the trials alternated two input sets (false when the task's
+    get_inputs gives other shapes under another seed: a per-tensor cache then goes unseen)."""
     return {"status": MEASURED, "kind": "kernelbench", "device": device, "warmup": warmup, "trials": trials, "seed": seed,
+            "inputs_alternate": inputs_alternate,
             "candidate_ms": candidate, "eager_ms": eager, "compile_ms": compiled,
             "speedup_eager": eager["mean"] / candidate["mean"],
             "speedup_compile": compiled["mean"] / candidate["mean"] if compiled else None}
