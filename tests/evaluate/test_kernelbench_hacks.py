@@ -34,7 +34,7 @@ def test_no_rule_fires_on_the_bundled_answers(path):
 def test_every_rule_is_registered_with_what_it_catches():
     assert set(RULES) == {"try_fallback", "inherits_reference", "torch_op_in_forward", "no_custom_kernel",
                           "stream_or_thread", "lazy_tensor", "timing_patch", "precision_downgrade",
-                          "state_across_calls", "compute_at_import"}
+                          "state_across_calls", "compute_at_import", "introspection"}
     assert all(r.catches for r in RULES.values())
 
 
@@ -166,6 +166,17 @@ def test_precision_downgrade_only_against_an_fp32_reference():
     tf32 = KERNEL + "torch.backends.cuda.matmul.allow_tf32 = True\n" + \
         "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.f(x)\n"
     assert fired(tf32) == ["precision_downgrade:10"]
+
+
+def test_introspection():
+    src = KERNEL + ("import gc, sys\n"                                   # 10
+                    "from inspect import currentframe\n"                 # 11
+                    "frame = sys._getframe(1)\n"                         # 12
+                    "ct = __import__('ctypes')\n"                        # 13
+                    "class ModelNew(nn.Module):\n"
+                    "    def forward(self, x):\n"
+                    "        return ext.f(x)\n")
+    assert fired(src) == ["introspection:10", "introspection:11", "introspection:12", "introspection:13"]
 
 
 def test_compute_at_import():
