@@ -221,6 +221,11 @@ def _walk(node: ast.AST) -> list[ast.AST]:
     return list(ast.walk(node))
 
 
+def _imported_modules(node: ast.Import | ast.ImportFrom) -> list[str]:
+    """The modules an import statement names (`from a.b import c`: a.b)."""
+    return [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+
+
 def _is_super_forward(answer: Answer, call: ast.Call) -> bool:
     """super().forward(...), super(ModelNew, self).forward(...) or Model.forward(self, ...)."""
     f = call.func
@@ -408,8 +413,7 @@ def _timing_patch(answer: Answer) -> list[HackFinding]:
     for node in answer.nodes:
         targets = []
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for name in names:
+            for name in _imported_modules(node):
                 if name.split(".")[0] in HARNESS_MODULES:
                     found.append(HackFinding("timing_patch", node.lineno, f"imports {name}, a module of the harness "
                                                                           "that verifies and times it"))
@@ -490,8 +494,7 @@ def _introspection(answer: Answer) -> list[HackFinding]:
     found = []
     for node in answer.nodes:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-            for name in names:
+            for name in _imported_modules(node):
                 if name.split(".")[0] in INTROSPECTION_MODULES:
                     found.append(HackFinding("introspection", node.lineno, f"imports {name}"))
         elif isinstance(node, ast.Call) and answer.dotted(node.func) in INTROSPECTION_CALLS:
