@@ -45,13 +45,15 @@ in the two versions (block_loop.py).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from cuset.execute.cpu import block_loop
+from cuset.execute.cpu import block_loop, inline_calls
 from cuset.execute.cpu.block_loop import (
     _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, KernelPlan, _declared_names, _flat, _ForHeader, _KernelVariant,
     _NotCollapsible, _unwrap, _Unit, _VariantWriter, _walk, replicated_types,
 )
 from cuset.execute.cpu.syntax_tree import operator_text
+from cuset.spans.grammar import parser
 
 # Atomics that never switch threads on the fibers (a failing atomicCAS does: spin locks).
 _ATOMIC = re.compile(r"atomic(?!CAS)[A-Z]\w*")
@@ -66,8 +68,22 @@ def plan_kernels(src: str) -> list[KernelPlan]:
 
 
 def plan_barrier_kernel(unit: _Unit, fn, name: str, line: int) -> KernelPlan:
-    """The plan of a kernel with barriers; raises _NotCollapsible where it needs the fibers."""
-    return _BarrierVariant(unit, fn).plan(name, line)
+    """The plan of a kernel with barriers; raises _NotCollapsible where it needs the fibers.
+    A kernel whose barriers sit in helpers it calls is planned with those calls inlined
+    (inline_calls.py): the variant is written from that text, the fibers keep the calls."""
+    try:
+        return _BarrierVariant(unit, fn).plan(name, line)
+    except _NotCollapsible:
+        inlined = inline_calls.inline_barrier_calls(unit, fn)
+        if inlined is None:
+            raise
+    source, calls = inlined
+    data = source.encode()
+    new_unit = _Unit(data, parser().parse(data).root_node)
+    # the edits are all inside the kernel's body: it starts where it did
+    [new_fn] = [k for k in new_unit.kernels if k.start_byte == fn.start_byte]
+    plan = _BarrierVariant(new_unit, new_fn).plan(name, line)
+    return replace(plan, inlined=calls)
 
 
 class _BarrierVariant(_KernelVariant):

@@ -129,13 +129,15 @@ class KernelPlan:
     insert_at: int = -1       # byte offset where `text` goes (after the body's `{`)
     text: str = ""
     barriers: int = 0          # barrier_regions.py: `__syncthreads()` statements the regions are split at
+    inlined: int = 0           # inline_calls.py: calls of helpers with barriers inlined into the variant
 
     def describe(self) -> str:
         if not self.loop:
             return f"{self.name}: fibers ({self.reason})"
         if self.barriers:
             return (f"{self.name}: block loop with barrier regions ({self.barriers} barrier(s)"
-                    + (f", {self.hoisted} loop(s) with barriers hoisted" if self.hoisted else "") + ")")
+                    + (f", {self.hoisted} loop(s) with barriers hoisted" if self.hoisted else "")
+                    + (f", {self.inlined} call(s) of helpers with barriers inlined" if self.inlined else "") + ")")
         chunked = self.hoisted - self.thread_innermost
         return (f"{self.name}: block loop" + (f", {chunked} loop(s) run in chunks" if chunked else "")
                 + (f", {self.thread_innermost} loop(s) writing no memory run with the threads innermost"
@@ -163,8 +165,10 @@ def plan_kernels(src: str, barrier_planner=None) -> list[KernelPlan]:
         try:
             plans.append(_KernelVariant(unit, fn).plan(name, line))
         except _NotCollapsible as e:
-            barriers = barrier_planner is not None and any(
-                n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body))
+            barriers = barrier_planner is not None and (_has_barrier(unit, body) or any(
+                n.type == "call_expression" and any(_has_barrier(unit, f.child_by_field_name("body"))
+                                                    for f in unit.functions.get(_called_name(unit, n), ()))
+                for n in _walk(body)))
             if not barriers:
                 plans.append(KernelPlan(name, line, False, reason=str(e)))
                 continue
@@ -173,6 +177,18 @@ def plan_kernels(src: str, barrier_planner=None) -> list[KernelPlan]:
             except _NotCollapsible as why:
                 plans.append(KernelPlan(name, line, False, reason=str(why)))
     return plans
+
+
+def _called_name(unit: _Unit, call) -> str:
+    """`f` of `f(...)` and of `f<T, 4>(...)`."""
+    f = call.child_by_field_name("function")
+    if f is not None and f.type == "template_function":
+        f = f.child_by_field_name("name")
+    return unit.text(f) if f is not None else ""
+
+
+def _has_barrier(unit: _Unit, body) -> bool:
+    return body is not None and any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body))
 
 
 def summary(plans: list[KernelPlan]) -> str:

@@ -1,0 +1,170 @@
+"""Device functions with barriers, inlined into the kernel that calls them, so that the
+barrier planner (barrier_regions.py) can split the kernel at their barriers.
+
+A kernel that calls a block-wide reduction helper (`float s = block_reduce(acc, sdata);`)
+has its barriers inside the helper, where no region can be split: it ran on the fibers.
+Here such a call, standing as a statement at the top level of the kernel's body, is
+replaced by the helper's statements at that same level:
+
+    float s = block_reduce(acc, sdata);
+->  float cuset_i0_acc = (acc); float* cuset_i0_sdata = (sdata);
+    <the helper's statements, every parameter and local renamed cuset_i0_...>
+    float s = (<the helper's returned expression, renamed>);
+
+which is what the call does: the arguments evaluated once into the parameters, the body
+run, the value returned. `__shared__` arrays the helper declares become the kernel's (a
+block has one of each either way). Only what can be inlined exactly is: a helper defined
+once in the file (a template only where the call names every template argument, which
+replace the template's parameters), not recursive, with parameters by value (scalars or
+pointers), whose only `return` is its last statement (none for `void`), and a call that is
+the whole statement: `T x = f(...);`, `x = f(...);` or `f(...);`. Anything else stays as
+it was (and the kernel on the fibers).
+
+The result is only the text the planner reads to write the kernel's block-loop variant;
+the fibers' version of the kernel keeps calling the helper.
+"""
+
+from __future__ import annotations
+
+from cuset.execute.cpu.block_loop import _declared_names, _function_declarator, _Unit, _unwrap, _walk
+from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
+
+PREFIX = "cuset_i"
+
+
+def inline_barrier_calls(unit: _Unit, kernel) -> tuple[str, int] | None:
+    """The source with the kernel's top-level calls of barrier helpers inlined, and how many
+    calls were; None when there is none to inline."""
+    edits = []
+    for stmt in _unwrap(kernel.child_by_field_name("body")):
+        found = _call_statement(unit, stmt)
+        if found is None:
+            continue
+        call, before, after = found
+        helper = _helper(unit, call)
+        if helper is None:
+            continue
+        text = _inlined(unit, *helper, call, before, after, len(edits))
+        if text is not None:
+            edits.append((stmt.start_byte, stmt.end_byte, text))
+    if not edits:
+        return None
+    data = unit.data
+    for start, end, text in reversed(edits):
+        data = data[:start] + text.encode() + data[end:]
+    return data.decode(errors="replace"), len(edits)
+
+
+def _call_statement(unit: _Unit, stmt):
+    """(call, text before it, text after it) of `T x = f(...);`, `x = f(...);` or `f(...);`."""
+    if stmt.type == "declaration":
+        declarators = stmt.children_by_field_name("declarator")
+        if len(declarators) != 1 or declarators[0].type != "init_declarator":
+            return None
+        value = declarators[0].child_by_field_name("value")
+        if value is None or value.type != "call_expression":
+            return None
+        return value, unit.data[stmt.start_byte:value.start_byte].decode(errors="replace"), ";"
+    if stmt.type == "expression_statement" and stmt.named_children:
+        e = stmt.named_children[0]
+        if e.type == "call_expression":
+            return e, "(void)", ";"
+        if e.type == "assignment_expression" and operator_text(unit, e) == "=" \
+                and e.child_by_field_name("left").type == "identifier" \
+                and e.child_by_field_name("right").type == "call_expression":
+            right = e.child_by_field_name("right")
+            return right, unit.data[stmt.start_byte:right.start_byte].decode(errors="replace"), ";"
+    return None
+
+
+def _helper(unit: _Unit, call):
+    """(the called function, its template parameters bound to the call's template arguments)
+    when it may be inlined: defined once here, with a barrier in its body, and, if a template,
+    called with every template argument spelled out (`f<BLOCK, true>(...)`, no deduction);
+    else None."""
+    f = call.child_by_field_name("function")
+    targs = []
+    if f is not None and f.type == "template_function":
+        listed = f.child_by_field_name("arguments")
+        targs = [unit.text(a) for a in listed.named_children] if listed is not None else []
+        f = f.child_by_field_name("name")
+    if f is None or f.type != "identifier":
+        return None
+    defined = unit.functions.get(unit.text(f), [])
+    if len(defined) != 1:
+        return None
+    fn = defined[0]
+    body = fn.child_by_field_name("body")
+    if body is None or not any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body)):
+        return None
+    tparams = []
+    if fn.parent is not None and fn.parent.type == "template_declaration":
+        listed = fn.parent.child_by_field_name("parameters")
+        for p in listed.named_children if listed is not None else ():
+            name = p.child_by_field_name("declarator") or p.child_by_field_name("name")
+            if p.type not in ("parameter_declaration", "type_parameter_declaration") or name is None:
+                return None   # defaults, packs, template template parameters: not here
+            tparams.append(unit.text(name) if name.type in ("identifier", "type_identifier") else None)
+    if None in tparams or len(tparams) != len(targs):
+        return None
+    return fn, dict(zip(tparams, targs))
+
+
+def _inlined(unit: _Unit, fn, bound: dict[str, str], call, before: str, after: str, k: int) -> str | None:
+    name = unit.function_name(fn)
+    body = fn.child_by_field_name("body")
+    stmts = _unwrap(body)
+    returns = [n for n in _walk(body) if n.type == "return_statement"]
+    last = stmts[-1] if stmts else None
+    returns_value = bool(returns)
+    if returns and (len(returns) != 1 or returns[0] is not last or not last.named_children):
+        return None   # a return before the end, or `return;` in the middle
+    if any(n.type == "call_expression" and unit.text(n.child_by_field_name("function") or n) == name
+           for n in _walk(body)):
+        return None   # recursion
+    if any(n.type == "storage_class_specifier" and unit.text(n) == "static" for n in _walk(body)):
+        return None   # a static local keeps its value between calls
+    params = [p for p in _function_declarator(fn).child_by_field_name("parameters").named_children
+              if p.type == "parameter_declaration"]
+    args = call.child_by_field_name("arguments").named_children
+    if len(params) != len(args):
+        return None
+    renamed: dict[str, str] = {}
+    declarations = []
+    for p, a in zip(params, args):
+        d = p.child_by_field_name("declarator")
+        ident = declared_identifier(d)
+        if ident is None or d.type == "array_declarator" or any(n.type == "reference_declarator" for n in _walk(p)):
+            return None   # by reference, an array or a function pointer: not a plain copy
+        new = f"{PREFIX}{k}_{unit.text(ident)}"
+        renamed[unit.text(ident)] = new
+        declarations.append(f"{_replaced(unit, p, {ident.start_byte: (ident.end_byte, new)})} = ({unit.text(a)});")
+    for s in _walk(body):
+        for local in _declared_names(unit, s):
+            renamed.setdefault(local, f"{PREFIX}{k}_{local}")
+    cuts = {n.start_byte: (n.end_byte, renamed[unit.text(n)]) for n in _walk(body)
+            if n.type == "identifier" and unit.text(n) in renamed}
+    # the template's parameters, as the call spelled them (a type where a type stands)
+    cuts.update({n.start_byte: (n.end_byte, f"({bound[unit.text(n)]})" if n.type == "identifier" else bound[unit.text(n)])
+                 for n in (*_walk(body), *params) if n.type in ("identifier", "type_identifier")
+                 and unit.text(n) in bound and unit.text(n) not in renamed})
+    parts = [" ".join(declarations)]   # lines kept: a `//` comment in the helper ends at its newline
+    for s in stmts[:-1] if returns_value else stmts:
+        parts.append(_replaced(unit, s, cuts))
+    if returns_value:
+        parts.append(f"{before}({_replaced(unit, last.named_children[0], cuts)}){after}")
+    elif before != "(void)":
+        return None   # a void helper's value assigned
+    return "\n".join(parts)
+
+
+def _replaced(unit: _Unit, node, cuts: dict[int, tuple[int, str]]) -> str:
+    """The node's source with `cuts` (start byte -> (end byte, text)) applied."""
+    out, pos = [], node.start_byte
+    for start in sorted(c for c in cuts if node.start_byte <= c < node.end_byte):
+        end, text = cuts[start]
+        out.append(unit.data[pos:start].decode(errors="replace"))
+        out.append(text)
+        pos = end
+    out.append(unit.data[pos:node.end_byte].decode(errors="replace"))
+    return "".join(out)
