@@ -122,8 +122,13 @@ def test_trial_checksums_hold_every_trial_within_the_element_tolerance():
     assert "trial 0, output 0" in trial_mismatch(ref, [[[11.31, 30.0, 100]], [[-4.0, 20.0, 100]]], 2, 0.01, 0.01)
     assert "trial 1, output 0" in trial_mismatch(ref, [[[10.0, 30.0, 100]], [[-4.0, 21.3, 100]]], 2, 0.01, 0.01)
     assert "no checksum of 100 elements" in trial_mismatch(ref, [[[10.0, 30.0, 99]], [[-4.0, 20.0, 100]]], 2, 0.01, 0.01)
-    assert "not 2" in trial_mismatch(ref, ref[:1], 2, 0.01, 0.01)
+    assert "each of its 2 trials" in trial_mismatch(ref, ref[:1], 2, 0.01, 0.01)
     assert "no checksum per trial" in trial_mismatch(None, ref, 2, 0.01, 0.01)
+    # malformed records (both runs are sandboxed) are refused, never a crash
+    for hostile in (["x", [[1.0, 2.0, 100]]], [[[1.0, "2", 100]], [[1.0, 2.0, 100]]], [[5], [[1.0, 2.0, 100]]],
+                    [[[True, 2.0, 100]], [[1.0, 2.0, 100]]], [{"a": 1}, [[1.0, 2.0, 100]]]):
+        assert "no checksum per trial" in trial_mismatch(hostile, ref, 2, 0.01, 0.01)
+        assert "each of its 2 trials" in trial_mismatch(ref, hostile, 2, 0.01, 0.01)
     assert trial_mismatch([[[float("nan"), float("nan"), 100]]], [[[1.0, 2.0, 100]]], 1, 0.01, 0.01) is None
     assert "its sums" in trial_mismatch([[[1.0, 2.0, 100]]], [[[float("nan"), 2.0, 100]]], 1, 0.0, 0.0)
 

@@ -104,27 +104,36 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
 
 
 def trial_mismatch(ref_sums, cand_sums, trials: int, atol: float, rtol: float) -> str | None:
-    """Why the answer's per-trial output checksums ([sum, sum |x|, numel] per output) do not
-    match the reference's, or None. Outputs that pass the element check (|c - r| <= atol + rtol |r|
-    everywhere) always pass: each sum then differs by at most atol * numel + rtol * sum |r|."""
-    if not isinstance(ref_sums, list) or len(ref_sums) != trials:
+    """Why the answer's per-trial output checksums ([sum, sum |x|, numel] per tensor output, None
+    for any other) do not match the reference's, or None. Outputs that pass the element check
+    (|c - r| <= atol + rtol |r| everywhere) always pass: each sum then differs by at most
+    atol * numel + rtol * sum |r|. Both records come from sandboxed runs: read as hostile."""
+    if not _trial_sums(ref_sums, trials):
         return "the reference's run gave no checksum per trial"
-    if not isinstance(cand_sums, list) or len(cand_sums) != trials:
-        return f"the answer's run gave {len(cand_sums) if isinstance(cand_sums, list) else 'no'} trial checksums, " \
-               f"not {trials}"
+    if not _trial_sums(cand_sums, trials):
+        return f"the answer's run did not give one checksum per output for each of its {trials} trials"
     for k, (ref, cand) in enumerate(zip(ref_sums, cand_sums)):
-        if not isinstance(cand, list) or len(cand) != len(ref):
-            return f"trial {k}: {len(cand) if isinstance(cand, list) else 'no'} outputs, not {len(ref)}"
+        if len(cand) != len(ref):
+            return f"trial {k}: {len(cand)} outputs, not {len(ref)}"
         for j, (r, c) in enumerate(zip(ref, cand)):
             if r is None or not all(math.isfinite(v) for v in r[:2]):
                 continue   # not a tensor, or the reference's own sums are not finite: the element check decides
-            if not (isinstance(c, list) and len(c) == 3 and all(isinstance(v, (int, float)) for v in c)) or c[2] != r[2]:
+            if c is None or c[2] != r[2]:
                 return f"trial {k}, output {j}: no checksum of {r[2]} elements"
             bound = atol * r[2] + rtol * r[1]
             if not (abs(c[0] - r[0]) <= bound and abs(c[1] - r[1]) <= bound):
                 return (f"trial {k}, output {j}: its sums ({c[0]:.6g}, |x| {c[1]:.6g}) are not the reference's "
                         f"({r[0]:.6g}, |x| {r[1]:.6g}) within atol * numel + rtol * sum |r| = {bound:.3g}")
     return None
+
+
+def _trial_sums(sums, trials: int) -> bool:
+    """`trials` lists, each of None or [number, number, count] entries."""
+    def checksum(c):
+        return c is None or (isinstance(c, list) and len(c) == 3 and all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in c))
+    return isinstance(sums, list) and len(sums) == trials and all(
+        isinstance(t, list) and all(checksum(c) for c in t) for t in sums)
 
 
 def _failed(reason: str) -> dict:
