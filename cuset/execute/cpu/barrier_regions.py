@@ -45,20 +45,25 @@ in the two versions (block_loop.py).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from cuset.execute.cpu import block_loop, inline_calls
 from cuset.execute.cpu.block_loop import (
-    _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, KernelPlan, _declared_names, _flat, _ForHeader, _KernelVariant,
-    _NotCollapsible, _unwrap, _Unit, _VariantWriter, _walk, replicated_types,
+    _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, SHUFFLES, KernelPlan, _declared_names, _flat, _ForHeader,
+    _KernelVariant, _NotCollapsible, _unwrap, _Unit, _VariantWriter, _walk, replicated_types,
 )
-from cuset.execute.cpu.syntax_tree import operator_text
+from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
 
 # Atomics that never switch threads on the fibers (a failing atomicCAS does: spin locks).
 _ATOMIC = re.compile(r"atomic(?!CAS)[A-Z]\w*")
 _RESTRICT = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
 _FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_system"})
+# Masks naming every lane: a shuffle in a region must have one (a partial mask leaves
+# lanes out, which only the fibers model).
+_FULL_MASKS = frozenset({"0xffffffff", "0xffffffffu", "~0", "~0u", "-1", "4294967295", "4294967295u",
+                         "(unsigned)-1", "~0x0", "~0x0u", "0xffffffffull"})
+_WARP_KINDS = ("shfl", "wloop", "wif")
 
 
 def plan_kernels(src: str) -> list[KernelPlan]:
@@ -93,12 +98,13 @@ class _BarrierVariant(_KernelVariant):
         self.remat_now: set[str] = set()    # recomputed locals in scope while classifying
         self.barriers = 0
         self.loops = 0
+        self.shuffles = 0
 
     # -------------------------------------------------- what the kernel may use
     def _check_word(self, word: str, allow_thread_index: bool) -> None:
         if _ATOMIC.fullmatch(word) or word in _FENCES:
             return
-        if allow_thread_index and word in ("__syncthreads", "__shared__", "extern"):
+        if allow_thread_index and (word in ("__syncthreads", "__shared__", "extern") or word in SHUFFLES):
             return  # in the kernel body: where they stand is checked by _level
         super()._check_word(word, allow_thread_index)
 
@@ -111,7 +117,8 @@ class _BarrierVariant(_KernelVariant):
 
     def _check_call(self, call) -> bool:
         name = self._callee_name(call)
-        if name is not None and (name == "__syncthreads" or _ATOMIC.fullmatch(name) or name in _FENCES):
+        if name is not None and (name == "__syncthreads" or _ATOMIC.fullmatch(name) or name in _FENCES
+                                 or name in SHUFFLES):
             return False
         return super()._check_call(call)
 
@@ -135,9 +142,12 @@ class _BarrierVariant(_KernelVariant):
             raise _NotCollapsible("a barrier under thread-dependent control flow")
         if _junctions_race(items, self._accesses):
             raise _NotCollapsible("a hoisted loop joins two stretches that may race with no barrier between")
+        if self.shuffles:
+            self._check_warp_intervals(items)
         gen = _BarrierGenerator(self, items)
         text = gen.variant()
-        return KernelPlan(name, line, True, self.loops, 0, "", self._insert_at(), text, barriers=self.barriers)
+        return KernelPlan(name, line, True, self.loops, 0, "", self._insert_at(), text, barriers=self.barriers,
+                          shuffles=self.shuffles)
 
     def _level(self, stmts, top: bool) -> list[tuple]:
         """The items of a level (the kernel body, or a hoisted loop's body): ("barrier",),
@@ -150,6 +160,9 @@ class _BarrierVariant(_KernelVariant):
             if _is_barrier(self.u, s):
                 self.barriers += 1
                 items.append(("barrier",))
+                continue
+            if self._has_shuffle(s) and not self._has_barrier(s):
+                items.append(self._warp_item(s))
                 continue
             if any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in _walk(s)):
                 if s.type != "for_statement":
@@ -183,6 +196,149 @@ class _BarrierVariant(_KernelVariant):
                 continue
             items.append(("stmt", s))
         return items
+
+    # -------------------------------------------------- warp shuffles
+    def _has_shuffle(self, s) -> bool:
+        return any(n.type == "identifier" and self.u.text(n) in SHUFFLES for n in _walk(s))
+
+    def _has_barrier(self, s) -> bool:
+        return any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in _walk(s))
+
+    def _warp_item(self, s) -> tuple:
+        """A statement with warp shuffles and no barrier: ("shfl", node, _Shuffle) for a
+        whole-statement shuffle, ("wloop", node, items) for a block-uniform `for` around
+        shuffles, ("wif", node, items) for an `if` (no `else`) around them."""
+        shuffle = self._shuffle_statement(s)
+        if shuffle is not None:
+            self.shuffles += 1
+            return ("shfl", s, shuffle)
+        if s.type == "for_statement":
+            var = self._uniform_for(s)
+            outer = (set(self.uniform_now), set(self.remat_now))
+            self.uniform_now.add(var)
+            inner = self._level(_unwrap(s.child_by_field_name("body")), top=False)
+            self.uniform_now, self.remat_now = outer
+            return ("wloop", s, inner)
+        if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
+            cond = s.child_by_field_name("condition")
+            if any(n.type in ("declaration", "init_statement") for n in cond.named_children):
+                raise _NotCollapsible("a declaration in the condition of an if around warp shuffles")
+            outer = (set(self.uniform_now), set(self.remat_now))
+            inner = self._level(_unwrap(s.child_by_field_name("consequence")), top=False)
+            self.uniform_now, self.remat_now = outer
+            return ("wif", s, inner)
+        raise _NotCollapsible("a warp shuffle other than a whole statement `T x = __shfl_*_sync(...);` or "
+                              "`x = __shfl_*_sync(...);` in the kernel body, a block-uniform for or an if")
+
+    def _shuffle_statement(self, s):
+        """`T x = __shfl_*_sync(FULL, v, arg[, width]);` or `x = __shfl_*_sync(...);` (`+=`
+        and the other compound assignments too)."""
+        decl, op = None, "="
+        if s.type == "declaration":
+            declarators = s.children_by_field_name("declarator")
+            if len(declarators) != 1 or declarators[0].type != "init_declarator":
+                return None
+            target, call = declarators[0].child_by_field_name("declarator"), declarators[0].child_by_field_name("value")
+            decl = s
+        elif s.type == "expression_statement" and len(s.named_children) == 1 \
+                and s.named_children[0].type == "assignment_expression":
+            target, call = s.named_children[0].child_by_field_name("left"), s.named_children[0].child_by_field_name("right")
+            op = operator_text(self.u, s.named_children[0])
+        else:
+            return None
+        if target is None or target.type != "identifier" or call is None or call.type != "call_expression":
+            return None
+        f = call.child_by_field_name("function")
+        if f is None or f.type != "identifier" or self.u.text(f) not in SHUFFLES:
+            return None
+        args = call.child_by_field_name("arguments").named_children
+        if len(args) not in (3, 4) or any(self._has_shuffle(a) for a in args):
+            return None
+        if not self._full_mask(args[0]):
+            raise _NotCollapsible(f"a warp shuffle whose mask is not the full warp ({self.u.text(args[0])})")
+        return _Shuffle(SHUFFLES[self.u.text(f)], self.u.text(f), self.u.text(target), decl, args[1], args[2],
+                        args[3] if len(args) == 4 else None, call.start_point[0] + 1, op)
+
+    def _runs_once(self, loop) -> bool:
+        """A `for (int v = A; v OP B; ...)` with constant A and B whose condition holds at
+        A: it runs at least one iteration (`for (int o = 16; o > 0; o >>= 1)`)."""
+        h = _ForHeader.of(self.u, loop)
+        cond = loop.child_by_field_name("condition")
+        start = self._constant(h.declarator.child_by_field_name("value"))
+        if cond is None or cond.type != "binary_expression" or start is None:
+            return False
+        left, right = cond.child_by_field_name("left"), cond.child_by_field_name("right")
+        bound = self._constant(right)
+        if left is None or left.type != "identifier" or self.u.text(left) != h.var or bound is None:
+            return False
+        op = operator_text(self.u, cond)
+        return {"<": start < bound, "<=": start <= bound, ">": start > bound, ">=": start >= bound,
+                "!=": start != bound}.get(op, False)
+
+    def _constant(self, node, depth: int = 0) -> int | None:
+        """An integer constant: a literal, `warpSize`, a macro of one, or + - * / << >> of them."""
+        if node is None or depth > 8:
+            return None
+        text = self.u.text(node)
+        if node.type == "number_literal":
+            try:
+                return int(text.rstrip("uUlL"), 0)
+            except ValueError:
+                return None
+        if node.type == "identifier":
+            if text == "warpSize":
+                return 32
+            value = self.u.macros.get(text, "").strip()
+            return int(value.rstrip("uUlL"), 0) if re.fullmatch(r"(0x[0-9a-fA-F]+|\d+)[uUlL]*", value) else None
+        if node.type == "parenthesized_expression" and node.named_children:
+            return self._constant(node.named_children[0], depth + 1)
+        if node.type == "binary_expression":
+            a = self._constant(node.child_by_field_name("left"), depth + 1)
+            b = self._constant(node.child_by_field_name("right"), depth + 1)
+            op = operator_text(self.u, node)
+            if a is None or b is None or (op == "/" and b == 0) or (op in ("<<", ">>") and not 0 <= b < 63):
+                return None
+            return {"+": a + b, "-": a - b, "*": a * b, "/": int(a / b) if b else None, "<<": a << b,
+                    ">>": a >> b}.get(op)
+        return None
+
+    def _full_mask(self, node) -> bool:
+        text = "".join(self.u.text(node).split())
+        return self._full_mask_text(self.u.macros.get(text, text))
+
+    @staticmethod
+    def _full_mask_text(text: str) -> bool:
+        text = "".join(text.split()).lower()
+        while text.startswith("(") and text.endswith(")") and text.count("(") == 1:
+            text = text[1:-1]
+        return text in _FULL_MASKS
+
+    def _check_warp_intervals(self, items) -> None:
+        """Where the regions reproduce the fibers around shuffles: between two barriers
+        the fibers run warp after warp, so shuffles stand only in stretches bounded by
+        barriers (or the kernel's ends) with no hoisted loop (whose junctions would join
+        stretches of different warps); a thread that returns would leave lanes out
+        (kept on the fibers); an `if` around shuffles only where a lane that skips it
+        reaches a barrier next (on the fibers a deadlock, reported the same), so last
+        in its interval, not in a loop, and not in the kernel's last stretch; and no
+        junction inside a warp's stretches may race (`_warp_junctions_race`)."""
+        if any(n.type == "return_statement" for n in _walk(self.body)):
+            raise _NotCollapsible("warp shuffles in a kernel that returns early")
+        for it in _all_items(items):
+            if it[0] == "loop" and any(x[0] in _WARP_KINDS for x in _all_items(it[2])):
+                raise _NotCollapsible("warp shuffles in a loop with barriers")
+            if it[0] in ("wloop", "wif") and any(x[0] in ("barrier", "loop", "shared") for x in _all_items(it[2])):
+                raise _NotCollapsible("a barrier among warp shuffles")  # _level counts it as placed
+        for interval, closed in _intervals(items):
+            if not any(it[0] in _WARP_KINDS for it in interval):
+                continue
+            if any(it[0] == "loop" for it in interval):
+                raise _NotCollapsible("warp shuffles next to a hoisted loop with barriers")
+            if _misplaced_if(interval, closed):
+                raise _NotCollapsible("an if around warp shuffles that is not the last of its stretch before a "
+                                      "barrier")
+            if _warp_junctions_race(interval, self._accesses, self._runs_once):
+                raise _NotCollapsible("a loop or if around warp shuffles joins two stretches that may race")
 
     def _uniform_declaration(self, s) -> bool:
         """Every declarator initialised with a value every thread computes alike, never written."""
@@ -253,7 +409,10 @@ class _BarrierVariant(_KernelVariant):
                 else:
                     return "global"
             name = self.u.text(target) if target is not None else ""
-            return name if name in shared or name in restricted else "global"
+            name = self._pointer_aliases().get(name, name)
+            if name in shared or name in restricted:
+                return name
+            return "params" if name in self._pointer_params() else "global"
 
         for n in _walk(node):
             t = n.type
@@ -279,7 +438,8 @@ class _BarrierVariant(_KernelVariant):
                         read.add(where)
                 elif name in self.u.functions and self._function_writes_no_memory(name):
                     read.add("*")  # it may read anything it is given
-                elif not (self._calls_pure_function(n) or name in _FENCES or (name or "").startswith("make_")):
+                elif not (self._calls_pure_function(n) or name in _FENCES or name in SHUFFLES
+                          or (name or "").startswith("make_")):
                     written.add("*")
             elif t == "identifier":
                 word = self.u.text(n)
@@ -289,6 +449,43 @@ class _BarrierVariant(_KernelVariant):
                     written.add("global")
                     read.add("global")
         return written, read
+
+    def _pointer_aliases(self) -> dict[str, str]:
+        """Local pointers into one `__shared__` array or `__restrict__` parameter, by the
+        name of what they point into: declared at the top level of the body as
+        `T* p = a;`, `a + e`, `a - e` or `&a[e]` (casts and parentheses allowed) and never
+        assigned again nor their address taken. (`float* scores = smem;` is smem's.)"""
+        if hasattr(self, "_alias_cache"):
+            return self._alias_cache
+        named = self._shared_names() | self._restrict_params()
+        aliases: dict[str, str] = {}
+        for decl in _unwrap(self.body):
+            if decl.type != "declaration":
+                continue
+            for d in decl.children_by_field_name("declarator"):
+                inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else None
+                if inner is None or inner.type != "pointer_declarator":
+                    continue
+                target = _pointed_into(self.u, d.child_by_field_name("value"))
+                if target in named:
+                    aliases[self.u.text(declared_identifier(d))] = target
+        for n in _walk(self.body):  # reassigned, stepped or its address taken: not an alias
+            target = None
+            if n.type == "assignment_expression":
+                target = n.child_by_field_name("left")
+            elif n.type == "update_expression":
+                target = n.child_by_field_name("argument")
+            elif n.type == "pointer_expression" and operator_text(self.u, n) == "&":
+                target = n.child_by_field_name("argument")
+            if target is not None and target.type == "identifier":
+                aliases.pop(self.u.text(target), None)
+        self._alias_cache = aliases
+        return aliases
+
+    def _pointer_params(self) -> set[str]:
+        """Pointer parameters: device memory, never a block's shared memory."""
+        return self._parameter_names(lambda p: (d := p.child_by_field_name("declarator")) is not None
+                                     and d.type == "pointer_declarator")
 
     def _restrict_params(self) -> set[str]:
         """Pointer parameters declared `__restrict__`: memory no other name reaches."""
@@ -303,6 +500,130 @@ class _BarrierVariant(_KernelVariant):
         return self._shared_cache
 
 
+@dataclass(frozen=True)
+class _Shuffle:
+    """`target = api(FULL, value, arg[, width])` (`decl`: the declaration, when it is one)."""
+    kind: str   # the runtime's WarpKind
+    api: str
+    target: str
+    decl: object
+    value: object
+    arg: object
+    width: object
+    line: int
+    op: str = "="  # the assignment's operator (`+=` ...) where it is not a declaration
+
+
+def _intervals(items):
+    """The top level's stretches between barriers: (items, whether a barrier ends it)."""
+    current: list[tuple] = []
+    for it in items:
+        if it[0] == "barrier":
+            yield current, True
+            current = []
+        else:
+            current.append(it)
+    yield current, False
+
+
+def _misplaced_if(items, closed: bool) -> bool:
+    """An `if` around shuffles that is in a loop, has shuffles after it in its stretch, or
+    ends the kernel (see _check_warp_intervals)."""
+    def bad(its, in_loop: bool, warp_after: bool) -> bool:
+        for k, it in enumerate(its):
+            later = warp_after or any(x[0] in _WARP_KINDS for x in its[k + 1:])
+            if it[0] == "wif" and (in_loop or later or not closed or bad(it[2], in_loop, later)):
+                return True
+            if it[0] == "wloop" and bad(it[2], True, later):
+                return True
+        return False
+    return bad(items, False, False)
+
+
+def _warp_junctions_race(items, accesses, runs_once) -> bool:
+    """_junctions_race for a warp's stretches between two barriers: a shuffle separates
+    the lanes' stretches; a loop around shuffles joins its body's last stretch with its
+    first and with what follows, an `if` its condition's stretch with the body's first
+    and its last with what follows (the fibers run each lane through the join, the
+    regions all lanes up to it first)."""
+    nodes: list[tuple[set[str], set[str]]] = []
+    edges: dict[int, set[int]] = {}
+
+    def add(k: int, node) -> None:
+        written, read = accesses(node)
+        nodes[k][0].update(written)
+        nodes[k][1].update(read)
+
+    def new() -> int:
+        nodes.append((set(), set()))
+        return len(nodes) - 1
+
+    def level(its) -> tuple[int, int]:
+        first = current = new()
+        for it in its:
+            if it[0] == "shfl":
+                add(current, it[2].value)
+                add(current, it[2].arg)
+                if it[2].width is not None:
+                    add(current, it[2].width)
+                current = new()
+            elif it[0] in ("wloop", "wif"):
+                if it[0] == "wif":
+                    add(current, it[1].child_by_field_name("condition"))
+                body_first, body_last = level(it[2])
+                after = new()
+                joins = [(current, body_first), (body_last, after)]
+                if it[0] == "wif" or not runs_once(it[1]):
+                    joins.append((current, after))  # no iteration: before and after meet
+                if it[0] == "wloop":
+                    joins.append((body_last, body_first))
+                for a, b in joins:
+                    edges.setdefault(a, set()).add(b)
+                current = after
+            elif it[0] in ("stmt", "other"):
+                add(current, it[1])
+        return first, current
+
+    level(items)
+    return _path_conflicts(nodes, edges)
+
+
+def _path_conflicts(nodes, edges) -> bool:
+    """Whether a stretch conflicts with one it reaches through joins (`edges`)."""
+    for start, here in enumerate(nodes):
+        if not (here[0] or here[1]):
+            continue
+        seen, todo = set(), list(edges.get(start, ()))
+        while todo:
+            k = todo.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            if _conflict(here, nodes[k]):
+                return True
+            todo.extend(edges.get(k, ()))
+    return False
+
+
+def _pointed_into(unit: _Unit, value) -> str:
+    """The array or pointer named first in `a`, `a + e`, `a - e`, `&a[e]` (casts and
+    parentheses around them allowed); "" otherwise."""
+    while value is not None:
+        if value.type == "identifier":
+            return unit.text(value)
+        if value.type in ("parenthesized_expression", "cast_expression"):
+            value = value.named_children[-1] if value.named_children else None
+        elif value.type == "binary_expression" and operator_text(unit, value) in ("+", "-"):
+            value = value.child_by_field_name("left")
+        elif value.type == "pointer_expression" and operator_text(unit, value) == "&":
+            arg = value.child_by_field_name("argument")
+            value = arg.child_by_field_name("argument") if arg is not None and arg.type == "subscript_expression" \
+                else None
+        else:
+            return ""
+    return ""
+
+
 def _conflict(a: tuple[set[str], set[str]], b: tuple[set[str], set[str]]) -> bool:
     """Whether two stretches' accesses could race: one writes what the other reads or writes."""
     (wa, ra), (wb, rb) = a, b
@@ -311,7 +632,9 @@ def _conflict(a: tuple[set[str], set[str]], b: tuple[set[str], set[str]]) -> boo
 
 def _overlap(x: set[str], y: set[str]) -> bool:
     """Two sets of memory names that may share a location: the same name, or "global"
-    or "*" (anything: a local pointer may point into a shared array or a parameter)."""
+    or "*" (anything: a local pointer may point into a shared array or a parameter).
+    "params" (through pointer parameters that are not `__restrict__`) is device memory:
+    it meets only itself (and "global", "*"), never a shared array."""
     if not x or not y:
         return False
     return bool(x & y) or bool((x | y) & {"global", "*"})
@@ -370,19 +693,7 @@ def _junctions_race(items, accesses) -> bool:
         return first, current
 
     level(items)
-    for start, here in enumerate(nodes):
-        if not (here[0] or here[1]):
-            continue
-        seen, todo = set(), list(edges.get(start, ()))
-        while todo:
-            k = todo.pop()
-            if k in seen:
-                continue
-            seen.add(k)
-            if _conflict(here, nodes[k]):
-                return True
-            todo.extend(edges.get(k, ()))
-    return False
+    return _path_conflicts(nodes, edges)
 
 
 # ---------------------------------------------------------------- code generation
@@ -402,8 +713,10 @@ class _BarrierGenerator(_VariantWriter):
             raise _NotCollapsible("too many locals live across a barrier")
         # The threads still running: a barrier draws the next order for them alone.
         live = "unsigned cuset_live = cuset_bl.n; " if self.uses_done else ""
+        # Shuffles run warp by warp: blocks of whole warps only (else the fibers).
+        warps = "::cuset::rt::block_loop_full_warps() && " if self.kv.shuffles else ""
         # A copy of the runtime's order: each barrier replaces it.
-        return self._entry("::cuset::rt::take_barrier_block_loop()", "::cuset::rt::BlockLoop",
+        return self._entry(f"{warps}::cuset::rt::take_barrier_block_loop()", "::cuset::rt::BlockLoop",
                            self._scratch() + live, body)
 
     def _level(self, items: list[tuple], prologue: list[str], bound: list[str]) -> str:
@@ -411,6 +724,7 @@ class _BarrierGenerator(_VariantWriter):
         region: list[str] = []
         start = (list(prologue), list(bound))
         prologue, bound = list(prologue), list(bound)
+        skip_to = 0
 
         def flush():
             if region:
@@ -419,6 +733,14 @@ class _BarrierGenerator(_VariantWriter):
 
         for k, it in enumerate(items):
             kind = it[0]
+            if kind != "barrier" and (k == 0 or items[k - 1][0] == "barrier"):
+                end = next((j for j in range(k, len(items)) if items[j][0] == "barrier"), len(items))
+                if any(x[0] in _WARP_KINDS for x in items[k:end]):
+                    # a stretch between barriers with shuffles: warp after warp (_warp_interval)
+                    out.append(self._warp_interval(items[k:end], items[end:], prologue, bound))
+                    skip_to = end
+            if k < skip_to:
+                continue
             if kind == "barrier":
                 flush()
                 live = "cuset_live" if self.uses_done else "cuset_bl.n"
@@ -446,6 +768,122 @@ class _BarrierGenerator(_VariantWriter):
                 region.append(self._with_returns(it[1]))
         flush()
         return " ".join(out) + " "
+
+    # -------------------------------------------------- warp shuffles
+    def _warp_interval(self, items: list[tuple], later: list[tuple], prologue: list[str], bound: list[str]) -> str:
+        """A stretch between barriers with shuffles, as the fibers run it: warp after warp
+        in the order's warp order (a released warp's lanes go to the front of the fibers'
+        queue, so a warp runs to the barrier before the next starts), each stretch between
+        two of its shuffles a loop over its lanes, in the order the last shuffle released
+        them (`block_loop_warp_release`). `__shared__` arrays and uniform locals are
+        declared before the warps' loop; `prologue` and `bound` gain this stretch's
+        recomputed and replicated locals, for the later regions."""
+        hoisted: list[str] = []
+        buffers: list[str] = []
+        body = self._warp_level(items, later, prologue, bound, hoisted, buffers, top=True)
+        return (" ".join(hoisted) + " for (unsigned cuset_w = 0; cuset_w < cuset_bl.n; cuset_w += 32u) { "
+                "int cuset_lo[32]; ::cuset::rt::block_loop_warp_lanes(cuset_bl, cuset_w, cuset_lo); "
+                + " ".join(buffers) + " " + body + " } ")
+
+    def _warp_level(self, items, later, prologue, bound, hoisted, buffers, top: bool) -> str:
+        out: list[str] = []
+        region: list[str] = []
+        if not top:  # the locals of a loop's or an if's body end with it
+            prologue, bound = list(prologue), list(bound)
+        start = (list(prologue), list(bound))
+
+        def flush():
+            if region:
+                out.append(self._lanes(start[0], start[1], region))
+                region.clear()
+
+        for k, it in enumerate(items):
+            kind, rest = it[0], items[k + 1:] + later
+            if kind == "shfl":
+                sh: _Shuffle = it[2]
+                n = len(buffers)
+                if sh.decl is not None:
+                    [(_, type_text)] = replicated_types(self.u, sh.decl)
+                elif sh.target in dict(self.replicated):
+                    type_text = f"cuset_t_{sh.target}"
+                else:
+                    raise _NotCollapsible(f"a shuffle assigned to {sh.target}, which is not a local of the kernel")
+                buffers.append(f"std::remove_const_t<{type_text}> cuset_xv{n}[32]; int cuset_xa{n}[32], cuset_xw{n}[32];")
+                width = _flat(self.u, sh.width) if sh.width is not None else "32"
+                lane = "cuset_t & 31u"
+                region.append(f"cuset_xv{n}[{lane}] = ({_flat(self.u, sh.value)}); "
+                              f"cuset_xa{n}[{lane}] = (int)({_flat(self.u, sh.arg)}); cuset_xw{n}[{lane}] = (int)({width});")
+                flush()
+                out.append("::cuset::rt::block_loop_warp_release(cuset_lo);")
+                start = (list(prologue), list(bound))
+                read = (f"cuset_xv{n}[::cuset::rt::block_loop_shuffle_source(::cuset::rt::WarpKind::{sh.kind}, {lane}, "
+                        f"cuset_xa{n}[{lane}], cuset_xw{n}[{lane}], \"{sh.api}\", __builtin_FILE(), {sh.line})]")
+                if sh.decl is None:
+                    region.append(f"{sh.target} {sh.op} {read};")
+                elif self._outlives_stretch((sh.target,), items[k + 1:], later if top else []):
+                    self._replicate(sh.target, type_text)
+                    region.append(f"cuset_r_{sh.target}[cuset_t] = {read}; {self._bind(sh.target)}")
+                    bound.append(sh.target)
+                else:
+                    region.append(f"{type_text} {sh.target} = {read}; (void){sh.target};")
+            elif kind == "wloop":
+                flush()
+                h = _ForHeader.of(self.u, it[1])
+                inner = self._warp_level(it[2], rest, prologue, bound, hoisted, buffers, top=False)
+                out.append(f"for ({h.init} {h.cond}; {h.step}) {{ {inner} }}")
+                start = (list(prologue), list(bound))
+            elif kind == "wif":
+                n = len(buffers)
+                buffers.append(f"unsigned char cuset_wc{n}[32];")
+                region.append(f"cuset_wc{n}[cuset_t & 31u] = {_flat(self.u, it[1].child_by_field_name('condition'))} "
+                              "? 1 : 0;")
+                flush()
+                inner = self._warp_level(it[2], rest, prologue, bound, hoisted, buffers, top=False)
+                out.append(f"{{ unsigned cuset_in = 0; for (unsigned cuset_k = 0; cuset_k < 32u; ++cuset_k) "
+                           f"cuset_in += cuset_wc{n}[cuset_k]; if (cuset_in == 32u) {{ {inner} }} else if (cuset_in) "
+                           f"::cuset::rt::block_loop_warp_divergence(cuset_w >> 5, __builtin_FILE(), "
+                           f"{it[1].start_point[0] + 1}); }}")
+                start = (list(prologue), list(bound))
+            elif kind == "shared":
+                hoisted.append(self._shared(it[1]))
+            elif kind == "uniform":
+                text = _flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
+                (hoisted if top else out).append(text)
+            elif kind == "remat":
+                text = _flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
+                region.append(text)
+                prologue.append(text)
+            elif kind == "other" and self._outlives_stretch(it[2], items[k + 1:], later if top else []):
+                for name, type_text in replicated_types(self.u, it[1]):
+                    self._replicate(name, type_text)
+                region.append(self._replicated_declaration(it[1]))
+                bound.extend(it[2])
+            else:
+                region.append(self._with_returns(it[1]))
+        flush()
+        return " ".join(out) + " "
+
+    def _outlives_stretch(self, names: tuple, siblings: list[tuple], later: list[tuple]) -> bool:
+        """Whether locals declared here are used past the next shuffle, loop or if around
+        shuffles at their level (or, at the top level, after the stretch's barrier)."""
+        split = next((j for j, it in enumerate(siblings) if it[0] in _WARP_KINDS), len(siblings))
+        return _used_later(self.u, names, siblings[split:] + later)
+
+    def _replicate(self, name: str, type_text: str) -> None:
+        """A per-thread slot for `name` (one for the kernel: an inlined helper may declare
+        the same name in two loops)."""
+        known = dict(self.replicated)
+        if name not in known:
+            self.replicated.append((name, type_text))
+        elif known[name] != type_text:
+            raise _NotCollapsible(f"two locals named {name} of different types live across regions")
+
+    @staticmethod
+    def _lanes(prologue: list[str], bound: list[str], stmts: list[str]) -> str:
+        binds = " ".join(_VariantWriter._bind(n) for n in bound)
+        return ("::cuset::rt::for_each_lane(cuset_bl, cuset_lo, [&](const unsigned cuset_t, const uint3 threadIdx) "
+                "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; "
+                + " ".join(prologue) + " " + binds + " " + " ".join(stmts) + " });")
 
     def _region(self, prologue: list[str], bound: list[str], stmts: list[str]) -> str:
         binds = " ".join(self._bind(n) for n in bound)

@@ -130,12 +130,14 @@ class KernelPlan:
     text: str = ""
     barriers: int = 0          # barrier_regions.py: `__syncthreads()` statements the regions are split at
     inlined: int = 0           # inline_calls.py: calls of helpers with barriers inlined into the variant
+    shuffles: int = 0          # barrier_regions.py: warp shuffles the regions are split at, warp by warp
 
     def describe(self) -> str:
         if not self.loop:
             return f"{self.name}: fibers ({self.reason})"
-        if self.barriers:
+        if self.barriers or self.shuffles:
             return (f"{self.name}: block loop with barrier regions ({self.barriers} barrier(s)"
+                    + (f", {self.shuffles} warp shuffle(s)" if self.shuffles else "")
                     + (f", {self.hoisted} loop(s) with barriers hoisted" if self.hoisted else "")
                     + (f", {self.inlined} call(s) of helpers with barriers inlined" if self.inlined else "") + ")")
         chunked = self.hoisted - self.thread_innermost
@@ -150,7 +152,7 @@ class _NotCollapsible(Exception):
 
 def plan_kernels(src: str, barrier_planner=None) -> list[KernelPlan]:
     """A plan per `__global__` definition of `src` (a variant where it qualifies).
-    `barrier_planner(unit, fn, name, line)` plans the kernels with `__syncthreads()`
+    `barrier_planner(unit, fn, name, line)` plans the kernels with `__syncthreads()` or warp shuffles
     this module leaves on the fibers (barrier_regions.plan_kernels passes its own)."""
     if "__global__" not in src:
         return []
@@ -165,8 +167,9 @@ def plan_kernels(src: str, barrier_planner=None) -> list[KernelPlan]:
         try:
             plans.append(_KernelVariant(unit, fn).plan(name, line))
         except _NotCollapsible as e:
-            barriers = barrier_planner is not None and (_has_barrier(unit, body) or any(
+            barriers = barrier_planner is not None and (_has_barrier(unit, body) or _has_shuffle(unit, body) or any(
                 n.type == "call_expression" and any(_has_barrier(unit, f.child_by_field_name("body"))
+                                                    or _has_shuffle(unit, f.child_by_field_name("body"))
                                                     for f in unit.functions.get(_called_name(unit, n), ()))
                 for n in _walk(body)))
             if not barriers:
@@ -189,6 +192,15 @@ def _called_name(unit: _Unit, call) -> str:
 
 def _has_barrier(unit: _Unit, body) -> bool:
     return body is not None and any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body))
+
+
+# Warp shuffles the barrier planner splits regions at (barrier_regions.py), by WarpKind.
+SHUFFLES = {"__shfl_sync": "shfl_idx", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
+            "__shfl_xor_sync": "shfl_xor"}
+
+
+def _has_shuffle(unit: _Unit, body) -> bool:
+    return body is not None and any(n.type == "identifier" and unit.text(n) in SHUFFLES for n in _walk(body))
 
 
 def summary(plans: list[KernelPlan]) -> str:

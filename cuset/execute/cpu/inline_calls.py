@@ -1,10 +1,13 @@
-"""Device functions with barriers, inlined into the kernel that calls them, so that the
-barrier planner (barrier_regions.py) can split the kernel at their barriers.
+"""Device functions with barriers or warp shuffles, inlined into the kernel that calls them,
+so that the barrier planner (barrier_regions.py) can split the kernel at their barriers and
+shuffles.
 
 A kernel that calls a block-wide reduction helper (`float s = block_reduce(acc, sdata);`)
-has its barriers inside the helper, where no region can be split: it ran on the fibers.
-Here such a call, standing as a statement at the top level of the kernel's body, is
-replaced by the helper's statements at that same level:
+has its barriers inside the helper, where no region can be split: it ran on the fibers
+(so did one calling a warp reduction, `v = warp_sum(v);`). Here such a call, standing as
+a statement in the kernel's body, is replaced by the helper's statements at that same
+place (in braces where it was the body of a braceless `if` or loop; a helper's own calls
+of such helpers in the next round):
 
     float s = block_reduce(acc, sdata);
 ->  float cuset_i0_acc = (acc); float* cuset_i0_sdata = (sdata);
@@ -17,8 +20,11 @@ block has one of each either way). Only what can be inlined exactly is: a helper
 once in the file (a template only where the call names every template argument, which
 replace the template's parameters), not recursive, with parameters by value (scalars or
 pointers), whose only `return` is its last statement (none for `void`), and a call that is
-the whole statement: `T x = f(...);`, `x = f(...);` or `f(...);`. Anything else stays as
-it was (and the kernel on the fibers).
+the whole statement: `T x = f(...);`, `x = f(...);` or `f(...);`, or the one call in a value
+that around it reads no memory and changes nothing (`T x = 1.0f / f(...);`). Anything else
+stays as it was (and the kernel on the fibers). Whether the inlined kernel can run as
+regions is the planner's question: a helper inlined under a condition still has its
+barrier there.
 
 The result is only the text the planner reads to write the kernel's block-loop variant;
 the fibers' version of the kernel keeps calling the helper.
@@ -26,55 +32,103 @@ the fibers' version of the kernel keeps calling the helper.
 
 from __future__ import annotations
 
-from cuset.execute.cpu.block_loop import _declared_names, _function_declarator, _Unit, _unwrap, _walk
+from cuset.execute.cpu.block_loop import SHUFFLES, _declared_names, _function_declarator, _Unit, _unwrap, _walk
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
+from cuset.spans.grammar import parser
 
 PREFIX = "cuset_i"
 
 
+ROUNDS = 4  # helpers calling helpers: inlined round after round, this deep
+
+
 def inline_barrier_calls(unit: _Unit, kernel) -> tuple[str, int] | None:
-    """The source with the kernel's top-level calls of barrier helpers inlined, and how many
-    calls were; None when there is none to inline."""
-    edits = []
-    for stmt in _unwrap(kernel.child_by_field_name("body")):
-        found = _call_statement(unit, stmt)
-        if found is None:
-            continue
-        call, before, after = found
-        helper = _helper(unit, call)
-        if helper is None:
-            continue
-        text = _inlined(unit, *helper, call, before, after, len(edits))
-        if text is not None:
+    """The source with the kernel's calls of helpers with barriers or warp shuffles inlined
+    (statements anywhere in its body; a helper's own calls of such helpers in the next
+    round), and how many calls were; None when there is none to inline."""
+    data, count = unit.data, 0
+    for _ in range(ROUNDS):
+        edits = []
+        for stmt in _walk(kernel.child_by_field_name("body")):
+            if stmt.type not in ("declaration", "expression_statement"):
+                continue
+            found = _call_statement(unit, stmt)
+            if found is None:
+                continue
+            call, before, after = found
+            helper = _helper(unit, call)
+            if helper is None:
+                continue
+            text = _inlined(unit, *helper, call, before, after, count + len(edits))
+            if text is None:
+                continue
+            if stmt.parent is None or stmt.parent.type != "compound_statement":
+                if stmt.type == "declaration":
+                    continue   # `if (c) T x = f();` declares nothing usable
+                text = "{ " + text + " }"   # the body of a braceless if or loop stays one statement
             edits.append((stmt.start_byte, stmt.end_byte, text))
-    if not edits:
-        return None
-    data = unit.data
-    for start, end, text in reversed(edits):
-        data = data[:start] + text.encode() + data[end:]
-    return data.decode(errors="replace"), len(edits)
+        if not edits:
+            break
+        for start, end, text in reversed(edits):
+            data = data[:start] + text.encode() + data[end:]
+        count += len(edits)
+        # the edits are all inside the kernel's body: it starts where it did
+        unit = _Unit(data, parser().parse(data).root_node)
+        [kernel] = [k for k in unit.kernels if k.start_byte == kernel.start_byte]
+    return (data.decode(errors="replace"), count) if count else None
 
 
 def _call_statement(unit: _Unit, stmt):
-    """(call, text before it, text after it) of `T x = f(...);`, `x = f(...);` or `f(...);`."""
+    """(call, text before it, text after it) of `T x = f(...);`, `x = f(...);` or `f(...);`,
+    also where the value is an expression around the one call (`T x = 1.0f / f(...);`) that
+    reads no memory and changes nothing: evaluated after the helper's barriers instead of
+    in some order around the call, it computes the same."""
     if stmt.type == "declaration":
         declarators = stmt.children_by_field_name("declarator")
         if len(declarators) != 1 or declarators[0].type != "init_declarator":
             return None
         value = declarators[0].child_by_field_name("value")
-        if value is None or value.type != "call_expression":
-            return None
-        return value, unit.data[stmt.start_byte:value.start_byte].decode(errors="replace"), ";"
-    if stmt.type == "expression_statement" and stmt.named_children:
+    elif stmt.type == "expression_statement" and stmt.named_children:
         e = stmt.named_children[0]
         if e.type == "call_expression":
             return e, "(void)", ";"
-        if e.type == "assignment_expression" and operator_text(unit, e) == "=" \
-                and e.child_by_field_name("left").type == "identifier" \
-                and e.child_by_field_name("right").type == "call_expression":
-            right = e.child_by_field_name("right")
-            return right, unit.data[stmt.start_byte:right.start_byte].decode(errors="replace"), ";"
-    return None
+        if e.type != "assignment_expression" or operator_text(unit, e) != "=" \
+                or e.child_by_field_name("left").type != "identifier":
+            return None
+        value = e.child_by_field_name("right")
+    else:
+        return None
+    call = value if value is not None and value.type == "call_expression" else _only_call(unit, value)
+    if call is None:
+        return None
+    return (call, unit.data[stmt.start_byte:call.start_byte].decode(errors="replace"),
+            unit.data[call.end_byte:stmt.end_byte].decode(errors="replace"))
+
+
+# What the expression around an inlined call may hold: values of locals, constants and
+# operators on them (no memory access, assignment, call or comma).
+_PLAIN = frozenset({"identifier", "number_literal", "true", "false", "binary_expression", "unary_expression",
+                    "parenthesized_expression", "cast_expression", "conditional_expression", "type_descriptor",
+                    "primitive_type", "sized_type_specifier", "type_identifier", "type_qualifier"})
+
+
+def _only_call(unit: _Unit, value):
+    """The one call in `value` when everything around it is plain (see _PLAIN), else None."""
+    if value is None:
+        return None
+    calls = [n for n in _walk(value) if n.type == "call_expression"]
+    if len(calls) != 1:
+        return None
+    call = calls[0]
+    inside = {id(n) for n in _walk(call)}
+    for n in _walk(value):
+        if id(n) in inside or not n.is_named:
+            continue
+        if n.type not in _PLAIN or (n.type == "unary_expression" and operator_text(unit, n) in ("*", "&")):
+            return None
+        if n.type == "identifier" and unit.text(n) in unit.globals and unit.text(n) not in unit.constants:
+            return None   # a file-scope variable is memory the helper may write
+    return call
 
 
 def _helper(unit: _Unit, call):
@@ -95,7 +149,8 @@ def _helper(unit: _Unit, call):
         return None
     fn = defined[0]
     body = fn.child_by_field_name("body")
-    if body is None or not any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body)):
+    if body is None or not any(n.type == "identifier" and (unit.text(n) == "__syncthreads" or unit.text(n) in SHUFFLES)
+                               for n in _walk(body)):
         return None
     tparams = []
     if fn.parent is not None and fn.parent.type == "template_declaration":

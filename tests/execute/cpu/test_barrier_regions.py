@@ -36,7 +36,7 @@ def test_fixture_kernels_get_the_expected_paths():
         assert plans[name].describe().startswith(f"{name}: block loop with barrier regions")
     assert not plans["tiled_race"].loop and "may race with no barrier between" in plans["tiled_race"].reason
     assert not plans["divergent"].loop and plans["divergent"].reason == "a barrier under thread-dependent control flow"
-    assert not plans["shuffle"].loop and "__shfl_down_sync" in plans["shuffle"].reason
+    assert plans["shuffle"].loop and (plans["shuffle"].barriers, plans["shuffle"].shuffles) == (1, 1), plans["shuffle"]
 
 
 SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
@@ -56,7 +56,24 @@ SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
      "continue across"),
     (SHARED + "for (int i = 0; i < n; ++i) { s[t] += 1; __syncthreads(); i += 1; }", "writes its variable"),
     (SHARED + "s[t] = 0; __syncthreads(); atomicCAS((int*)p, 0, 1);", "atomicCAS"),
-    (SHARED + "s[t] = __shfl_xor_sync(0xffffffff, q[t], 1); __syncthreads(); p[t] = s[0];", "__shfl_xor_sync"),
+    # warp shuffles the regions do not reproduce (tests/execute/cpu/test_warp_regions.py: those they do)
+    (SHARED + "s[t] = __shfl_xor_sync(0xffffffff, q[t], 1); __syncthreads(); p[t] = s[0];",
+     "other than a whole statement"),
+    (SHARED + "float v = __shfl_xor_sync(0xffff, q[t], 1); __syncthreads(); p[t] = v;", "not the full warp"),
+    (SHARED + "if (t > 40) return; float v = __shfl_xor_sync(0xffffffff, q[t], 1); __syncthreads(); p[t] = v;",
+     "returns early"),
+    (SHARED + "int i = 0; float v = q[t]; while (i < n) { v = __shfl_xor_sync(0xffffffff, v, 1); ++i; } p[t] = v;",
+     "while loop"),
+    # lanes skipping the if would exit: on the fibers they complete the shuffle without them
+    (SHARED + "float v = q[t]; if (t < 32) { v = __shfl_xor_sync(0xffffffff, v, 1); } p[t] = v;",
+     "an if around warp shuffles"),
+    (SHARED + "float v = q[t]; __syncthreads(); if (t < 32) { v = __shfl_xor_sync(0xffffffff, v, 1); } "
+     "v = __shfl_xor_sync(0xffffffff, v, 2); __syncthreads(); p[t] = v;", "an if around warp shuffles"),
+    (SHARED + "float v = q[t]; for (int i = 0; i < n; ++i) { v = __shfl_xor_sync(0xffffffff, v, 1); s[t] = v; "
+     "__syncthreads(); }", "warp shuffles in a loop with barriers"),
+    # the stretch before the loop writes what the body's first stretch reads: one stretch per lane on the fibers
+    (SHARED + "float v = q[t]; s[t] = v; for (int o = 1; o < 32; o <<= 1) { float w = s[(t + 1) % 256]; "
+     "v = __shfl_xor_sync(0xffffffff, v + w, o); } __syncthreads(); p[t] = v;", "may race"),
     (SHARED + "s[t] = 0; __syncthreads(); p[t] = walk(q, n);", "function with a loop"),  # its loop ticks
     (SHARED + "s[t] = 0; __syncthreads(); int c = __syncthreads_count(t > 1); p[t] = c;", "__syncthreads_count"),
     (SHARED + "s[t] = 0; __syncthreads(); s[t] += 1; SYNC; p[t] = s[0];", "macro SYNC uses __syncthreads"),
@@ -240,7 +257,15 @@ def test_a_missing_second_barrier_stays_on_the_fibers_and_races(program):
     assert out_forward == program("tiled_race", "forward", False)[1]
 
 
-@pytest.mark.parametrize("mode", ["divergent", "shuffle"])
+def test_a_kernel_with_warp_shuffles_runs_as_regions_bit_for_bit(program):
+    for order in ("forward", "random:3"):
+        on, out_on, paths_on = program("shuffle", order, True)
+        off, out_off, paths_off = program("shuffle", order, False)
+        assert on.returncode == 0 and (on.stdout, out_on) == (off.stdout, out_off), on.stderr
+        assert (paths_on, paths_off) == ({"shuffle": "block loop with barrier regions"}, {"shuffle": "fibers"})
+
+
+@pytest.mark.parametrize("mode", ["divergent"])
 def test_kernels_on_fibers_are_unchanged(program, mode):
     for order in ("forward", "random:3"):
         on, out_on, paths_on = program(mode, order, True)

@@ -634,6 +634,50 @@ const int* block_loop_barrier(const int* order, unsigned live) {
   return random_thread_order(B.nthreads);
 }
 
+bool block_loop_full_warps() {
+  if (block_loop.n % 32u == 0) return true;
+  block_loop_offered = false;
+  return false;
+}
+
+void block_loop_warp_lanes(const BlockLoop& bl, unsigned first, int* lanes) {
+  for (unsigned k = 0; k < 32; ++k) lanes[k] = bl.order ? bl.order[first + k] : (int)(first + k);
+}
+
+// release_group's order: the running lane (the last to arrive) goes on, the others
+// are pushed to the front of the queue: ascending under forward, under the random
+// orders in the reverse of a shuffle of the ascending lanes (the same draws).
+void block_loop_warp_release(int* lanes) {
+  const int running = lanes[31], first = lanes[0] & ~31;
+  int out[32], asc[32];
+  unsigned k = 0;
+  out[k++] = running;
+  for (int l = 0; l < 32; ++l) asc[l] = first + l;
+  if (g_order.random) {
+    shuffle(asc, 32);
+    for (int i = 31; i >= 0; --i)
+      if (asc[i] != running) out[k++] = asc[i];
+  } else {
+    for (int l = 0; l < 32; ++l)
+      if (asc[l] != running) out[k++] = asc[l];
+  }
+  memcpy(lanes, out, sizeof out);
+}
+
+unsigned block_loop_shuffle_source(WarpKind kind, unsigned lane, int param, int width, const char* api,
+                                   const char* file, unsigned line) {
+  if (width <= 0 || width > 32 || (width & (width - 1)))
+    fatal(Fatal::runtime_error, "%s at %s:%u: width %d is not a power of two in 1..32", api, file, line, width);
+  return shuffle_source(kind, lane, param, (unsigned)width);
+}
+
+void block_loop_warp_divergence(unsigned warp, const char* file, unsigned line) {
+  fatal(Fatal::runtime_error,
+        "deadlock in block (%u,%u,%u): lanes of warp %u shuffle with the full mask at %s:%u inside a branch the "
+        "warp's other lanes skipped to wait at __syncthreads() (a warp operation in divergent code)",
+        blockIdx.x, blockIdx.y, blockIdx.z, warp, file, line);
+}
+
 bool block_loop_lanes = true;
 
 // CUSET_CPU_BLOCK_LOOP: 0 every kernel on the fibers; `chunks` block loops without
@@ -976,17 +1020,7 @@ static void compute_group(unsigned w, unsigned need) {
         if (width == 0 || width > 32 || (width & (width - 1)))
           fatal(Fatal::runtime_error, "%s at %s:%u: width %d is not a power of two in 1..32", kind_name(c),
                 c.site.file, c.site.line, c.width);
-        unsigned base = l & ~(width - 1);
-        unsigned src = l;
-        switch (c.kind) {
-          case WarpKind::shfl_idx: src = base + ((unsigned)c.param & (width - 1)); break;
-          case WarpKind::shfl_up: src = (l - base) >= (unsigned)c.param ? l - (unsigned)c.param : l; break;
-          case WarpKind::shfl_down: src = (l - base) + (unsigned)c.param < width ? l + (unsigned)c.param : l; break;
-          default: {
-            unsigned s = l ^ ((unsigned)c.param & 31u);
-            src = s >= base + width ? l : s;  // later segments read back the own value
-          }
-        }
+        unsigned src = shuffle_source(c.kind, l, c.param, width);
         if (src == l || (need >> src & 1u)) {
           memcpy(c.out, th[src].call->in, c.size);
         } else {

@@ -177,12 +177,57 @@ bool block_loop_apart(std::initializer_list<const void*> pairs);
 // running worker, at least `bytes` long, 64-byte aligned, kept between blocks.
 void* block_loop_scratch(unsigned slot, size_t bytes);
 
+// Warp shuffles in barrier regions (barrier_regions.py): between two barriers a
+// kernel with shuffles runs warp after warp, as the fibers do (a released warp's
+// lanes go to the front of the queue), each stretch between two shuffles as a
+// loop over the warp's 32 lanes. Offered only to blocks of whole warps: otherwise
+// the offer is withdrawn (the block runs on the fibers).
+bool block_loop_full_warps();
+// The lanes (thread indices, in the order they run) of the warp at position
+// `first` of the block's order: that order's 32 entries from there.
+void block_loop_warp_lanes(const BlockLoop& bl, unsigned first, int* lanes);
+// A shuffle every lane of the warp has reached, the last of `lanes` last: the
+// order they go on in, as the fibers' release_group queues them (the last lane
+// first, then the others; under the random orders the same draws).
+void block_loop_warp_release(int* lanes);
+// The lane a shuffle reads (width checked as on the fibers).
+unsigned block_loop_shuffle_source(WarpKind kind, unsigned lane, int param, int width, const char* api,
+                                   const char* file, unsigned line);
+// Some lanes of a warp entered an `if` whose body shuffles with the full mask and
+// the others went on to a barrier: a deadlock on the fibers, reported alike.
+[[noreturn]] void block_loop_warp_divergence(unsigned warp, const char* file, unsigned line);
+// Source lane of a shuffle of `kind` read by `lane` (width a power of two <= 32):
+// the fibers' compute_group and the regions share it.
+inline unsigned shuffle_source(WarpKind kind, unsigned lane, int param, unsigned width) {
+  unsigned base = lane & ~(width - 1);
+  switch (kind) {
+    case WarpKind::shfl_idx: return base + ((unsigned)param & (width - 1));
+    case WarpKind::shfl_up: return (lane - base) >= (unsigned)param ? lane - (unsigned)param : lane;
+    case WarpKind::shfl_down: return (lane - base) + (unsigned)param < width ? lane + (unsigned)param : lane;
+    default: {
+      unsigned s = lane ^ ((unsigned)param & 31u);
+      return s >= base + width ? lane : s;  // later segments read back the own value
+    }
+  }
+}
+
 // The thread for_each_thread is running (linear index in the block), ~0u outside it:
 // in a block loop the order proof (src/order_proof.cpp) takes the accessing thread
 // from here, and an access outside a per-thread region proves nothing.
 extern __thread unsigned proof_thread;
 
 // The threads of the block, in the order the fiber path would start them.
+// The 32 lanes of a warp (thread indices) in the order given.
+template <class F>
+__attribute__((always_inline)) inline void for_each_lane(const BlockLoop& bl, const int* lanes, F&& f) {
+  for (unsigned k = 0; k < 32; ++k) {
+    unsigned t = (unsigned)lanes[k];
+    proof_thread = t;
+    f(t, bl.dim.y == 1 && bl.dim.z == 1 ? uint3{t, 0, 0} : bl.idx[t]);
+  }
+  proof_thread = ~0u;
+}
+
 template <class F>
 __attribute__((always_inline)) inline void for_each_thread(const BlockLoop& bl, F&& f) {
   if (bl.order && bl.dim.y == 1 && bl.dim.z == 1) {  // 1-D: the index is the thread (no table load)
