@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from cuset.execute.cpu import block_loop, inline_calls
+from cuset.execute.cpu import block_loop, inline_calls, region_lanes
 from cuset.execute.cpu.block_loop import (
     _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, SHUFFLES, KernelPlan, _declared_names, _flat, _ForHeader,
     _KernelVariant, _NotCollapsible, _unwrap, _Unit, _VariantWriter, _walk, replicated_types,
@@ -123,7 +123,9 @@ class _BarrierVariant(_KernelVariant):
         return super()._check_call(call)
 
     def _uniform_name(self, name: str, remat: set[str], thread_ok: bool) -> bool:
-        return name in self.uniform_now or super()._uniform_name(name, remat, thread_ok)
+        # a shared array's name is its address, the same for every thread of the block
+        return name in self.uniform_now or name in self._shared_arrays() \
+            or super()._uniform_name(name, remat, thread_ok)
 
     # -------------------------------------------------- the plan
     def plan(self, name: str, line: int) -> KernelPlan:
@@ -146,8 +148,8 @@ class _BarrierVariant(_KernelVariant):
             self._check_warp_intervals(items)
         gen = _BarrierGenerator(self, items)
         text = gen.variant()
-        return KernelPlan(name, line, True, self.loops, 0, "", self._insert_at(), text, barriers=self.barriers,
-                          shuffles=self.shuffles)
+        return KernelPlan(name, line, True, self.loops, gen.lanes, "", self._insert_at(), text,
+                          barriers=self.barriers, shuffles=self.shuffles)
 
     def _level(self, stmts, top: bool) -> list[tuple]:
         """The items of a level (the kernel body, or a hoisted loop's body): ("barrier",),
@@ -441,6 +443,15 @@ class _BarrierVariant(_KernelVariant):
                 elif not (self._calls_pure_function(n) or name in _FENCES or name in SHUFFLES
                           or (name or "").startswith("make_")):
                     written.add("*")
+            elif t == "identifier" and self.u.text(n) in self._shared_scalars():
+                # `__shared__ float total;` read or written by name is block memory
+                parent = n.parent
+                target = parent is not None and (
+                    (parent.type == "assignment_expression" and parent.child_by_field_name("left") == n)
+                    or parent.type == "update_expression")
+                (written if target else read).add(self.u.text(n))
+                if target and (parent.type == "update_expression" or operator_text(self.u, parent) != "="):
+                    read.add(self.u.text(n))
             elif t == "identifier":
                 word = self.u.text(n)
                 if word in self.u.macros and not self._macro_value(word, True, set()):
@@ -490,6 +501,22 @@ class _BarrierVariant(_KernelVariant):
     def _restrict_params(self) -> set[str]:
         """Pointer parameters declared `__restrict__`: memory no other name reaches."""
         return self._parameter_names(lambda p: _RESTRICT.search(self.u.text(p)) is not None)
+
+    def _shared_scalars(self) -> set[str]:
+        """`__shared__` variables that are no arrays: their name reads the memory."""
+        if not hasattr(self, "_scalar_cache"):
+            self._scalar_cache = {self.u.text(declared_identifier(d)) for n in _unwrap(self.body)
+                                  if n.type == "declaration"
+                                  and any(c.type == "type_qualifier" and self.u.text(c) == "__shared__"
+                                          for c in n.children)
+                                  for d in n.children_by_field_name("declarator")
+                                  if d.type != "array_declarator" and declared_identifier(d) is not None
+                                  and not any(x.type == "array_declarator" for x in _walk(d))}
+        return self._scalar_cache
+
+    def _shared_arrays(self) -> set[str]:
+        """`__shared__` arrays (and `extern __shared__ T s[]`): one address for the whole block."""
+        return self._shared_names() - self._shared_scalars()
 
     def _shared_names(self) -> set[str]:
         if not hasattr(self, "_shared_cache"):
@@ -706,6 +733,7 @@ class _BarrierGenerator(_VariantWriter):
         super().__init__(kv)
         self.items = items
         self.uses_done = any(n.type == "return_statement" for n in _walk(kv.body))
+        self.lanes = 0  # regions run with groups of threads side by side (region_lanes.py)
 
     def variant(self) -> str:
         body = self._level(self.items, [], [])
@@ -722,14 +750,16 @@ class _BarrierGenerator(_VariantWriter):
     def _level(self, items: list[tuple], prologue: list[str], bound: list[str]) -> str:
         out: list[str] = []
         region: list[str] = []
+        entries: list[tuple] = []   # (item, its text in `region`, whether it declares replicated locals)
         start = (list(prologue), list(bound))
         prologue, bound = list(prologue), list(bound)
         skip_to = 0
 
         def flush():
             if region:
-                out.append(self._region(start[0], start[1], region))
+                out.append(self._region_text(start[0], start[1], region, entries))
                 region.clear()
+                entries.clear()
 
         for k, it in enumerate(items):
             kind = it[0]
@@ -758,16 +788,30 @@ class _BarrierGenerator(_VariantWriter):
             elif kind == "remat":
                 text = _flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
                 region.append(text)
+                entries.append((it, text, False))
                 prologue.append(text)
             elif kind == "other" and _used_later(self.u, it[2], items[k + 1:]):
                 for name, type_text in replicated_types(self.u, it[1]):
-                    self.replicated.append((name, type_text))
+                    self._replicate(name, type_text)
                 region.append(self._replicated_declaration(it[1]))
+                entries.append((it, region[-1], True))
                 bound.extend(it[2])
             else:
                 region.append(self._with_returns(it[1]))
+                entries.append((it, region[-1], False))
         flush()
         return " ".join(out) + " "
+
+    def _region_text(self, prologue: list[str], bound: list[str], stmts: list[str], entries: list[tuple]) -> str:
+        """The region as a loop over the threads; with a block-stride loop whose threads
+        cannot see each other's work, groups of threads side by side (region_lanes.py)."""
+        text = self._region(prologue, bound, stmts)
+        lanes = None if self.uses_done else region_lanes.plan(self.kv, [e[0] for e in entries])
+        if lanes is None:
+            return text
+        self.lanes += 1
+        one_thread = " ".join(prologue) + " " + " ".join(self._bind(n) for n in bound) + " " + " ".join(stmts)
+        return region_lanes.LaneWriter(self.kv, lanes, self._bind).write(entries, prologue, bound, one_thread, text)
 
     # -------------------------------------------------- warp shuffles
     def _warp_interval(self, items: list[tuple], later: list[tuple], prologue: list[str], bound: list[str]) -> str:

@@ -139,7 +139,9 @@ class KernelPlan:
             return (f"{self.name}: block loop with barrier regions ({self.barriers} barrier(s)"
                     + (f", {self.shuffles} warp shuffle(s)" if self.shuffles else "")
                     + (f", {self.hoisted} loop(s) with barriers hoisted" if self.hoisted else "")
-                    + (f", {self.inlined} call(s) of helpers with barriers inlined" if self.inlined else "") + ")")
+                    + (f", {self.inlined} call(s) of helpers with barriers inlined" if self.inlined else "")
+                    + (f", {self.thread_innermost} block-stride loop(s) run with the threads side by side"
+                       if self.thread_innermost else "") + ")")
         chunked = self.hoisted - self.thread_innermost
         return (f"{self.name}: block loop" + (f", {chunked} loop(s) run in chunks" if chunked else "")
                 + (f", {self.thread_innermost} loop(s) writing no memory run with the threads innermost"

@@ -46,7 +46,7 @@ from cuset.execute.cpu.order_proof import ProofPlan, plan_proofs
 from cuset.execute.cpu.lexer import COMMENT, IDENT, NUMBER, PUNCT, SPACE, Token, significant, tokenize
 from cuset.execute.cpu.scopes import Decl, declarations
 
-REWRITER_VERSION = "7"
+REWRITER_VERSION = "8"
 
 ARITHMETIC_WORDS = {
     "unsigned", "signed", "int", "short", "long", "char", "float", "double", "bool", "size_t", "ptrdiff_t",
