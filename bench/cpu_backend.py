@@ -62,7 +62,11 @@ sort (one block per row, a bitonic network with a barrier after each of its 55
 steps: the bundled suite's Sort_Rows_Float at its largest size) per order, forward
 and random:1, on the fibers (CUSET_CPU_BLOCK_LOOP=0) and split into barrier regions
 (the default), side by side in one run: process wall time and CPU time. Target
-<= 20 s per order on 2 cores, random within 1.3x of forward.
+<= 20 s per order on 2 cores, random within 1.3x of forward. Then the bundled suite's
+largest attention reference (32 heads x 2048 x 128: five barriers, four warp shuffles,
+block-stride loops) as a whole sample costs (forward, random:1, parallel:1 with 2
+workers), on the fibers and as barrier regions, with the task's own inputs, every
+output checked against its reference and compared across paths (target <= 60 s).
 
 What the random order itself costs (issue 41), with --order-cost: where the row sort's
 random/forward ratio comes from. A standalone C++ replica of its barrier regions (the
@@ -420,7 +424,50 @@ def barrier_path_rows(workdir: Path, scale: int) -> list[dict]:
     row["regions_random_over_forward"] = row[f"regions_{r}_s"] / row[f"regions_{f}_s"]
     row["regions_random_over_forward_cpu"] = row[f"regions_{r}_cpu_s"] / row[f"regions_{f}_cpu_s"]
     row["load_after"] = os.getloadavg()
-    return [row]
+    return [row, attention_row(workdir)]
+
+
+def attention_row(workdir: Path) -> dict:
+    """The bundled suite's largest attention reference (32 heads x 2048 x 128: five barriers,
+    four warp shuffles, a block-stride loop per output) as a whole sample costs, every
+    order, on the fibers and as barrier regions: the same executable and inputs."""
+    import numpy as np
+
+    from cuset.execute.cpu import CpuBackend, compile_program, run_compiled
+    from cuset.tasks import load_tasks
+
+    tasks, _ = load_tasks(ROOT / "suites" / "cuset-bench.jsonl")
+    task = max((t for t in tasks if t.family == "sdpa"), key=lambda t: t.data_bytes)
+    data = workdir / "attention"
+    data.mkdir()
+    (data / "gen.py").write_text(task.gen_py)
+    subprocess.run([sys.executable, "gen.py"], cwd=data, check=True, timeout=600)
+    inputs = {f"data/{p.name}": p.read_bytes() for p in (data / "data").glob("*.bin") if not p.stem.endswith("_ref")}
+    reference = np.fromfile(data / "data" / "O_ref.bin", dtype=np.float32)
+    backends = {"fibers": CpuBackend(workers=2, block_loops=False), "regions": CpuBackend(workers=2)}
+    compiled = compile_program(task.bench_cu, data, timeout=300, backend=backends["regions"])
+    if not compiled.ok:
+        sys.exit(f"attention failed to compile: {compiled.detail}")
+    print(compiled.step.stdout.strip())
+    row = {"label": f"attention {task.task_name} #{task.id} (sample: {', '.join(SAMPLE_ORDERS)})",
+           "load_before": os.getloadavg()}
+    outputs = set()
+    for order in SAMPLE_ORDERS:
+        for path, backend in backends.items():
+            run = run_compiled(compiled, data, inputs, timeout=600, order=order, backend=backend,
+                               run_name=f"attention-{path}-{order.replace(':', '-')}")
+            out = run.files.get("data/O.bin", b"")
+            if not run.ok or not np.allclose(np.frombuffer(out, np.float32), reference, rtol=1e-4, atol=1e-5):
+                sys.exit(f"attention {path} {order} failed or wrong: {run.run.stderr[-1000:]}")
+            outputs.add(out)
+            row[f"{path}_{order}_s"] = run.run.seconds
+            print(f"  {path:<8}{order:<11}{run.run.seconds:>8.1f}s wall", flush=True)
+    for path in backends:
+        row[f"{path}_sample_s"] = sum(row[f"{path}_{o}_s"] for o in SAMPLE_ORDERS)
+    row["speedup_sample"] = row["fibers_sample_s"] / row["regions_sample_s"]
+    row["bit_identical"] = len(outputs) == 1
+    row["load_after"] = os.getloadavg()
+    return row
 
 
 def order_cost_rows(workdir: Path, repeats: int) -> list[dict]:
@@ -454,6 +501,13 @@ def print_order_cost_rows(rows: list[dict]) -> None:
 def print_barrier_path_rows(rows: list[dict]) -> None:
     print("\nBarrier regions: one order per run (2 workers), process wall time / CPU time\n")
     for r in rows:
+        if "fibers_sample_s" in r:
+            print(f"{r['label']}: " + ", ".join(f"{o} {r[f'fibers_{o}_s']:.1f} -> {r[f'regions_{o}_s']:.1f} s"
+                                               for o in SAMPLE_ORDERS)
+                  + f"; sample fibers {r['fibers_sample_s']:.1f} s, regions {r['regions_sample_s']:.1f} s "
+                  f"({r['speedup_sample']:.2f}x)  <= 60 s  {'ok' if r['regions_sample_s'] <= 60 else 'MISSED'}  "
+                  f"bit-identical: {r['bit_identical']}")
+            continue
         for order in BARRIER_ORDERS:
             fib, reg = r[f"fibers_{order}_s"], r[f"regions_{order}_s"]
             print(f"{r['label']:<36}{order:<10} fibers {fib:>7.1f}s ({r[f'fibers_{order}_cpu_s']:.1f}s CPU)  "
