@@ -99,6 +99,7 @@ class _BarrierVariant(_KernelVariant):
         self.barriers = 0
         self.loops = 0
         self.shuffles = 0
+        self.exit_guards: list[tuple[list[str], str]] = []  # with shuffles: `if (C) return;` (_exit_guards)
 
     # -------------------------------------------------- what the kernel may use
     def _check_word(self, word: str, allow_thread_index: bool) -> None:
@@ -261,6 +262,47 @@ class _BarrierVariant(_KernelVariant):
         return _Shuffle(SHUFFLES[self.u.text(f)], self.u.text(f), self.u.text(target), decl, args[1], args[2],
                         args[3] if len(args) == 4 else None, call.start_point[0] + 1, op)
 
+    def _exit_guards(self, items) -> list[tuple[list[str], str]]:
+        """A kernel with shuffles may return early only as `if (C) return;` (or `{ return; }`)
+        at the top level before its first barrier and shuffle, C a value of the thread
+        (`_pure` with threadIdx): (the declarations C needs, C) of each. Whole warps must
+        leave together, which the variant checks for every block before taking it
+        (`block_loop_warps_exit_alike`); a block where a warp splits runs on the fibers."""
+        guards: list[tuple[list[str], str]] = []
+        decls: list[str] = []
+        known: set[str] = set()   # the locals declared so far: all C may name
+        guarded = set()
+        uniform = self.uniform_now
+        for it in items:
+            if it[0] in ("barrier", "loop", *_WARP_KINDS):
+                break
+            node = it[1] if len(it) > 1 else None
+            if it[0] in ("remat", "uniform"):
+                decls.append(_flat(self.u, node) + "".join(f" (void){n};" for n in it[2]))
+                known.update(it[2])
+                continue
+            cons = node.child_by_field_name("consequence") if node.type == "if_statement" else None
+            body = [c for c in cons.named_children if c.type != "comment"] \
+                if cons is not None and cons.type == "compound_statement" else [cons]
+            cond = node.child_by_field_name("condition") if cons is not None else None
+            if cons is not None and node.child_by_field_name("alternative") is None and len(body) == 1 \
+                    and body[0] is not None and body[0].type == "return_statement" and not body[0].named_children \
+                    and self._pure_with(cond, known, uniform & known):
+                guards.append((list(decls), _flat(self.u, cond)))
+                guarded.add(body[0].start_byte)
+        if any(n.type == "return_statement" and n.start_byte not in guarded for n in _walk(self.body)):
+            raise _NotCollapsible("warp shuffles in a kernel that returns other than `if (C) return;` before its "
+                                  "first barrier and shuffle")
+        return guards
+
+    def _pure_with(self, node, remat: set[str], uniform: set[str]) -> bool:
+        """`_pure` (threadIdx allowed) with only `uniform` as the uniform locals in scope."""
+        outer, self.uniform_now = self.uniform_now, set(uniform)
+        try:
+            return self._pure(node, remat, thread_ok=True)
+        finally:
+            self.uniform_now = outer
+
     def _runs_once(self, loop) -> bool:
         """A `for (int v = A; v OP B; ...)` with constant A and B whose condition holds at
         A: it runs at least one iteration (`for (int o = 16; o > 0; o >>= 1)`)."""
@@ -325,7 +367,7 @@ class _BarrierVariant(_KernelVariant):
         in its interval, not in a loop, and not in the kernel's last stretch; and no
         junction inside a warp's stretches may race (`_warp_junctions_race`)."""
         if any(n.type == "return_statement" for n in _walk(self.body)):
-            raise _NotCollapsible("warp shuffles in a kernel that returns early")
+            self.exit_guards = self._exit_guards(items)
         for it in _all_items(items):
             if it[0] == "loop" and any(x[0] in _WARP_KINDS for x in _all_items(it[2])):
                 raise _NotCollapsible("warp shuffles in a loop with barriers")
@@ -741,8 +783,11 @@ class _BarrierGenerator(_VariantWriter):
             raise _NotCollapsible("too many locals live across a barrier")
         # The threads still running: a barrier draws the next order for them alone.
         live = "unsigned cuset_live = cuset_bl.n; " if self.uses_done else ""
-        # Shuffles run warp by warp: blocks of whole warps only (else the fibers).
+        # Shuffles run warp by warp: blocks of whole warps only, each leaving whole (else the fibers).
         warps = "::cuset::rt::block_loop_full_warps() && " if self.kv.shuffles else ""
+        for decls, cond in self.kv.exit_guards:
+            warps += ("::cuset::rt::block_loop_warps_exit_alike(::cuset::rt::block_loop, [&](const uint3 threadIdx) "
+                      f"-> bool {{ {' '.join(decls)} return {cond}; }}) && ")
         # A copy of the runtime's order: each barrier replaces it.
         return self._entry(f"{warps}::cuset::rt::take_barrier_block_loop()", "::cuset::rt::BlockLoop",
                            self._scratch() + live, body)
@@ -858,7 +903,9 @@ class _BarrierGenerator(_VariantWriter):
                 region.append(f"cuset_xv{n}[{lane}] = ({_flat(self.u, sh.value)}); "
                               f"cuset_xa{n}[{lane}] = (int)({_flat(self.u, sh.arg)}); cuset_xw{n}[{lane}] = (int)({width});")
                 flush()
-                out.append("::cuset::rt::block_loop_warp_release(cuset_lo);")
+                # a warp whose lanes all returned (whole warps only: the entry check) shuffles nothing
+                out.append("if (!cuset_done[cuset_lo[0]]) ::cuset::rt::block_loop_warp_release(cuset_lo);"
+                           if self.uses_done else "::cuset::rt::block_loop_warp_release(cuset_lo);")
                 start = (list(prologue), list(bound))
                 read = (f"cuset_xv{n}[::cuset::rt::block_loop_shuffle_source(::cuset::rt::WarpKind::{sh.kind}, {lane}, "
                         f"cuset_xa{n}[{lane}], cuset_xw{n}[{lane}], \"{sh.api}\", __builtin_FILE(), {sh.line})]")
@@ -878,7 +925,7 @@ class _BarrierGenerator(_VariantWriter):
                 start = (list(prologue), list(bound))
             elif kind == "wif":
                 n = len(buffers)
-                buffers.append(f"unsigned char cuset_wc{n}[32];")
+                buffers.append(f"unsigned char cuset_wc{n}[32] = {{}};")  # a returned lane counts as out
                 region.append(f"cuset_wc{n}[cuset_t & 31u] = {_flat(self.u, it[1].child_by_field_name('condition'))} "
                               "? 1 : 0;")
                 flush()
@@ -922,12 +969,16 @@ class _BarrierGenerator(_VariantWriter):
         elif known[name] != type_text:
             raise _NotCollapsible(f"two locals named {name} of different types live across regions")
 
-    @staticmethod
-    def _lanes(prologue: list[str], bound: list[str], stmts: list[str]) -> str:
+    def _lanes(self, prologue: list[str], bound: list[str], stmts: list[str]) -> str:
         binds = " ".join(_VariantWriter._bind(n) for n in bound)
-        return ("::cuset::rt::for_each_lane(cuset_bl, cuset_lo, [&](const unsigned cuset_t, const uint3 threadIdx) "
-                "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; "
-                + " ".join(prologue) + " " + binds + " " + " ".join(stmts) + " });")
+        inner = " ".join(prologue) + " " + binds + " " + " ".join(stmts)
+        head = ("::cuset::rt::for_each_lane(cuset_bl, cuset_lo, [&](const unsigned cuset_t, const uint3 threadIdx) "
+                "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
+        if not self.uses_done:
+            return head + inner + " });"
+        # a lane that returned skips the rest; one returning now is marked done (see _region)
+        return (head + "if (cuset_done[cuset_t]) return; if (![&]() __attribute__((always_inline)) -> bool { "
+                + inner + " return true; }()) { cuset_done[cuset_t] = 1; --cuset_live; } });")
 
     def _region(self, prologue: list[str], bound: list[str], stmts: list[str]) -> str:
         binds = " ".join(self._bind(n) for n in bound)

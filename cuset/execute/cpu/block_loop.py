@@ -136,8 +136,9 @@ class KernelPlan:
         if not self.loop:
             return f"{self.name}: fibers ({self.reason})"
         if self.barriers or self.shuffles:
-            return (f"{self.name}: block loop with barrier regions ({self.barriers} barrier(s)"
-                    + (f", {self.shuffles} warp shuffle(s)" if self.shuffles else "")
+            parts = [f"{self.barriers} barrier(s)"] if self.barriers else []
+            parts += [f"{self.shuffles} warp shuffle(s)"] if self.shuffles else []
+            return (f"{self.name}: block loop with barrier regions ({', '.join(parts)}"
                     + (f", {self.hoisted} loop(s) with barriers hoisted" if self.hoisted else "")
                     + (f", {self.inlined} call(s) of helpers with barriers inlined" if self.inlined else "")
                     + (f", {self.thread_innermost} block-stride loop(s) run with the threads side by side"

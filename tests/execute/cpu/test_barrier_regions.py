@@ -60,8 +60,11 @@ SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
     (SHARED + "s[t] = __shfl_xor_sync(0xffffffff, q[t], 1); __syncthreads(); p[t] = s[0];",
      "other than a whole statement"),
     (SHARED + "float v = __shfl_xor_sync(0xffff, q[t], 1); __syncthreads(); p[t] = v;", "not the full warp"),
-    (SHARED + "if (t > 40) return; float v = __shfl_xor_sync(0xffffffff, q[t], 1); __syncthreads(); p[t] = v;",
-     "returns early"),
+    # returning other than `if (C) return;` before the first barrier and shuffle (test_warp_regions.py: that)
+    (SHARED + "float v = __shfl_xor_sync(0xffffffff, q[t], 1); if (v > 0) return; __syncthreads(); p[t] = v;",
+     "returns other than"),
+    (SHARED + "if (q[t] > 0) return; float v = __shfl_xor_sync(0xffffffff, q[t], 1); __syncthreads(); p[t] = v;",
+     "returns other than"),
     (SHARED + "int i = 0; float v = q[t]; while (i < n) { v = __shfl_xor_sync(0xffffffff, v, 1); ++i; } p[t] = v;",
      "while loop"),
     # lanes skipping the if would exit: on the fibers they complete the shuffle without them

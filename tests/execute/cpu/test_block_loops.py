@@ -30,7 +30,11 @@ def test_fixture_kernels_get_the_expected_paths():
         assert not plans[name].loop and plans[name].reason.startswith(f"writes {param} in one region"), plans[name]
     assert plans["elementwise"].loop and plans["elementwise"].hoisted == 0
     assert not plans["divergent"].loop and plans["divergent"].reason == "shared memory"
-    assert not plans["shuffle"].loop and "__shfl_down_sync" in plans["shuffle"].reason
+    assert not plans["shuffle"].loop  # the barrier planner (barrier_regions.py) takes it, warp after warp
+    from cuset.execute.cpu.barrier_regions import plan_kernels as plan_with_regions
+
+    [shuffle] = [p for p in plan_with_regions((FIXTURES / "block_loops.cu").read_text()) if p.name == "shuffle"]
+    assert shuffle.describe() == "shuffle: block loop with barrier regions (1 warp shuffle(s))"
     assert not plans["shared_race"].loop
 
 
@@ -281,7 +285,15 @@ def test_early_exits_and_skips_really_happen(program):
     assert 0 < returned < 200
 
 
-@pytest.mark.parametrize("mode", ["divergent", "shuffle", "shared_race"])
+def test_a_warp_reduction_with_a_whole_warp_returning_runs_as_regions_bit_for_bit(program):
+    for order in ("forward", "random:3"):
+        on, out_on, paths_on = program("shuffle", order, True)
+        off, out_off, paths_off = program("shuffle", order, False)
+        assert on.returncode == 0 and (on.stdout, out_on) == (off.stdout, out_off)
+        assert (paths_on, paths_off) == ({"shuffle": "block loop with barrier regions"}, {"shuffle": "fibers"})
+
+
+@pytest.mark.parametrize("mode", ["divergent", "shared_race"])
 def test_kernels_on_fibers_are_unchanged(program, mode):
     for order in ("forward", "random:3"):
         on, out_on, paths_on = program(mode, order, True)

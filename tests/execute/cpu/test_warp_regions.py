@@ -74,6 +74,27 @@ __global__ void rows(const float* __restrict__ x, float* __restrict__ y, int col
     __syncthreads();
 }
 
+// A warp per row; warps past the last row return before their first shuffle.
+__global__ void gemv(const float* __restrict__ a, const float* __restrict__ x, float* __restrict__ y,
+                     int rows, int cols) {
+    const int row = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    float acc = 0.0f;
+    for (int c = lane; c < cols; c += 32) acc += a[(size_t)row * cols + c] * x[c];
+    acc = warp_sum(acc);
+    if (lane == 0) y[row] = acc;
+}
+
+// Threads past n return: the warp holding n splits there, so its block takes the fibers.
+__global__ void tail(const float* __restrict__ x, float* __restrict__ y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = x[i];
+    v += __shfl_xor_sync(FULL, v, 1);
+    y[i] = v;
+}
+
 // Lanes 0-15 enter, 16-31 go on to the barrier: a deadlock on a GPU and on the fibers.
 __global__ void divergent(float* out) {
     float v = threadIdx.x;
@@ -111,6 +132,31 @@ int main(int argc, char** argv) {
     std::vector<float> o(r);
     cudaMemcpy(o.data(), y, r * 4, cudaMemcpyDeviceToHost);
     fwrite(o.data(), 4, r, f);
+  } else if (!strcmp(what, "gemv")) {
+    // rows = 13: with 4 warps per block the last block has one warp with a row and three without
+    const int rows = 13, cols = 77, threads = atoi(argv[2]);
+    std::vector<float> ha(rows * cols), hx(cols);
+    for (int i = 0; i < rows * cols; ++i) ha[i] = (float)((i * 31) % 29) / 4.0f - 3.0f;
+    for (int i = 0; i < cols; ++i) hx[i] = (float)(i % 7) - 2.5f;
+    float *a, *x, *y;
+    cudaMalloc(&a, ha.size() * 4); cudaMalloc(&x, cols * 4); cudaMalloc(&y, rows * 4);
+    cudaMemcpy(a, ha.data(), ha.size() * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(x, hx.data(), cols * 4, cudaMemcpyHostToDevice);
+    gemv<<<(rows * 32 + threads - 1) / threads, threads>>>(a, x, y, rows, cols);
+    std::vector<float> o(rows);
+    cudaMemcpy(o.data(), y, rows * 4, cudaMemcpyDeviceToHost);
+    fwrite(o.data(), 4, rows, f);
+  } else if (!strcmp(what, "tail")) {
+    const int n = 200;
+    std::vector<float> h(256);
+    for (int i = 0; i < 256; ++i) h[i] = (float)(i * 3 % 11);
+    float *x, *y;
+    cudaMalloc(&x, 256 * 4); cudaMalloc(&y, 256 * 4); cudaMemset(y, 0, 256 * 4);
+    cudaMemcpy(x, h.data(), 256 * 4, cudaMemcpyHostToDevice);
+    tail<<<4, 64>>>(x, y, n);
+    std::vector<float> o(256);
+    cudaMemcpy(o.data(), y, 256 * 4, cudaMemcpyDeviceToHost);
+    fwrite(o.data(), 4, 256, f);
   } else {
     float* out;
     cudaMalloc(&out, 64 * 4);
@@ -128,6 +174,9 @@ def test_kernels_with_shuffles_are_planned_as_regions():
     assert plans["rows"].describe() == ("rows: block loop with barrier regions (2 barrier(s), 2 warp shuffle(s), "
                                         "2 call(s) of helpers with barriers inlined)")
     assert plans["divergent"].loop and "block_loop_warp_divergence" in plans["divergent"].text
+    assert plans["gemv"].describe() == ("gemv: block loop with barrier regions (1 warp shuffle(s), 1 call(s) of "
+                                        "helpers with barriers inlined)")
+    assert "block_loop_warps_exit_alike" in plans["gemv"].text
     # blocks of whole warps only; a release after each shuffle
     assert "block_loop_full_warps() &&" in plans["tickets"].text
     assert plans["tickets"].text.count("block_loop_warp_release(cuset_lo)") == 5
@@ -253,6 +302,28 @@ def test_blocks_of_part_of_a_warp_run_on_the_fibers(program):
     off, out_off, _ = program(("rows", "80"), "random:3", False)
     assert on.returncode == 0 and out_on == out_off, on.stderr
     assert paths_on == {"rows": "fibers"}  # 80 threads: no block took the regions
+
+
+@pytest.mark.parametrize("order", ["forward", "random:3"])
+def test_warps_returning_together_before_their_shuffles_run_as_regions(program, order):
+    on, out_on, paths_on = program(("gemv", "128"), order, True)
+    off, out_off, _ = program(("gemv", "128"), order, False)
+    assert on.returncode == 0 and out_on == out_off, on.stderr
+    assert paths_on == {"gemv": "block loop with barrier regions"}
+    a = [((i * 31) % 29) / 4.0 - 3.0 for i in range(13 * 77)]
+    x = [(i % 7) - 2.5 for i in range(77)]
+    expected = [sum(a[r * 77 + c] * x[c] for c in range(77)) for r in range(13)]
+    assert struct.unpack("13f", out_on) == pytest.approx(expected, rel=1e-5, abs=1e-4)
+
+
+@pytest.mark.parametrize("order", ["forward", "random:3"])
+def test_a_block_whose_warp_splits_at_a_return_runs_on_the_fibers(program, order):
+    on, out_on, _ = program(("tail",), order, True)
+    off, out_off, _ = program(("tail",), order, False)
+    assert on.returncode == 0 and out_on == out_off, on.stderr
+    assert "kernel 'tail': block loop and fibers, 3 of 4 blocks as a loop" in on.stderr, on.stderr
+    h = [i * 3 % 11 for i in range(256)]
+    assert struct.unpack("256f", out_on) == tuple(h[i] + h[i ^ 1] if i < 200 else 0 for i in range(256))
 
 
 def test_a_shuffle_in_divergent_code_is_a_deadlock_on_both_paths(program):

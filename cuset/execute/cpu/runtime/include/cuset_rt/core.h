@@ -211,6 +211,24 @@ inline unsigned shuffle_source(WarpKind kind, unsigned lane, int param, unsigned
   }
 }
 
+// A kernel with shuffles that returns early (`if (C) return;` before its first barrier and
+// shuffle) runs as regions only where whole warps leave together: `leaves` (C for a
+// thread's index) true for all 32 lanes of a warp or for none; else the offer is
+// withdrawn (the fibers model lanes that left a warp's shuffle).
+template <class F>
+inline bool block_loop_warps_exit_alike(const BlockLoop& bl, F&& leaves) {
+  for (unsigned w = 0; w < bl.n; w += 32) {
+    unsigned out = 0;
+    for (unsigned t = w; t < w + 32 && t < bl.n; ++t)
+      out += leaves(bl.dim.y == 1 && bl.dim.z == 1 ? uint3{t, 0, 0} : bl.idx[t]) ? 1u : 0u;
+    if (out != 0 && out != 32) {
+      block_loop_offered = false;
+      return false;
+    }
+  }
+  return true;
+}
+
 // The thread for_each_thread is running (linear index in the block), ~0u outside it:
 // in a block loop the order proof (src/order_proof.cpp) takes the accessing thread
 // from here, and an access outside a per-thread region proves nothing.
