@@ -6,13 +6,11 @@ over the threads."""
 
 from __future__ import annotations
 
-import os
 import struct
-import subprocess
 
 import pytest
 
-from cpu_helpers import needs_gxx
+from cpu_helpers import both_paths, needs_gxx, path_runner
 from cuset.execute.cpu.barrier_regions import plan_kernels
 
 KERNEL = r"""
@@ -108,27 +106,23 @@ def _expected(tx: int) -> list[float]:
             for b in range(B) for c in range(D)]
 
 
-@needs_gxx
-@pytest.mark.parametrize("shape", [(64, 1), (44, 1), (16, 2)])  # two rounds; 4 threads past the groups; two rows
-def test_side_by_side_gives_the_fibers_bits(tmp_path, shape):
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
     from cuset.execute.cpu import CpuBackend, compile_program
 
     backend = CpuBackend(seed=3)
-    compiled = compile_program(PROGRAM, tmp_path, timeout=300, backend=backend)
+    workdir = tmp_path_factory.mktemp("region-lanes")
+    compiled = compile_program(PROGRAM, workdir, timeout=300, backend=backend)
     assert compiled.ok, compiled.detail
     assert SIDE_BY_SIDE in compiled.step.stdout, compiled.step.stdout
-    outs = {}
-    for order in ("forward", "random:3"):
-        for loops in (True, False):
-            run_dir = tmp_path / f"{order.replace(':', '-')}-{loops}"
-            run_dir.mkdir()
-            env = dict(backend.invocation(compiled.executable, order).env, PATH=os.environ.get("PATH", ""))
-            if not loops:
-                env["CUSET_CPU_BLOCK_LOOP"] = "0"
-            p = subprocess.run([str(compiled.executable), *map(str, shape)], cwd=run_dir, env=env,
-                               capture_output=True, text=True, timeout=120)
-            assert p.returncode == 0, p.stderr
-            outs[order, loops] = (run_dir / "out.bin").read_bytes()
-    assert len(set(outs.values())) == 1, "orders or paths disagree"
-    got = struct.unpack("500f", outs["forward", True])
+    return path_runner(compiled, backend, workdir)
+
+
+@needs_gxx
+@pytest.mark.parametrize("shape", [(64, 1), (44, 1), (16, 2)])  # two rounds; 4 threads past the groups; two rows
+def test_side_by_side_gives_the_fibers_bits(program, shape):
+    args = tuple(map(str, shape))
+    forward = both_paths(program, args, "forward")[0]
+    assert both_paths(program, args, "random:3")[0] == forward, "orders disagree"
+    got = struct.unpack("500f", forward)
     assert got == pytest.approx(_expected(shape[0]), rel=1e-5, abs=1e-5)

@@ -7,15 +7,12 @@ and random; a shuffle the regions do not reproduce keeps the kernel on the fiber
 
 from __future__ import annotations
 
-import os
 import struct
-import subprocess
 
 import pytest
 
-from cpu_helpers import needs_gxx
+from cpu_helpers import both_paths, needs_gxx, path_runner
 from cuset.execute.cpu.barrier_regions import plan_kernels
-from cuset.execute.cpu.diagnostics import kernel_paths
 
 KERNELS = r"""
 #define FULL 0xffffffffu
@@ -195,24 +192,7 @@ def program(tmp_path_factory):
     compiled = compile_program(PROGRAM, workdir, timeout=300, backend=backend)
     assert compiled.ok, compiled.detail
     assert "tickets: block loop with barrier regions (2 barrier(s), 5 warp shuffle(s))" in compiled.step.stdout
-    runs = {}
-
-    def run(args: tuple[str, ...], order: str, loops: bool):
-        key = (args, order, loops)
-        if key not in runs:
-            run_dir = workdir / "-".join((*args, order.replace(":", "-"), str(loops)))
-            run_dir.mkdir(exist_ok=True)
-            env = dict(backend.invocation(compiled.executable, order).env, CUSET_CPU_REPORT_PATHS="1",
-                       PATH=os.environ.get("PATH", ""))
-            if not loops:
-                env["CUSET_CPU_BLOCK_LOOP"] = "0"
-            p = subprocess.run([str(compiled.executable), *args], cwd=run_dir, env=env, capture_output=True,
-                               text=True, timeout=120)
-            out = (run_dir / "out.bin").read_bytes() if (run_dir / "out.bin").exists() else b""
-            runs[key] = (p, out, kernel_paths(p.stderr))
-        return runs[key]
-
-    return run
+    return path_runner(compiled, backend, workdir)
 
 
 BLOCKS, THREADS, SLOTS = 3, 96, 40
@@ -233,11 +213,9 @@ def _order(tickets, block: int, slot: int) -> list[int]:
 
 @pytest.mark.parametrize("order", ["forward", "random:3"])
 def test_regions_take_the_fibers_tickets_and_values_bit_for_bit(program, order):
-    on, out_on, paths_on = program(("tickets",), order, True)
-    off, out_off, paths_off = program(("tickets",), order, False)
-    assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
-    assert paths_on == {"tickets": "block loop with barrier regions"} and paths_off == {"tickets": "fibers"}
-    assert out_on == out_off
+    out_on, paths_on, _ = both_paths(program, ("tickets",), order)
+    assert paths_on == {"tickets": "block loop with barrier regions"}
+    assert program(("tickets",), order, False)[2] == {"tickets": "fibers"}
     tickets, values = _tickets(out_on)
     for b in range(BLOCKS):  # every thread took one ticket per slot it reached, each ticket once
         taken = [v for v in tickets[b * SLOTS * THREADS:(b + 1) * SLOTS * THREADS] if v >= 0]
@@ -288,9 +266,7 @@ def test_random_orders_differ_from_forward_and_from_each_other(program):
 
 @pytest.mark.parametrize("order", ["forward", "random:3"])
 def test_an_inlined_warp_reduction_sums_rows(program, order):
-    on, out_on, paths_on = program(("rows", "128"), order, True)
-    off, out_off, _ = program(("rows", "128"), order, False)
-    assert on.returncode == 0 and out_on == out_off, on.stderr
+    out_on, paths_on, _ = both_paths(program, ("rows", "128"), order)
     assert paths_on == {"rows": "block loop with barrier regions"}
     got = struct.unpack("7f", out_on)
     expected = [sum(float((i * 7919) % 1000) / 8.0 for i in range(r * 1000, (r + 1) * 1000)) for r in range(7)]
@@ -298,17 +274,13 @@ def test_an_inlined_warp_reduction_sums_rows(program, order):
 
 
 def test_blocks_of_part_of_a_warp_run_on_the_fibers(program):
-    on, out_on, paths_on = program(("rows", "80"), "random:3", True)
-    off, out_off, _ = program(("rows", "80"), "random:3", False)
-    assert on.returncode == 0 and out_on == out_off, on.stderr
+    _, paths_on, _ = both_paths(program, ("rows", "80"), "random:3")
     assert paths_on == {"rows": "fibers"}  # 80 threads: no block took the regions
 
 
 @pytest.mark.parametrize("order", ["forward", "random:3"])
 def test_warps_returning_together_before_their_shuffles_run_as_regions(program, order):
-    on, out_on, paths_on = program(("gemv", "128"), order, True)
-    off, out_off, _ = program(("gemv", "128"), order, False)
-    assert on.returncode == 0 and out_on == out_off, on.stderr
+    out_on, paths_on, _ = both_paths(program, ("gemv", "128"), order)
     assert paths_on == {"gemv": "block loop with barrier regions"}
     a = [((i * 31) % 29) / 4.0 - 3.0 for i in range(13 * 77)]
     x = [(i % 7) - 2.5 for i in range(77)]
@@ -318,10 +290,8 @@ def test_warps_returning_together_before_their_shuffles_run_as_regions(program, 
 
 @pytest.mark.parametrize("order", ["forward", "random:3"])
 def test_a_block_whose_warp_splits_at_a_return_runs_on_the_fibers(program, order):
-    on, out_on, _ = program(("tail",), order, True)
-    off, out_off, _ = program(("tail",), order, False)
-    assert on.returncode == 0 and out_on == out_off, on.stderr
-    assert "kernel 'tail': block loop and fibers, 3 of 4 blocks as a loop" in on.stderr, on.stderr
+    out_on, _, stderr = both_paths(program, ("tail",), order)
+    assert "kernel 'tail': block loop and fibers, 3 of 4 blocks as a loop" in stderr, stderr
     h = [i * 3 % 11 for i in range(256)]
     assert struct.unpack("256f", out_on) == tuple(h[i] + h[i ^ 1] if i < 200 else 0 for i in range(256))
 
