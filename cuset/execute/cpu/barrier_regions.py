@@ -485,8 +485,9 @@ class _BarrierVariant(_KernelVariant):
                 elif not (self._calls_pure_function(n) or name in _FENCES or name in SHUFFLES
                           or (name or "").startswith("make_")):
                     written.add("*")
-            elif t == "identifier" and self.u.text(n) in self._shared_scalars():
-                # `__shared__ float total;` read or written by name is block memory
+            elif t == "identifier" and self.u.text(n) in self._shared_scalars() and not (
+                    n.parent is not None and (n.parent.type == "declaration" or n.parent.type.endswith("declarator"))):
+                # `__shared__ float total;` read or written by name is block memory (its declaration is not)
                 parent = n.parent
                 target = parent is not None and (
                     (parent.type == "assignment_expression" and parent.child_by_field_name("left") == n)
@@ -522,6 +523,13 @@ class _BarrierVariant(_KernelVariant):
                 target = _pointed_into(self.u, d.child_by_field_name("value"))
                 if target in named:
                     aliases[self.u.text(declared_identifier(d))] = target
+        declared: dict[str, int] = {}
+        for n in _walk(self.body):
+            if n.type == "declaration":
+                for name in _declared_names(self.u, n):
+                    declared[name] = declared.get(name, 0) + 1
+        for name in [a for a in aliases if declared.get(a, 0) != 1]:
+            del aliases[name]   # declared again in an inner scope: that one may point anywhere
         for n in _walk(self.body):  # reassigned, stepped or its address taken: not an alias
             target = None
             if n.type == "assignment_expression":

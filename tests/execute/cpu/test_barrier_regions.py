@@ -295,3 +295,24 @@ def test_a_race_between_blocks_only_parallel_shows_is_still_seen(program):
         if totals - {"64"}:
             break
     assert totals - {"64"}
+
+
+def test_local_pointers_into_one_array_are_told_apart_by_its_name():
+    from cuset.execute.cpu.barrier_regions import _BarrierVariant
+    from cuset.execute.cpu.block_loop import _Unit
+    from cuset.spans.grammar import parser
+
+    def accesses(body: str):
+        src = (f"__global__ void k(float* __restrict__ o, float* g) {{ __shared__ float s[64]; "
+               f"__shared__ float total; {body} }}").encode()
+        unit = _Unit(src, parser().parse(src).root_node)
+        kv = _BarrierVariant(unit, unit.kernels[0])
+        return kv._accesses(unit.kernels[0].child_by_field_name("body"))
+
+    assert accesses("float* p = s + 4; p[threadIdx.x] = g[0];") == ({"s"}, {"params"})
+    assert accesses("float* p = &o[8]; p[0] = total;") == ({"o"}, {"o", "total"})  # &o[8] counts, conservatively
+    # declared again in an inner scope, stepped, or its address taken: any memory
+    assert accesses("float* p = s; for (int i = 0; i < 2; ++i) { float* p = g; p[i] = 1; }")[0] == {"global"}
+    assert accesses("float* p = s; ++p; p[0] = 1;")[0] == {"global"}
+    assert accesses("float* p = s; float** q = &p; p[0] = 1;")[0] == {"global"}
+    assert accesses("total += 1;") == ({"total"}, {"total"})
