@@ -99,7 +99,9 @@ class _BarrierVariant(_KernelVariant):
         self.barriers = 0
         self.loops = 0
         self.shuffles = 0
-        self.exit_guards: list[tuple[list[str], str]] = []  # with shuffles: `if (C) return;` (_exit_guards)
+        # with shuffles: conditions each warp's lanes must agree on for a block to take the
+        # variant (`if (C) return;` guards, top-level ifs around shuffles: _exit_guards, _checked_ifs)
+        self.warp_checks: list[tuple[list[str], str]] = []
 
     # -------------------------------------------------- what the kernel may use
     def _check_word(self, word: str, allow_thread_index: bool) -> None:
@@ -249,25 +251,113 @@ class _BarrierVariant(_KernelVariant):
             op = operator_text(self.u, s.named_children[0])
         else:
             return None
-        if target is None or target.type != "identifier" or call is None or call.type != "call_expression":
+        if target is None or target.type != "identifier" or call is None:
             return None
+        value, around = call, None
+        if not self._is_shuffle_call(call):
+            # the one shuffle inside a value that around it reads no memory: `v = f(v, shfl(...))`
+            inner = [n for n in _walk(value) if self._is_shuffle_call(n)]
+            if len(inner) != 1 or not self._plain_around(value, inner[0]):
+                return None
+            call, around = inner[0], value
         f = call.child_by_field_name("function")
-        if f is None or f.type != "identifier" or self.u.text(f) not in SHUFFLES:
-            return None
         args = call.child_by_field_name("arguments").named_children
         if len(args) not in (3, 4) or any(self._has_shuffle(a) for a in args):
             return None
         if not self._full_mask(args[0]):
             raise _NotCollapsible(f"a warp shuffle whose mask is not the full warp ({self.u.text(args[0])})")
+        exchanged = None
+        if around is not None:
+            exchanged = self._local_type(args[1])
+            if exchanged is None:
+                return None   # the exchanged value's type cannot be named
         return _Shuffle(SHUFFLES[self.u.text(f)], self.u.text(f), self.u.text(target), decl, args[1], args[2],
-                        args[3] if len(args) == 4 else None, call.start_point[0] + 1, op)
+                        args[3] if len(args) == 4 else None, call.start_point[0] + 1, op, around, call, exchanged)
+
+    def _is_shuffle_call(self, n) -> bool:
+        f = n.child_by_field_name("function") if n.type == "call_expression" else None
+        return f is not None and f.type == "identifier" and self.u.text(f) in SHUFFLES
+
+    def _plain_around(self, value, call) -> bool:
+        """Around `call`, `value` holds locals, constants, operators and calls of pure
+        functions or of the file's functions that touch no memory: evaluated after the
+        exchange instead of before it, it computes the same."""
+        inside = {id(n) for n in _walk(call)}
+        for n in _walk(value):
+            if id(n) in inside or not n.is_named:
+                continue
+            t = n.type
+            if t == "call_expression":
+                name = self._callee_name(n)
+                if name is None or not (self._calls_pure_function(n) or self._touches_no_memory(name, set())):
+                    return False
+            elif t in ("subscript_expression", "pointer_expression", "assignment_expression", "update_expression",
+                       "comma_expression") or (t == "field_expression" and operator_text(self.u, n) == "->"):
+                return False
+            elif t == "identifier" and (self.u.text(n) in self._shared_scalars()
+                                        or (self.u.text(n) in self.u.globals
+                                            and self.u.text(n) not in self.u.constants)):
+                return False
+        return True
+
+    def _touches_no_memory(self, name: str, seen: set[str]) -> bool:
+        """A function of the file whose body reads and writes no memory (its parameters and
+        locals only) and calls only pure functions and such functions."""
+        if name in seen:
+            return True
+        seen.add(name)
+        defined = self.u.functions.get(name, [])
+        if not defined:
+            return False
+        for fn in defined:
+            body = fn.child_by_field_name("body")
+            if body is None:
+                return False
+            for n in _walk(body):
+                t = n.type
+                if t in ("subscript_expression", "pointer_expression") or \
+                        (t == "field_expression" and operator_text(self.u, n) == "->"):
+                    return False
+                if t == "identifier" and self.u.text(n) in self.u.globals and self.u.text(n) not in self.u.constants:
+                    return False
+                if t == "identifier" and (self.u.text(n) in SHUFFLES or self.u.text(n) == "__syncthreads"):
+                    return False
+                if t == "call_expression":
+                    callee = self._callee_name(n)
+                    if callee is None or not (self._calls_pure_function(n) or self._touches_no_memory(callee, seen)):
+                        return False
+        return True
+
+    def _local_type(self, node) -> str | None:
+        """The type of `node` when it names a local or parameter declared once in the kernel."""
+        if node.type != "identifier":
+            return None
+        name = self.u.text(node)
+        found = []
+        for n in _walk(self.body):
+            if n.type == "declaration" and name in _declared_names(self.u, n):
+                try:
+                    found += [t for d, t in replicated_types(self.u, n) if d == name]
+                except _NotCollapsible:
+                    return None
+        for prm in self._parameters():
+            if prm.type == "parameter_declaration":
+                d = prm.child_by_field_name("declarator")
+                ident = declared_identifier(d) if d is not None else None
+                if ident is not None and self.u.text(ident) == name:
+                    type_node = prm.child_by_field_name("type")
+                    found.append(self.u.data[prm.start_byte:d.start_byte].decode(errors="replace").strip()
+                                 + ("" if d.type == "identifier" else " *" if d.type == "pointer_declarator" else "?"))
+        if len(found) != 1 or "?" in found[0] or "auto" in found[0]:
+            return None
+        return found[0]
 
     def _exit_guards(self, items) -> list[tuple[list[str], str]]:
         """A kernel with shuffles may return early only as `if (C) return;` (or `{ return; }`)
         at the top level before its first barrier and shuffle, C a value of the thread
         (`_pure` with threadIdx): (the declarations C needs, C) of each. Whole warps must
         leave together, which the variant checks for every block before taking it
-        (`block_loop_warps_exit_alike`); a block where a warp splits runs on the fibers."""
+        (`block_loop_warps_agree`); a block where a warp splits runs on the fibers."""
         guards: list[tuple[list[str], str]] = []
         decls: list[str] = []
         known: set[str] = set()   # the locals declared so far: all C may name
@@ -287,13 +377,55 @@ class _BarrierVariant(_KernelVariant):
             cond = node.child_by_field_name("condition") if cons is not None else None
             if cons is not None and node.child_by_field_name("alternative") is None and len(body) == 1 \
                     and body[0] is not None and body[0].type == "return_statement" and not body[0].named_children \
-                    and self._pure_with(cond, known, uniform & known):
-                guards.append((list(decls), _flat(self.u, cond)))
+                    and self._pure_with(cond, known, uniform & known) \
+                    and self._needed_declarations(cond, items) is not None:
+                guards.append((self._needed_declarations(cond, items), _flat(self.u, cond)))
                 guarded.add(body[0].start_byte)
         if any(n.type == "return_statement" and n.start_byte not in guarded for n in _walk(self.body)):
             raise _NotCollapsible("warp shuffles in a kernel that returns other than `if (C) return;` before its "
                                   "first barrier and shuffle")
         return guards
+
+    def _checked_ifs(self, items) -> set[int]:
+        """The `if`s around shuffles at the top level whose condition is a value of the thread
+        (`_pure` with threadIdx over the recomputed and uniform locals declared before it):
+        the variant checks, for every block before taking it, that each warp's lanes agree
+        on it (`block_loop_warps_agree`; else the block runs on the fibers), so such an `if`
+        may stand anywhere outside a loop. Their start bytes; their checks join
+        `warp_checks`."""
+        decls: list[str] = []
+        known: set[str] = set()
+        checked: set[int] = set()
+        uniform = self.uniform_now
+        for it in items:
+            if it[0] in ("remat", "uniform"):
+                decls.append(_flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]))
+                known.update(it[2])
+            elif it[0] == "wif":
+                cond = it[1].child_by_field_name("condition")
+                needed = self._needed_declarations(cond, items)
+                if needed is not None and self._pure_with(cond, known, uniform & known):
+                    self.warp_checks.append((needed, _flat(self.u, cond)))
+                    checked.add(it[1].start_byte)
+        return checked
+
+    def _needed_declarations(self, cond, items) -> list[str] | None:
+        """The top-level recomputed and uniform declarations `cond` needs (and those they
+        need), in order, as text that compiles where the variant starts (before any of the
+        body's statements: no shared array); None where one names something else."""
+        decl_of = {n: it for it in items if it[0] in ("remat", "uniform") for n in it[2]}
+        wanted, todo = set(), [cond]
+        while todo:
+            node = todo.pop()
+            for n in _walk(node):
+                name = self.u.text(n) if n.type == "identifier" else None
+                if name in self._shared_arrays():
+                    return None
+                if name in decl_of and name not in wanted:
+                    wanted.add(name)
+                    todo.append(decl_of[name][1])
+        return [_flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]) for it in items
+                if it[0] in ("remat", "uniform") and set(it[2]) & wanted]
 
     def _pure_with(self, node, remat: set[str], uniform: set[str]) -> bool:
         """`_pure` (threadIdx allowed) with only `uniform` as the uniform locals in scope."""
@@ -367,7 +499,8 @@ class _BarrierVariant(_KernelVariant):
         in its interval, not in a loop, and not in the kernel's last stretch; and no
         junction inside a warp's stretches may race (`_warp_junctions_race`)."""
         if any(n.type == "return_statement" for n in _walk(self.body)):
-            self.exit_guards = self._exit_guards(items)
+            self.warp_checks = self._exit_guards(items)
+        checked = self._checked_ifs(items)
         for it in _all_items(items):
             if it[0] == "loop" and any(x[0] in _WARP_KINDS for x in _all_items(it[2])):
                 raise _NotCollapsible("warp shuffles in a loop with barriers")
@@ -378,7 +511,7 @@ class _BarrierVariant(_KernelVariant):
                 continue
             if any(it[0] == "loop" for it in interval):
                 raise _NotCollapsible("warp shuffles next to a hoisted loop with barriers")
-            if _misplaced_if(interval, closed):
+            if _misplaced_if(interval, closed, checked):
                 raise _NotCollapsible("an if around warp shuffles that is not the last of its stretch before a "
                                       "barrier")
             if _warp_junctions_race(interval, self._accesses, self._runs_once):
@@ -589,6 +722,9 @@ class _Shuffle:
     width: object
     line: int
     op: str = "="  # the assignment's operator (`+=` ...) where it is not a declaration
+    around: object = None     # the value holding the shuffle, when it is not the shuffle itself
+    call: object = None       # the shuffle's call (inside `around`)
+    exchanged: str | None = None  # the exchanged value's type, when `around` is set
 
 
 def _intervals(items):
@@ -603,13 +739,15 @@ def _intervals(items):
     yield current, False
 
 
-def _misplaced_if(items, closed: bool) -> bool:
-    """An `if` around shuffles that is in a loop, has shuffles after it in its stretch, or
-    ends the kernel (see _check_warp_intervals)."""
+def _misplaced_if(items, closed: bool, checked: set[int]) -> bool:
+    """An `if` around shuffles that is in a loop, or, unless its warps are checked to agree
+    on it when the block starts (`checked`), has shuffles after it in its stretch or ends
+    the kernel (see _check_warp_intervals)."""
     def bad(its, in_loop: bool, warp_after: bool) -> bool:
         for k, it in enumerate(its):
             later = warp_after or any(x[0] in _WARP_KINDS for x in its[k + 1:])
-            if it[0] == "wif" and (in_loop or later or not closed or bad(it[2], in_loop, later)):
+            split_ok = it[0] == "wif" and it[1].start_byte in checked
+            if it[0] == "wif" and (in_loop or (not split_ok and (later or not closed)) or bad(it[2], in_loop, later)):
                 return True
             if it[0] == "wloop" and bad(it[2], True, later):
                 return True
@@ -793,8 +931,8 @@ class _BarrierGenerator(_VariantWriter):
         live = "unsigned cuset_live = cuset_bl.n; " if self.uses_done else ""
         # Shuffles run warp by warp: blocks of whole warps only, each leaving whole (else the fibers).
         warps = "::cuset::rt::block_loop_full_warps() && " if self.kv.shuffles else ""
-        for decls, cond in self.kv.exit_guards:
-            warps += ("::cuset::rt::block_loop_warps_exit_alike(::cuset::rt::block_loop, [&](const uint3 threadIdx) "
+        for decls, cond in self.kv.warp_checks:
+            warps += ("::cuset::rt::block_loop_warps_agree(::cuset::rt::block_loop, [&](const uint3 threadIdx) "
                       f"-> bool {{ {' '.join(decls)} return {cond}; }}) && ")
         # A copy of the runtime's order: each barrier replaces it.
         return self._entry(f"{warps}::cuset::rt::take_barrier_block_loop()", "::cuset::rt::BlockLoop",
@@ -905,7 +1043,8 @@ class _BarrierGenerator(_VariantWriter):
                     type_text = f"cuset_t_{sh.target}"
                 else:
                     raise _NotCollapsible(f"a shuffle assigned to {sh.target}, which is not a local of the kernel")
-                buffers.append(f"std::remove_const_t<{type_text}> cuset_xv{n}[32]; int cuset_xa{n}[32], cuset_xw{n}[32];")
+                exchanged = sh.exchanged or type_text
+                buffers.append(f"std::remove_const_t<{exchanged}> cuset_xv{n}[32]; int cuset_xa{n}[32], cuset_xw{n}[32];")
                 width = _flat(self.u, sh.width) if sh.width is not None else "32"
                 lane = "cuset_t & 31u"
                 region.append(f"cuset_xv{n}[{lane}] = ({_flat(self.u, sh.value)}); "
@@ -917,6 +1056,8 @@ class _BarrierGenerator(_VariantWriter):
                 start = (list(prologue), list(bound))
                 read = (f"cuset_xv{n}[::cuset::rt::block_loop_shuffle_source(::cuset::rt::WarpKind::{sh.kind}, {lane}, "
                         f"cuset_xa{n}[{lane}], cuset_xw{n}[{lane}], \"{sh.api}\", __builtin_FILE(), {sh.line})]")
+                if sh.around is not None:  # the value around the shuffle, with the exchanged value in its place
+                    read = _flat(self.u, sh.around, {sh.call.start_byte: (sh.call.end_byte, f"({read})")})
                 if sh.decl is None:
                     region.append(f"{sh.target} {sh.op} {read};")
                 elif self._outlives_stretch((sh.target,), items[k + 1:], later if top else []):

@@ -32,7 +32,9 @@ the fibers' version of the kernel keeps calling the helper.
 
 from __future__ import annotations
 
-from cuset.execute.cpu.block_loop import SHUFFLES, _declared_names, _function_declarator, _Unit, _unwrap, _walk
+from cuset.execute.cpu.block_loop import (
+    _PURE_FUNCTIONS, SHUFFLES, _declared_names, _function_declarator, _Unit, _unwrap, _walk,
+)
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
 
@@ -98,7 +100,8 @@ def _call_statement(unit: _Unit, stmt):
         value = e.child_by_field_name("right")
     else:
         return None
-    call = value if value is not None and value.type == "call_expression" else _only_call(unit, value)
+    call = value if value is not None and value.type == "call_expression" and not _pure_call(unit, value) \
+        else _only_call(unit, value)
     if call is None:
         return None
     return (call, unit.data[stmt.start_byte:call.start_byte].decode(errors="replace"),
@@ -113,10 +116,11 @@ _PLAIN = frozenset({"identifier", "number_literal", "true", "false", "binary_exp
 
 
 def _only_call(unit: _Unit, value):
-    """The one call in `value` when everything around it is plain (see _PLAIN), else None."""
+    """The one call of a function of the file in `value` when everything around it is plain
+    (see _PLAIN; calls of pure math functions such as `rsqrtf(f(x) / n + EPS)` too), else None."""
     if value is None:
         return None
-    calls = [n for n in _walk(value) if n.type == "call_expression"]
+    calls = [n for n in _walk(value) if n.type == "call_expression" and not _pure_call(unit, n)]
     if len(calls) != 1:
         return None
     call = calls[0]
@@ -124,11 +128,21 @@ def _only_call(unit: _Unit, value):
     for n in _walk(value):
         if id(n) in inside or not n.is_named:
             continue
+        if n.type in ("call_expression", "argument_list") or (n.type == "identifier" and n.parent is not None
+                                                               and n.parent.type == "call_expression"):
+            continue   # a pure function's call: its arguments are checked as the rest is
         if n.type not in _PLAIN or (n.type == "unary_expression" and operator_text(unit, n) in ("*", "&")):
             return None
         if n.type == "identifier" and unit.text(n) in unit.globals and unit.text(n) not in unit.constants:
             return None   # a file-scope variable is memory the helper may write
     return call
+
+
+def _pure_call(unit: _Unit, call) -> bool:
+    """A call of a pure math function (`rsqrtf`, `fmaxf`...), by name."""
+    f = call.child_by_field_name("function")
+    return f is not None and f.type == "identifier" and unit.text(f) in _PURE_FUNCTIONS \
+        and unit.text(f) not in unit.functions
 
 
 def _helper(unit: _Unit, call):

@@ -67,11 +67,14 @@ SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
      "returns other than"),
     (SHARED + "int i = 0; float v = q[t]; while (i < n) { v = __shfl_xor_sync(0xffffffff, v, 1); ++i; } p[t] = v;",
      "while loop"),
-    # lanes skipping the if would exit: on the fibers they complete the shuffle without them
-    (SHARED + "float v = q[t]; if (t < 32) { v = __shfl_xor_sync(0xffffffff, v, 1); } p[t] = v;",
+    # lanes skipping the if would exit (on the fibers they complete the shuffle without them) and
+    # whether a warp's lanes agree on the condition cannot be checked when the block starts
+    (SHARED + "float v = q[t]; if (v > 0) { v = __shfl_xor_sync(0xffffffff, v, 1); } p[t] = v;",
      "an if around warp shuffles"),
-    (SHARED + "float v = q[t]; __syncthreads(); if (t < 32) { v = __shfl_xor_sync(0xffffffff, v, 1); } "
+    (SHARED + "float v = q[t]; __syncthreads(); if (v > 0) { v = __shfl_xor_sync(0xffffffff, v, 1); } "
      "v = __shfl_xor_sync(0xffffffff, v, 2); __syncthreads(); p[t] = v;", "an if around warp shuffles"),
+    (SHARED + "float v = q[t]; for (int i = 0; i < 4; ++i) { if (t < 32) { v = __shfl_xor_sync(0xffffffff, v, 1); } "
+     "} __syncthreads(); p[t] = v;", "an if around warp shuffles"),   # in a loop
     (SHARED + "float v = q[t]; for (int i = 0; i < n; ++i) { v = __shfl_xor_sync(0xffffffff, v, 1); s[t] = v; "
      "__syncthreads(); }", "warp shuffles in a loop with barriers"),
     # the stretch before the loop writes what the body's first stretch reads: one stretch per lane on the fibers

@@ -92,6 +92,21 @@ __global__ void tail(const float* __restrict__ x, float* __restrict__ y, int n) 
     y[i] = v;
 }
 
+__device__ __forceinline__ float combine(float a, float b) { return fmaxf(a, b); }
+
+// A shuffle inside a value, a helper inside a pure function's argument, an if around
+// shuffles ending the kernel: each warp's lanes must agree on it (checked per block).
+__global__ void maxnorm(const float* __restrict__ x, float* __restrict__ y, int split) {
+    const int lane = threadIdx.x & 31;
+    float v = x[blockIdx.x * blockDim.x + threadIdx.x];
+    for (int o = 16; o > 0; o >>= 1) v = combine(v, __shfl_down_sync(FULL, v, o));
+    float s = sqrtf(warp_sum(v * v) + 1.0f);
+    if ((int)threadIdx.x < split) {
+        s = __shfl_xor_sync(FULL, s, 1) + lane;
+    }
+    y[blockIdx.x * blockDim.x + threadIdx.x] = s;
+}
+
 // Lanes 0-15 enter, 16-31 go on to the barrier: a deadlock on a GPU and on the fibers.
 __global__ void divergent(float* out) {
     float v = threadIdx.x;
@@ -143,6 +158,17 @@ int main(int argc, char** argv) {
     std::vector<float> o(rows);
     cudaMemcpy(o.data(), y, rows * 4, cudaMemcpyDeviceToHost);
     fwrite(o.data(), 4, rows, f);
+  } else if (!strcmp(what, "maxnorm")) {
+    const int split = atoi(argv[2]);
+    std::vector<float> h(3 * 64);
+    for (int i = 0; i < 3 * 64; ++i) h[i] = (float)((i * 13) % 17) - 8.0f;
+    float *x, *y;
+    cudaMalloc(&x, h.size() * 4); cudaMalloc(&y, h.size() * 4);
+    cudaMemcpy(x, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+    maxnorm<<<3, 64>>>(x, y, split);
+    std::vector<float> o(h.size());
+    cudaMemcpy(o.data(), y, o.size() * 4, cudaMemcpyDeviceToHost);
+    fwrite(o.data(), 4, o.size(), f);
   } else if (!strcmp(what, "tail")) {
     const int n = 200;
     std::vector<float> h(256);
@@ -173,7 +199,9 @@ def test_kernels_with_shuffles_are_planned_as_regions():
     assert plans["divergent"].loop and "block_loop_warp_divergence" in plans["divergent"].text
     assert plans["gemv"].describe() == ("gemv: block loop with barrier regions (1 warp shuffle(s), 1 call(s) of "
                                         "helpers with barriers inlined)")
-    assert "block_loop_warps_exit_alike" in plans["gemv"].text
+    assert "block_loop_warps_agree" in plans["gemv"].text
+    assert plans["maxnorm"].describe() == ("maxnorm: block loop with barrier regions (3 warp shuffle(s), 1 call(s) of "
+                                           "helpers with barriers inlined)")
     # blocks of whole warps only; a release after each shuffle
     assert "block_loop_full_warps() &&" in plans["tickets"].text
     assert plans["tickets"].text.count("block_loop_warp_release(cuset_lo)") == 5
@@ -294,6 +322,35 @@ def test_a_block_whose_warp_splits_at_a_return_runs_on_the_fibers(program, order
     assert "kernel 'tail': block loop and fibers, 3 of 4 blocks as a loop" in stderr, stderr
     h = [i * 3 % 11 for i in range(256)]
     assert struct.unpack("256f", out_on) == tuple(h[i] + h[i ^ 1] if i < 200 else 0 for i in range(256))
+
+
+def _maxnorm(split: int) -> list[float]:
+    x = [((i * 13) % 17) - 8.0 for i in range(3 * 64)]
+    out = []
+    for w in range(6):
+        v = x[w * 32:w * 32 + 32]
+        for o in (16, 8, 4, 2, 1):   # shfl_down: lanes past the end read their own value
+            v = [max(v[lane], v[lane + o] if lane + o < 32 else v[lane]) for lane in range(32)]
+        sq = [a * a for a in v]
+        for o in (16, 8, 4, 2, 1):
+            sq = [sq[lane] + (sq[lane + o] if lane + o < 32 else sq[lane]) for lane in range(32)]
+        s = [(q + 1.0) ** 0.5 for q in sq]
+        t0 = (w % 2) * 32
+        out += [s[lane ^ 1] + lane if t0 + lane < split else s[lane] for lane in range(32)]
+    return out
+
+
+@pytest.mark.parametrize("order", ["forward", "random:3"])
+def test_a_shuffle_inside_a_value_and_an_if_ending_the_kernel_run_as_regions(program, order):
+    out, paths, _ = both_paths(program, ("maxnorm", "32"), order)
+    assert paths == {"maxnorm": "block loop with barrier regions"}
+    assert struct.unpack("192f", out) == pytest.approx(_maxnorm(32), rel=1e-6)
+
+
+def test_a_block_whose_warp_splits_at_an_if_around_shuffles_runs_on_the_fibers(program):
+    out, _, stderr = both_paths(program, ("maxnorm", "40"), "random:3")   # lanes 32-39 enter, 40-63 do not
+    assert "kernel 'maxnorm': fibers, 0 of 3 blocks as a loop" in stderr, stderr
+    assert struct.unpack("192f", out) == pytest.approx(_maxnorm(40), rel=1e-6)
 
 
 def test_a_shuffle_in_divergent_code_is_a_deadlock_on_both_paths(program):

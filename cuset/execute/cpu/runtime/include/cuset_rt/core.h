@@ -211,16 +211,17 @@ inline unsigned shuffle_source(WarpKind kind, unsigned lane, int param, unsigned
   }
 }
 
-// A kernel with shuffles that returns early (`if (C) return;` before its first barrier and
-// shuffle) runs as regions only where whole warps leave together: `leaves` (C for a
-// thread's index) true for all 32 lanes of a warp or for none; else the offer is
-// withdrawn (the fibers model lanes that left a warp's shuffle).
+// A kernel with shuffles runs as regions only where each warp's lanes agree on the
+// conditions it branches on around them (`if (C) return;` before the first barrier and
+// shuffle: whole warps leave together; a top-level `if (C)` around shuffles: whole warps
+// enter): `holds` (C for a thread's index) true for all 32 lanes of a warp or for none;
+// else the offer is withdrawn (the fibers model lanes that left or skipped a shuffle).
 template <class F>
-inline bool block_loop_warps_exit_alike(const BlockLoop& bl, F&& leaves) {
+inline bool block_loop_warps_agree(const BlockLoop& bl, F&& holds) {
   for (unsigned w = 0; w < bl.n; w += 32) {
     unsigned out = 0;
     for (unsigned t = w; t < w + 32 && t < bl.n; ++t)
-      out += leaves(bl.dim.y == 1 && bl.dim.z == 1 ? uint3{t, 0, 0} : bl.idx[t]) ? 1u : 0u;
+      out += holds(bl.dim.y == 1 && bl.dim.z == 1 ? uint3{t, 0, 0} : bl.idx[t]) ? 1u : 0u;
     if (out != 0 && out != 32) {
       block_loop_offered = false;
       return false;
