@@ -49,7 +49,7 @@ from dataclasses import dataclass, replace
 
 from cuset.execute.cpu import block_loop, inline_calls, region_lanes
 from cuset.execute.cpu.block_loop import (
-    _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, SHUFFLES, KernelPlan, _declared_names, _flat, _ForHeader,
+    _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, WARP_OPS, KernelPlan, _declared_names, _flat, _ForHeader,
     _KernelVariant, _NotCollapsible, _unwrap, _Unit, _VariantWriter, _walk, replicated_types,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
@@ -64,6 +64,7 @@ _FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_syst
 _FULL_MASKS = frozenset({"0xffffffff", "0xffffffffu", "~0", "~0u", "-1", "4294967295", "4294967295u",
                          "(unsigned)-1", "~0x0", "~0x0u", "0xffffffffull"})
 _WARP_KINDS = ("shfl", "wloop", "wif")
+_VOTES = ("ballot", "any", "all")
 
 
 def plan_kernels(src: str) -> list[KernelPlan]:
@@ -107,7 +108,7 @@ class _BarrierVariant(_KernelVariant):
     def _check_word(self, word: str, allow_thread_index: bool) -> None:
         if _ATOMIC.fullmatch(word) or word in _FENCES:
             return
-        if allow_thread_index and (word in ("__syncthreads", "__shared__", "extern") or word in SHUFFLES):
+        if allow_thread_index and (word in ("__syncthreads", "__shared__", "extern") or word in WARP_OPS):
             return  # in the kernel body: where they stand is checked by _level
         super()._check_word(word, allow_thread_index)
 
@@ -121,7 +122,7 @@ class _BarrierVariant(_KernelVariant):
     def _check_call(self, call) -> bool:
         name = self._callee_name(call)
         if name is not None and (name == "__syncthreads" or _ATOMIC.fullmatch(name) or name in _FENCES
-                                 or name in SHUFFLES):
+                                 or name in WARP_OPS):
             return False
         return super()._check_call(call)
 
@@ -204,7 +205,7 @@ class _BarrierVariant(_KernelVariant):
 
     # -------------------------------------------------- warp shuffles
     def _has_shuffle(self, s) -> bool:
-        return any(n.type == "identifier" and self.u.text(n) in SHUFFLES for n in _walk(s))
+        return any(n.type == "identifier" and self.u.text(n) in WARP_OPS for n in _walk(s))
 
     def _has_barrier(self, s) -> bool:
         return any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in _walk(s))
@@ -237,8 +238,16 @@ class _BarrierVariant(_KernelVariant):
 
     def _shuffle_statement(self, s):
         """`T x = __shfl_*_sync(FULL, v, arg[, width]);` or `x = __shfl_*_sync(...);` (`+=`
-        and the other compound assignments too)."""
+        and the other compound assignments too); the votes (`__ballot_sync(FULL, p)`,
+        `__any_sync`, `__all_sync`) alike; `__syncwarp();` as a statement of its own."""
         decl, op = None, "="
+        if s.type == "expression_statement" and len(s.named_children) == 1 and self._is_shuffle_call(
+                s.named_children[0]) and self.u.text(s.named_children[0].child_by_field_name("function")) == "__syncwarp":
+            call = s.named_children[0]
+            args = call.child_by_field_name("arguments").named_children
+            if len(args) > 1 or (args and not self._full_mask(args[0])):
+                raise _NotCollapsible("__syncwarp with a mask that is not the full warp")
+            return _Shuffle("sync", "__syncwarp", "", None, None, None, None, call.start_point[0] + 1)
         if s.type == "declaration":
             declarators = s.children_by_field_name("declarator")
             if len(declarators) != 1 or declarators[0].type != "init_declarator":
@@ -261,22 +270,24 @@ class _BarrierVariant(_KernelVariant):
                 return None
             call, around = inner[0], value
         f = call.child_by_field_name("function")
+        kind = WARP_OPS[self.u.text(f)]
         args = call.child_by_field_name("arguments").named_children
-        if len(args) not in (3, 4) or any(self._has_shuffle(a) for a in args):
+        vote = kind in _VOTES
+        if len(args) not in ((2,) if vote else (3, 4)) or any(self._has_shuffle(a) for a in args):
             return None
         if not self._full_mask(args[0]):
             raise _NotCollapsible(f"a warp shuffle whose mask is not the full warp ({self.u.text(args[0])})")
-        exchanged = None
-        if around is not None:
+        exchanged = "int" if vote else None   # a vote exchanges its predicate as an int, as the runtime does
+        if around is not None and not vote:
             exchanged = self._local_type(args[1])
             if exchanged is None:
                 return None   # the exchanged value's type cannot be named
-        return _Shuffle(SHUFFLES[self.u.text(f)], self.u.text(f), self.u.text(target), decl, args[1], args[2],
+        return _Shuffle(kind, self.u.text(f), self.u.text(target), decl, args[1], None if vote else args[2],
                         args[3] if len(args) == 4 else None, call.start_point[0] + 1, op, around, call, exchanged)
 
     def _is_shuffle_call(self, n) -> bool:
         f = n.child_by_field_name("function") if n.type == "call_expression" else None
-        return f is not None and f.type == "identifier" and self.u.text(f) in SHUFFLES
+        return f is not None and f.type == "identifier" and self.u.text(f) in WARP_OPS
 
     def _plain_around(self, value, call) -> bool:
         """Around `call`, `value` holds locals, constants, operators and calls of pure
@@ -320,7 +331,7 @@ class _BarrierVariant(_KernelVariant):
                     return False
                 if t == "identifier" and self.u.text(n) in self.u.globals and self.u.text(n) not in self.u.constants:
                     return False
-                if t == "identifier" and (self.u.text(n) in SHUFFLES or self.u.text(n) == "__syncthreads"):
+                if t == "identifier" and (self.u.text(n) in WARP_OPS or self.u.text(n) == "__syncthreads"):
                     return False
                 if t == "call_expression":
                     callee = self._callee_name(n)
@@ -615,7 +626,7 @@ class _BarrierVariant(_KernelVariant):
                         read.add(where)
                 elif name in self.u.functions and self._function_writes_no_memory(name):
                     read.add("*")  # it may read anything it is given
-                elif not (self._calls_pure_function(n) or name in _FENCES or name in SHUFFLES
+                elif not (self._calls_pure_function(n) or name in _FENCES or name in WARP_OPS
                           or (name or "").startswith("make_")):
                     written.add("*")
             elif t == "identifier" and self.u.text(n) in self._shared_scalars() and not (
@@ -777,10 +788,9 @@ def _warp_junctions_race(items, accesses, runs_once) -> bool:
         first = current = new()
         for it in its:
             if it[0] == "shfl":
-                add(current, it[2].value)
-                add(current, it[2].arg)
-                if it[2].width is not None:
-                    add(current, it[2].width)
+                for part in (it[2].value, it[2].arg, it[2].width):
+                    if part is not None:
+                        add(current, part)
                 current = new()
             elif it[0] in ("wloop", "wif"):
                 if it[0] == "wif":
@@ -1037,6 +1047,13 @@ class _BarrierGenerator(_VariantWriter):
             if kind == "shfl":
                 sh: _Shuffle = it[2]
                 n = len(buffers)
+                if sh.kind == "sync":   # __syncwarp: the lanes meet and are released, nothing exchanged
+                    buffers.append("")
+                    flush()
+                    out.append("if (!cuset_done[cuset_lo[0]]) ::cuset::rt::block_loop_warp_release(cuset_lo);"
+                               if self.uses_done else "::cuset::rt::block_loop_warp_release(cuset_lo);")
+                    start = (list(prologue), list(bound))
+                    continue
                 if sh.decl is not None:
                     [(_, type_text)] = replicated_types(self.u, sh.decl)
                 elif sh.target in dict(self.replicated):
@@ -1047,8 +1064,11 @@ class _BarrierGenerator(_VariantWriter):
                 buffers.append(f"std::remove_const_t<{exchanged}> cuset_xv{n}[32]; int cuset_xa{n}[32], cuset_xw{n}[32];")
                 width = _flat(self.u, sh.width) if sh.width is not None else "32"
                 lane = "cuset_t & 31u"
-                region.append(f"cuset_xv{n}[{lane}] = ({_flat(self.u, sh.value)}); "
-                              f"cuset_xa{n}[{lane}] = (int)({_flat(self.u, sh.arg)}); cuset_xw{n}[{lane}] = (int)({width});")
+                if sh.kind in _VOTES:
+                    region.append(f"cuset_xv{n}[{lane}] = (int)({_flat(self.u, sh.value)});")
+                else:
+                    region.append(f"cuset_xv{n}[{lane}] = ({_flat(self.u, sh.value)}); cuset_xa{n}[{lane}] = "
+                                  f"(int)({_flat(self.u, sh.arg)}); cuset_xw{n}[{lane}] = (int)({width});")
                 flush()
                 # a warp whose lanes all returned (whole warps only: the entry check) shuffles nothing
                 out.append("if (!cuset_done[cuset_lo[0]]) ::cuset::rt::block_loop_warp_release(cuset_lo);"
@@ -1056,6 +1076,8 @@ class _BarrierGenerator(_VariantWriter):
                 start = (list(prologue), list(bound))
                 read = (f"cuset_xv{n}[::cuset::rt::block_loop_shuffle_source(::cuset::rt::WarpKind::{sh.kind}, {lane}, "
                         f"cuset_xa{n}[{lane}], cuset_xw{n}[{lane}], \"{sh.api}\", __builtin_FILE(), {sh.line})]")
+                if sh.kind in _VOTES:   # every lane's predicate, as compute_group reads them
+                    read = f"::cuset::rt::block_loop_vote(::cuset::rt::WarpKind::{sh.kind}, cuset_xv{n})"
                 if sh.around is not None:  # the value around the shuffle, with the exchanged value in its place
                     read = _flat(self.u, sh.around, {sh.call.start_byte: (sh.call.end_byte, f"({read})")})
                 if sh.decl is None:

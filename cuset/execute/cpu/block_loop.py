@@ -137,7 +137,7 @@ class KernelPlan:
             return f"{self.name}: fibers ({self.reason})"
         if self.barriers or self.shuffles:
             parts = [f"{self.barriers} barrier(s)"] if self.barriers else []
-            parts += [f"{self.shuffles} warp shuffle(s)"] if self.shuffles else []
+            parts += [f"{self.shuffles} warp operation(s)"] if self.shuffles else []
             return (f"{self.name}: block loop with barrier regions ({', '.join(parts)}"
                     + (f", {self.hoisted} loop(s) with barriers hoisted" if self.hoisted else "")
                     + (f", {self.inlined} call(s) of helpers with barriers inlined" if self.inlined else "")
@@ -197,13 +197,15 @@ def _has_barrier(unit: _Unit, body) -> bool:
     return body is not None and any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body))
 
 
-# Warp shuffles the barrier planner splits regions at (barrier_regions.py), by WarpKind.
-SHUFFLES = {"__shfl_sync": "shfl_idx", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
-            "__shfl_xor_sync": "shfl_xor"}
+# Warp operations the barrier planner splits regions at (barrier_regions.py), by WarpKind:
+# shuffles, votes and __syncwarp.
+WARP_OPS = {"__shfl_sync": "shfl_idx", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
+            "__shfl_xor_sync": "shfl_xor", "__ballot_sync": "ballot", "__any_sync": "any", "__all_sync": "all",
+            "__syncwarp": "sync"}
 
 
 def _has_shuffle(unit: _Unit, body) -> bool:
-    return body is not None and any(n.type == "identifier" and unit.text(n) in SHUFFLES for n in _walk(body))
+    return body is not None and any(n.type == "identifier" and unit.text(n) in WARP_OPS for n in _walk(body))
 
 
 def summary(plans: list[KernelPlan]) -> str:

@@ -33,7 +33,7 @@ the fibers' version of the kernel keeps calling the helper.
 from __future__ import annotations
 
 from cuset.execute.cpu.block_loop import (
-    _PURE_FUNCTIONS, SHUFFLES, _declared_names, _function_declarator, _Unit, _unwrap, _walk,
+    _PURE_FUNCTIONS, WARP_OPS, _declared_names, _function_declarator, _Unit, _unwrap, _walk,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
@@ -163,7 +163,7 @@ def _helper(unit: _Unit, call):
         return None
     fn = defined[0]
     body = fn.child_by_field_name("body")
-    if body is None or not any(n.type == "identifier" and (unit.text(n) == "__syncthreads" or unit.text(n) in SHUFFLES)
+    if body is None or not any(n.type == "identifier" and (unit.text(n) == "__syncthreads" or unit.text(n) in WARP_OPS)
                                for n in _walk(body)):
         return None
     tparams = []

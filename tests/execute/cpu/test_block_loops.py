@@ -34,7 +34,7 @@ def test_fixture_kernels_get_the_expected_paths():
     from cuset.execute.cpu.barrier_regions import plan_kernels as plan_with_regions
 
     [shuffle] = [p for p in plan_with_regions((FIXTURES / "block_loops.cu").read_text()) if p.name == "shuffle"]
-    assert shuffle.describe() == "shuffle: block loop with barrier regions (1 warp shuffle(s))"
+    assert shuffle.describe() == "shuffle: block loop with barrier regions (1 warp operation(s))"
     assert not plans["shared_race"].loop
 
 

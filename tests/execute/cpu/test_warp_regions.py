@@ -107,6 +107,20 @@ __global__ void maxnorm(const float* __restrict__ x, float* __restrict__ y, int 
     y[blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 
+// Votes and __syncwarp, with tickets taken after each: the order the lanes went on in.
+__global__ void votes(const int* __restrict__ x, unsigned* __restrict__ out, int* counter, int* ticket) {
+    const int t = blockIdx.x * blockDim.x + threadIdx.x;
+    const int v = x[t];
+    unsigned b = __ballot_sync(FULL, v > 0);
+    ticket[t * 2] = atomicAdd(counter + blockIdx.x, 1);
+    __syncwarp();
+    ticket[t * 2 + 1] = atomicAdd(counter + blockIdx.x, 1);
+    int any = __any_sync(FULL, v > 5);
+    int all = 10 * __all_sync(FULL, v > -100);   // a vote inside a value
+    out[t * 2] = b;
+    out[t * 2 + 1] = (unsigned)(any + all);
+}
+
 // Lanes 0-15 enter, 16-31 go on to the barrier: a deadlock on a GPU and on the fibers.
 __global__ void divergent(float* out) {
     float v = threadIdx.x;
@@ -169,6 +183,18 @@ int main(int argc, char** argv) {
     std::vector<float> o(h.size());
     cudaMemcpy(o.data(), y, o.size() * 4, cudaMemcpyDeviceToHost);
     fwrite(o.data(), 4, o.size(), f);
+  } else if (!strcmp(what, "votes")) {
+    std::vector<int> h(2 * 64);
+    for (int i = 0; i < 2 * 64; ++i) h[i] = (i * 7) % 13 - 6;
+    int *x, *counter, *ticket; unsigned* out;
+    cudaMalloc(&x, h.size() * 4); cudaMalloc(&counter, 8); cudaMemset(counter, 0, 8);
+    cudaMalloc(&ticket, h.size() * 8); cudaMalloc(&out, h.size() * 8);
+    cudaMemcpy(x, h.data(), h.size() * 4, cudaMemcpyHostToDevice);
+    votes<<<2, 64>>>(x, out, counter, ticket);
+    std::vector<unsigned> o(h.size() * 2); std::vector<int> tk(h.size() * 2);
+    cudaMemcpy(o.data(), out, o.size() * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(tk.data(), ticket, tk.size() * 4, cudaMemcpyDeviceToHost);
+    fwrite(o.data(), 4, o.size(), f); fwrite(tk.data(), 4, tk.size(), f);
   } else if (!strcmp(what, "tail")) {
     const int n = 200;
     std::vector<float> h(256);
@@ -193,14 +219,15 @@ int main(int argc, char** argv) {
 
 def test_kernels_with_shuffles_are_planned_as_regions():
     plans = {p.name: p for p in plan_kernels(KERNELS)}
-    assert plans["tickets"].describe() == "tickets: block loop with barrier regions (2 barrier(s), 5 warp shuffle(s))"
-    assert plans["rows"].describe() == ("rows: block loop with barrier regions (2 barrier(s), 2 warp shuffle(s), "
+    assert plans["tickets"].describe() == "tickets: block loop with barrier regions (2 barrier(s), 5 warp operation(s))"
+    assert plans["rows"].describe() == ("rows: block loop with barrier regions (2 barrier(s), 2 warp operation(s), "
                                         "2 call(s) of helpers with barriers inlined)")
     assert plans["divergent"].loop and "block_loop_warp_divergence" in plans["divergent"].text
-    assert plans["gemv"].describe() == ("gemv: block loop with barrier regions (1 warp shuffle(s), 1 call(s) of "
+    assert plans["gemv"].describe() == ("gemv: block loop with barrier regions (1 warp operation(s), 1 call(s) of "
                                         "helpers with barriers inlined)")
     assert "block_loop_warps_agree" in plans["gemv"].text
-    assert plans["maxnorm"].describe() == ("maxnorm: block loop with barrier regions (3 warp shuffle(s), 1 call(s) of "
+    assert plans["votes"].describe() == "votes: block loop with barrier regions (4 warp operation(s))"
+    assert plans["maxnorm"].describe() == ("maxnorm: block loop with barrier regions (3 warp operation(s), 1 call(s) of "
                                            "helpers with barriers inlined)")
     # blocks of whole warps only; a release after each shuffle
     assert "block_loop_full_warps() &&" in plans["tickets"].text
@@ -219,7 +246,7 @@ def program(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("warp-regions")
     compiled = compile_program(PROGRAM, workdir, timeout=300, backend=backend)
     assert compiled.ok, compiled.detail
-    assert "tickets: block loop with barrier regions (2 barrier(s), 5 warp shuffle(s))" in compiled.step.stdout
+    assert "tickets: block loop with barrier regions (2 barrier(s), 5 warp operation(s))" in compiled.step.stdout
     return path_runner(compiled, backend, workdir)
 
 
@@ -351,6 +378,24 @@ def test_a_block_whose_warp_splits_at_an_if_around_shuffles_runs_on_the_fibers(p
     out, _, stderr = both_paths(program, ("maxnorm", "40"), "random:3")   # lanes 32-39 enter, 40-63 do not
     assert "kernel 'maxnorm': fibers, 0 of 3 blocks as a loop" in stderr, stderr
     assert struct.unpack("192f", out) == pytest.approx(_maxnorm(40), rel=1e-6)
+
+
+@pytest.mark.parametrize("order", ["forward", "random:3"])
+def test_votes_and_syncwarp_run_as_regions_in_the_fibers_order(program, order):
+    out, paths, _ = both_paths(program, ("votes",), order)
+    assert paths == {"votes": "block loop with barrier regions"}
+    values = struct.unpack("256I", out[:1024])
+    tickets = struct.unpack("256i", out[1024:])
+    x = [(i * 7) % 13 - 6 for i in range(128)]
+    for w in range(4):
+        lanes = x[w * 32:w * 32 + 32]
+        ballot = sum(1 << lane for lane, v in enumerate(lanes) if v > 0)
+        vote = int(any(v > 5 for v in lanes)) + 10 * int(all(v > -100 for v in lanes))
+        assert values[w * 64:w * 64 + 64] == (ballot, vote) * 32
+    if order == "forward":   # the last lane goes on first after each: [31, 0..30], then [30, 0..29, 31]
+        for slot, first in ((0, [31, *range(31)]), (1, [30, *range(30), 31])):
+            block0 = sorted(range(64), key=lambda t: tickets[t * 2 + slot])
+            assert block0[:32] == first and sorted(block0[32:]) == list(range(32, 64))
 
 
 def test_a_shuffle_in_divergent_code_is_a_deadlock_on_both_paths(program):

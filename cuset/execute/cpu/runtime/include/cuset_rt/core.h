@@ -196,6 +196,13 @@ unsigned block_loop_shuffle_source(WarpKind kind, unsigned lane, int param, int 
 // Some lanes of a warp entered an `if` whose body shuffles with the full mask and
 // the others went on to a barrier: a deadlock on the fibers, reported alike.
 [[noreturn]] void block_loop_warp_divergence(unsigned warp, const char* file, unsigned line);
+// A vote over a warp's 32 predicates (all lanes present), as compute_group computes it.
+inline unsigned block_loop_vote(WarpKind kind, const int* predicates) {
+  unsigned bits = 0;
+  for (unsigned l = 0; l < 32; ++l)
+    if (predicates[l]) bits |= 1u << l;
+  return kind == WarpKind::ballot ? bits : kind == WarpKind::any ? (bits != 0) : (bits == 0xffffffffu);
+}
 // Source lane of a shuffle of `kind` read by `lane` (width a power of two <= 32):
 // the fibers' compute_group and the regions share it.
 inline unsigned shuffle_source(WarpKind kind, unsigned lane, int param, unsigned width) {
