@@ -67,6 +67,11 @@ _WARP_KINDS = ("shfl", "wloop", "wif")
 _VOTES = ("ballot", "any", "all")
 
 
+# The head of a loop over one warp's lanes (`cuset_lo`, thread indices in the order they run).
+_FOR_EACH_LANE = ("::cuset::rt::for_each_lane(cuset_bl, cuset_lo, [&](const unsigned cuset_t, const uint3 threadIdx) "
+                  "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
+
+
 def plan_kernels(src: str) -> list[KernelPlan]:
     """A plan per `__global__` definition of `src`: a block loop (block_loop.py) where
     it qualifies, else, for a kernel with `__syncthreads()`, barrier regions where they do."""
@@ -305,11 +310,15 @@ class _BarrierVariant(_KernelVariant):
             elif t in ("subscript_expression", "pointer_expression", "assignment_expression", "update_expression",
                        "comma_expression") or (t == "field_expression" and operator_text(self.u, n) == "->"):
                 return False
-            elif t == "identifier" and (self.u.text(n) in self._shared_scalars()
-                                        or (self.u.text(n) in self.u.globals
-                                            and self.u.text(n) not in self.u.constants)):
+            elif t == "identifier" and self._names_memory(self.u.text(n)):
                 return False
         return True
+
+    def _names_memory(self, word: str) -> bool:
+        """A shared scalar, a file-scope variable or a macro that is not a value (`#define
+        LOAD q[i]` reads memory)."""
+        return word in self._shared_scalars() or (word in self.u.globals and word not in self.u.constants) \
+            or (word in self.u.macros and not self._macro_value(word, True, set()))
 
     def _touches_no_memory(self, name: str, seen: set[str]) -> bool:
         """A function of the file whose body reads and writes no memory (its parameters and
@@ -329,9 +338,8 @@ class _BarrierVariant(_KernelVariant):
                 if t in ("subscript_expression", "pointer_expression") or \
                         (t == "field_expression" and operator_text(self.u, n) == "->"):
                     return False
-                if t == "identifier" and self.u.text(n) in self.u.globals and self.u.text(n) not in self.u.constants:
-                    return False
-                if t == "identifier" and (self.u.text(n) in WARP_OPS or self.u.text(n) == "__syncthreads"):
+                if t == "identifier" and (self._names_memory(self.u.text(n)) or self.u.text(n) in WARP_OPS
+                                          or self.u.text(n) == "__syncthreads"):
                     return False
                 if t == "call_expression":
                     callee = self._callee_name(n)
@@ -356,7 +364,6 @@ class _BarrierVariant(_KernelVariant):
                 d = prm.child_by_field_name("declarator")
                 ident = declared_identifier(d) if d is not None else None
                 if ident is not None and self.u.text(ident) == name:
-                    type_node = prm.child_by_field_name("type")
                     found.append(self.u.data[prm.start_byte:d.start_byte].decode(errors="replace").strip()
                                  + ("" if d.type == "identifier" else " *" if d.type == "pointer_declarator" else "?"))
         if len(found) != 1 or "?" in found[0] or "auto" in found[0]:
@@ -370,7 +377,6 @@ class _BarrierVariant(_KernelVariant):
         leave together, which the variant checks for every block before taking it
         (`block_loop_warps_agree`); a block where a warp splits runs on the fibers."""
         guards: list[tuple[list[str], str]] = []
-        decls: list[str] = []
         known: set[str] = set()   # the locals declared so far: all C may name
         guarded = set()
         uniform = self.uniform_now
@@ -379,7 +385,6 @@ class _BarrierVariant(_KernelVariant):
                 break
             node = it[1] if len(it) > 1 else None
             if it[0] in ("remat", "uniform"):
-                decls.append(_flat(self.u, node) + "".join(f" (void){n};" for n in it[2]))
                 known.update(it[2])
                 continue
             cons = node.child_by_field_name("consequence") if node.type == "if_statement" else None
@@ -388,10 +393,11 @@ class _BarrierVariant(_KernelVariant):
             cond = node.child_by_field_name("condition") if cons is not None else None
             if cons is not None and node.child_by_field_name("alternative") is None and len(body) == 1 \
                     and body[0] is not None and body[0].type == "return_statement" and not body[0].named_children \
-                    and self._pure_with(cond, known, uniform & known) \
-                    and self._needed_declarations(cond, items) is not None:
-                guards.append((self._needed_declarations(cond, items), _flat(self.u, cond)))
-                guarded.add(body[0].start_byte)
+                    and self._pure_with(cond, known, uniform & known):
+                needed = self._needed_declarations(cond, items)
+                if needed is not None:
+                    guards.append((needed, _flat(self.u, cond)))
+                    guarded.add(body[0].start_byte)
         if any(n.type == "return_statement" and n.start_byte not in guarded for n in _walk(self.body)):
             raise _NotCollapsible("warp shuffles in a kernel that returns other than `if (C) return;` before its "
                                   "first barrier and shuffle")
@@ -404,13 +410,11 @@ class _BarrierVariant(_KernelVariant):
         on it (`block_loop_warps_agree`; else the block runs on the fibers), so such an `if`
         may stand anywhere outside a loop. Their start bytes; their checks join
         `warp_checks`."""
-        decls: list[str] = []
         known: set[str] = set()
         checked: set[int] = set()
         uniform = self.uniform_now
         for it in items:
             if it[0] in ("remat", "uniform"):
-                decls.append(_flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]))
                 known.update(it[2])
             elif it[0] == "wif":
                 cond = it[1].child_by_field_name("condition")
@@ -629,8 +633,7 @@ class _BarrierVariant(_KernelVariant):
                 elif not (self._calls_pure_function(n) or name in _FENCES or name in WARP_OPS
                           or (name or "").startswith("make_")):
                     written.add("*")
-            elif t == "identifier" and self.u.text(n) in self._shared_scalars() and not (
-                    n.parent is not None and (n.parent.type == "declaration" or n.parent.type.endswith("declarator"))):
+            elif t == "identifier" and self.u.text(n) in self._shared_scalars() and not _declares(n):
                 # `__shared__ float total;` read or written by name is block memory (its declaration is not)
                 parent = n.parent
                 target = parent is not None and (
@@ -828,6 +831,13 @@ def _path_conflicts(nodes, edges) -> bool:
                 return True
             todo.extend(edges.get(k, ()))
     return False
+
+
+def _declares(ident) -> bool:
+    """Whether the identifier is the name a declaration declares (not a value in it)."""
+    parent = ident.parent
+    return parent is not None and (parent.type == "declaration" or parent.type.endswith("declarator")) \
+        and ident in parent.children_by_field_name("declarator")
 
 
 def _pointed_into(unit: _Unit, value) -> str:
@@ -1050,8 +1060,7 @@ class _BarrierGenerator(_VariantWriter):
                 if sh.kind == "sync":   # __syncwarp: the lanes meet and are released, nothing exchanged
                     buffers.append("")
                     flush()
-                    out.append("if (!cuset_done[cuset_lo[0]]) ::cuset::rt::block_loop_warp_release(cuset_lo);"
-                               if self.uses_done else "::cuset::rt::block_loop_warp_release(cuset_lo);")
+                    out.append(self._release())
                     start = (list(prologue), list(bound))
                     continue
                 if sh.decl is not None:
@@ -1070,9 +1079,7 @@ class _BarrierGenerator(_VariantWriter):
                     region.append(f"cuset_xv{n}[{lane}] = ({_flat(self.u, sh.value)}); cuset_xa{n}[{lane}] = "
                                   f"(int)({_flat(self.u, sh.arg)}); cuset_xw{n}[{lane}] = (int)({width});")
                 flush()
-                # a warp whose lanes all returned (whole warps only: the entry check) shuffles nothing
-                out.append("if (!cuset_done[cuset_lo[0]]) ::cuset::rt::block_loop_warp_release(cuset_lo);"
-                           if self.uses_done else "::cuset::rt::block_loop_warp_release(cuset_lo);")
+                out.append(self._release())
                 start = (list(prologue), list(bound))
                 read = (f"cuset_xv{n}[::cuset::rt::block_loop_shuffle_source(::cuset::rt::WarpKind::{sh.kind}, {lane}, "
                         f"cuset_xa{n}[{lane}], cuset_xw{n}[{lane}], \"{sh.api}\", __builtin_FILE(), {sh.line})]")
@@ -1141,24 +1148,23 @@ class _BarrierGenerator(_VariantWriter):
             raise _NotCollapsible(f"two locals named {name} of different types live across regions")
 
     def _lanes(self, prologue: list[str], bound: list[str], stmts: list[str]) -> str:
-        binds = " ".join(_VariantWriter._bind(n) for n in bound)
-        inner = " ".join(prologue) + " " + binds + " " + " ".join(stmts)
-        head = ("::cuset::rt::for_each_lane(cuset_bl, cuset_lo, [&](const unsigned cuset_t, const uint3 threadIdx) "
-                "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
-        if not self.uses_done:
-            return head + inner + " });"
-        # a lane that returned skips the rest; one returning now is marked done (see _region)
-        return (head + "if (cuset_done[cuset_t]) return; if (![&]() __attribute__((always_inline)) -> bool { "
-                + inner + " return true; }()) { cuset_done[cuset_t] = 1; --cuset_live; } });")
+        """A stretch of the warp's lanes (`cuset_lo`), as _region writes one of the block's threads."""
+        return self._region(prologue, bound, stmts, head=_FOR_EACH_LANE)
 
-    def _region(self, prologue: list[str], bound: list[str], stmts: list[str]) -> str:
+    def _release(self) -> str:
+        """The warp's lanes meet at a warp operation; the order they go on in. A warp whose
+        lanes all returned (whole warps only: the entry checks) meets nowhere, as on the fibers."""
+        release = "::cuset::rt::block_loop_warp_release(cuset_lo);"
+        return f"if (!cuset_done[cuset_lo[0]]) {release}" if self.uses_done else release
+
+    def _region(self, prologue: list[str], bound: list[str], stmts: list[str], head: str = _FOR_EACH_THREAD) -> str:
         binds = " ".join(self._bind(n) for n in bound)
         inner = " ".join(prologue) + " " + binds + " " + " ".join(stmts)
         if not self.uses_done:
-            return _FOR_EACH_THREAD + "{ " + inner + " } });"
+            return head + "{ " + inner + " } });"
         # A thread that returns no longer counts at barriers (cuset_live), as on the fibers.
         return self._each_thread(inner, "if (cuset_done[cuset_t]) return; ",
-                                 "{ cuset_done[cuset_t] = 1; --cuset_live; }")
+                                 "{ cuset_done[cuset_t] = 1; --cuset_live; }", head=head)
 
     def _shared(self, decl) -> str:
         """A `__shared__` declaration once for the block (the same static storage the

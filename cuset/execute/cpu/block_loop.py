@@ -1015,10 +1015,11 @@ class _VariantWriter:
         return aliases + storage
 
     @staticmethod
-    def _each_thread(inner: str, skip: str = "", on_return: str = "(void)0;") -> str:
+    def _each_thread(inner: str, skip: str = "", on_return: str = "(void)0;", head: str = _FOR_EACH_THREAD) -> str:
         """`inner` run by each thread of the block in the order's turn (after `skip`, a
-        statement that may leave a thread out), `on_return` where the thread returned."""
-        return (_FOR_EACH_THREAD + skip + "if (![&]() __attribute__((always_inline)) -> bool { " + inner
+        statement that may leave a thread out), `on_return` where the thread returned;
+        `head` another loop over threads (barrier_regions: a warp's lanes)."""
+        return (head + skip + "if (![&]() __attribute__((always_inline)) -> bool { " + inner
                 + " return true; }()) " + on_return + " });")
 
     @staticmethod

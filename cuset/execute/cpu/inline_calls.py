@@ -32,8 +32,10 @@ the fibers' version of the kernel keeps calling the helper.
 
 from __future__ import annotations
 
+import re
+
 from cuset.execute.cpu.block_loop import (
-    _PURE_FUNCTIONS, WARP_OPS, _declared_names, _function_declarator, _Unit, _unwrap, _walk,
+    _PURE_FUNCTIONS, _TYPE_WORDS, WARP_OPS, _declared_names, _function_declarator, _Unit, _unwrap, _walk,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
@@ -135,7 +137,21 @@ def _only_call(unit: _Unit, value):
             return None
         if n.type == "identifier" and unit.text(n) in unit.globals and unit.text(n) not in unit.constants:
             return None   # a file-scope variable is memory the helper may write
+        if n.type == "identifier" and unit.text(n) in unit.macros and not _literal_macro(unit, unit.text(n), set()):
+            return None   # `#define LOAD q[i]` reads memory
     return call
+
+
+def _literal_macro(unit: _Unit, name: str, seen: set[str]) -> bool:
+    """A macro whose expansion is numbers, operators and such macros (`#define EPS 1e-5f`)."""
+    if name in seen:
+        return True   # seen in this expansion (a macro cannot expand itself)
+    seen.add(name)
+    value = unit.macros[name]
+    if re.search(r"\[|->|[=*&]|\+\+|--|[A-Za-z_]\w*\s*\(", value.replace("==", "").replace("!=", "")):
+        return False   # memory, an assignment or a call
+    return all(w in _TYPE_WORDS or (w in unit.macros and _literal_macro(unit, w, seen))
+               for w in re.findall(r"[A-Za-z_]\w*", value) if not re.fullmatch(r"\d*[eE]?[fFuUlL]*", w))
 
 
 def _pure_call(unit: _Unit, call) -> bool:

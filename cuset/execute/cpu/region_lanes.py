@@ -60,14 +60,13 @@ class LanePlan:
 
 def plan(kv, items: list[tuple]) -> LanePlan | None:
     """The region's stride loop when its threads may run side by side (see the module)."""
-    loops = [k for k, it in enumerate(items) if it[0] == "stmt" and it[1].type == "for_statement"
-             and _stride_loop(kv, it[1]) is not None]
+    loops = [(k, found) for k, it in enumerate(items) if it[0] == "stmt" and it[1].type == "for_statement"
+             and (found := _stride_loop(kv, it[1])) is not None]
     if len(loops) != 1:
         return None
-    k = loops[0]
     if any(n.type in _JUMPS for it in items for n in _walk(it[1])):
         return None
-    var, var_type = _stride_loop(kv, items[k][1])
+    [(k, (var, var_type))] = loops
     node = items[k][1]
     if not _writes_own_elements(kv, items, node, var):
         return None
@@ -214,7 +213,10 @@ class LaneWriter:
         included); `fallback`: the region as barrier_regions writes it."""
         k = self.p.index
         c, var_type = self.p.var, self.p.var_type
-        lanes = lambda stmts, vectorise=False: self._lanes(prologue, bound, stmts, vectorise)  # noqa: E731
+
+        def lanes(stmts: list[str]) -> str:
+            return self._lanes(prologue, bound, stmts, vectorise=False)
+
         slots = list(self.slots)   # a replicated declaration binds its own name where it stands
         pre = self._lanes(prologue, bound, [self._statement(*e) for e in entries[:k]], False, slots)
         self.arrays.append(f"{var_type} cuset_c[{LANES}];")

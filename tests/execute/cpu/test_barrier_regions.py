@@ -65,6 +65,9 @@ SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
      "returns other than"),
     (SHARED + "if (q[t] > 0) return; float v = __shfl_xor_sync(0xffffffff, q[t], 1); __syncthreads(); p[t] = v;",
      "returns other than"),
+    # around a shuffle inside a value, a macro that reads memory (evaluated after the exchange it could differ)
+    (SHARED + "float v = q[t]; v = LOADQ + __shfl_xor_sync(0xffffffff, v, 1); __syncthreads(); p[t] = v;",
+     "other than a whole statement"),
     (SHARED + "int i = 0; float v = q[t]; while (i < n) { v = __shfl_xor_sync(0xffffffff, v, 1); ++i; } p[t] = v;",
      "while loop"),
     # lanes skipping the if would exit (on the fibers they complete the shuffle without them) and
@@ -94,7 +97,7 @@ SHARED = "__shared__ float s[256]; int t = threadIdx.x; "
      "may race with no barrier between"),
 ])
 def test_kernels_whose_barriers_need_the_fibers_keep_them(body, reason):
-    head = ("#define TID (threadIdx.x + 1)\n#define SYNC __syncthreads()\n#define XX (x + 1)\n"
+    head = ("#define TID (threadIdx.x + 1)\n#define SYNC __syncthreads()\n#define XX (x + 1)\n#define LOADQ q[t]\n"
             "__device__ float walk(const float* q, int n) { float s = 0; for (int i = 0; i < n; ++i) s += q[i]; "
             "return s; }\n")
     plan = _plan(body, head)
@@ -319,3 +322,4 @@ def test_local_pointers_into_one_array_are_told_apart_by_its_name():
     assert accesses("float* p = s; ++p; p[0] = 1;")[0] == {"global"}
     assert accesses("float* p = s; float** q = &p; p[0] = 1;")[0] == {"global"}
     assert accesses("total += 1;") == ({"total"}, {"total"})
+    assert accesses("float x = total; g[0] = x;") == ({"params"}, {"total"})   # read in an initialiser

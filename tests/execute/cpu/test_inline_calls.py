@@ -90,6 +90,8 @@ def test_kernels_calling_helpers_with_barriers_run_as_regions():
      "float r = h(1.0f, buf);"),                                                     # deduced template argument
     ("__device__ float h(float v, float* b) { b[threadIdx.x] = v; __syncthreads(); return b[0]; }",
      "float r = buf[0] + h(1.0f, buf);"),                         # beside the call, a read the helper may change
+    ("#define FIRST buf[0]\n__device__ float h(float v, float* b) { b[threadIdx.x] = v; __syncthreads(); "
+     "return b[0]; }", "float r = FIRST + h(1.0f, buf);"),      # the same read, behind a macro
     ("__device__ float h(float v, float* b) { b[threadIdx.x] = v; __syncthreads(); return b[0]; }",
      "if (threadIdx.x < 16) { float r = h(1.0f, buf); }"),                           # not at the top level
 ])
