@@ -170,11 +170,7 @@ def plan_kernels(src: str, barrier_planner=None) -> list[KernelPlan]:
         try:
             plans.append(_KernelVariant(unit, fn).plan(name, line))
         except _NotCollapsible as e:
-            barriers = barrier_planner is not None and (_has_barrier(unit, body) or _has_shuffle(unit, body) or any(
-                n.type == "call_expression" and any(_has_barrier(unit, f.child_by_field_name("body"))
-                                                    or _has_shuffle(unit, f.child_by_field_name("body"))
-                                                    for f in unit.functions.get(_called_name(unit, n), ()))
-                for n in _walk(body)))
+            barriers = barrier_planner is not None and _meets(unit, body, set())
             if not barriers:
                 plans.append(KernelPlan(name, line, False, reason=str(e)))
                 continue
@@ -191,6 +187,20 @@ def _called_name(unit: _Unit, call) -> str:
     if f is not None and f.type == "template_function":
         f = f.child_by_field_name("name")
     return unit.text(f) if f is not None else ""
+
+
+def _meets(unit: _Unit, body, seen: set[str]) -> bool:
+    """Whether `body`, or a function of the file it calls (and so on), has a barrier or a
+    warp operation: a kernel for the barrier planner."""
+    if _has_barrier(unit, body) or _has_shuffle(unit, body):
+        return True
+    for n in _walk(body) if body is not None else ():
+        name = _called_name(unit, n) if n.type == "call_expression" else ""
+        if name in unit.functions and name not in seen:
+            seen.add(name)
+            if any(_meets(unit, f.child_by_field_name("body"), seen) for f in unit.functions[name]):
+                return True
+    return False
 
 
 def _has_barrier(unit: _Unit, body) -> bool:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 
 from cuset.execute.cpu.block_loop import (
-    _PURE_FUNCTIONS, _TYPE_WORDS, WARP_OPS, _declared_names, _function_declarator, _Unit, _unwrap, _walk,
+    _PURE_FUNCTIONS, _TYPE_WORDS, _declared_names, _meets, _function_declarator, _Unit, _unwrap, _walk,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
@@ -44,6 +44,9 @@ PREFIX = "cuset_i"
 
 
 ROUNDS = 4  # helpers calling helpers: inlined round after round, this deep
+# The inlined text may grow to this many times the source (and 64 KB more): helpers that
+# call others many times would grow it exponentially; past it the kernel keeps the fibers.
+GROWTH = 4
 
 
 def inline_barrier_calls(unit: _Unit, kernel) -> tuple[str, int] | None:
@@ -51,6 +54,7 @@ def inline_barrier_calls(unit: _Unit, kernel) -> tuple[str, int] | None:
     (statements anywhere in its body; a helper's own calls of such helpers in the next
     round), and how many calls were; None when there is none to inline."""
     data, count = unit.data, 0
+    original = len(data)
     for _ in range(ROUNDS):
         edits = []
         for stmt in _walk(kernel.child_by_field_name("body")):
@@ -75,6 +79,8 @@ def inline_barrier_calls(unit: _Unit, kernel) -> tuple[str, int] | None:
             break
         for start, end, text in reversed(edits):
             data = data[:start] + text.encode() + data[end:]
+        if len(data) > GROWTH * original + 65536:
+            return None
         count += len(edits)
         # the edits are all inside the kernel's body: it starts where it did
         unit = _Unit(data, parser().parse(data).root_node)
@@ -163,7 +169,8 @@ def _pure_call(unit: _Unit, call) -> bool:
 
 def _helper(unit: _Unit, call):
     """(the called function, its template parameters bound to the call's template arguments)
-    when it may be inlined: defined once here, with a barrier in its body, and, if a template,
+    when it may be inlined: defined once here, with a barrier or warp operation in its body or in
+    a helper it calls, and, if a template,
     called with every template argument spelled out (`f<BLOCK, true>(...)`, no deduction);
     else None."""
     f = call.child_by_field_name("function")
@@ -179,9 +186,8 @@ def _helper(unit: _Unit, call):
         return None
     fn = defined[0]
     body = fn.child_by_field_name("body")
-    if body is None or not any(n.type == "identifier" and (unit.text(n) == "__syncthreads" or unit.text(n) in WARP_OPS)
-                               for n in _walk(body)):
-        return None
+    if body is None or not _meets(unit, body, set()):
+        return None   # no barrier or warp operation in it, nor in a helper it calls
     tparams = []
     if fn.parent is not None and fn.parent.type == "template_declaration":
         listed = fn.parent.child_by_field_name("parameters")

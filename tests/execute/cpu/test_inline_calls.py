@@ -149,3 +149,23 @@ def test_inlined_regions_and_fibers_give_bit_identical_outputs(tmp_path, order):
     sums = struct.unpack("40f", outs[True][:160])
     expected = [sum((float((i * 7919) % 1000) / 37.0 - 9.0) for i in range(r * 300, (r + 1) * 300)) for r in range(40)]
     assert sums == pytest.approx(expected, rel=1e-4, abs=1e-3)
+
+
+def test_helpers_that_would_grow_the_kernel_without_bound_keep_the_fibers():
+    from cuset.execute.cpu import inline_calls
+    from cuset.execute.cpu.block_loop import _Unit
+    from cuset.spans.grammar import parser
+
+    # each level calls the next 20 times: inlined, w3 would be 8,000 copies of w0 (within ROUNDS)
+    levels = ["__device__ float w0(float v) { return __shfl_xor_sync(0xffffffff, v, 1); }"]
+    for k in range(1, 4):
+        calls = " ".join(f"v = w{k - 1}(v);" for _ in range(20))
+        levels.append(f"__device__ float w{k}(float v) {{ {calls} return v; }}")
+    src = "\n".join(levels) + "\n__global__ void k(float* p) { float v = p[threadIdx.x]; v = w3(v); p[threadIdx.x] = v; }\n"
+    unit = _Unit(src.encode(), parser().parse(src.encode()).root_node)
+    assert inline_calls.inline_barrier_calls(unit, unit.kernels[0]) is None   # past GROWTH
+    [plan] = plan_kernels(src)
+    assert not plan.loop, plan.describe()
+    # one level down it fits (helpers called by helpers, round after round) and runs as regions
+    [small] = plan_kernels(src.replace("v = w3(v);", "v = w1(v);"))
+    assert small.loop and small.shuffles == 20 and small.inlined == 21, small.describe()
