@@ -12,6 +12,10 @@ the pipeline skip, and the load average; exits 1 if a task does not pass.
 
 from __future__ import annotations
 
+# What this script measures (the evaluation pipeline on the CPU backend, over the bundled suite): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/execute", "cuset/evaluate", "suites/cuset-bench.jsonl")
+
 import argparse
 import json
 import os

@@ -30,6 +30,10 @@ side (cold caches each, then warm), on a local Ray cluster started before the cl
 
 from __future__ import annotations
 
+# What this script measures (`cuset eval`'s pipeline: compile cache, runner, sandbox, CPU backend): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/execute", "cuset/evaluate")
+
 import argparse
 import contextlib
 import io

@@ -82,6 +82,10 @@ function@1 = 0.5), or with samples lost to infrastructure errors.
 
 from __future__ import annotations
 
+# What this script measures (the whole pipeline, one stage per part of the package): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset",)
+
 import argparse
 import datetime as dt
 import importlib.metadata

@@ -28,6 +28,10 @@ exits 2 rather than report a CPU time (no traceback).
 
 from __future__ import annotations
 
+# What this script measures (timing and profiling in the evaluation path): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/execute", "cuset/evaluate")
+
 import argparse
 import json
 import queue

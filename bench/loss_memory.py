@@ -38,6 +38,10 @@ Writes runs/bench/loss_memory/results.{json,md} and prints the table.
 
 from __future__ import annotations
 
+# What this script measures (the objectives and the chunked LM head): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/losses",)
+
 import argparse
 import gc
 import json

@@ -27,6 +27,10 @@ recorded next to the numbers: the machine is shared, and other work distorts the
 
 from __future__ import annotations
 
+# What this script measures (the sandbox and the steps it wraps): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/execute",)
+
 import argparse
 import dataclasses
 import datetime

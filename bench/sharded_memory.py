@@ -18,6 +18,10 @@ Processes run with MALLOC_MMAP_THRESHOLD_=1 MiB so freed large blocks leave the 
 
 from __future__ import annotations
 
+# What this script measures (full fine-tuning, sharded and not): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/train", "cuset/losses")
+
 import argparse
 import functools
 import json

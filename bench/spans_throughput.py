@@ -12,6 +12,10 @@ builder calls them. Prints samples/s next to the target (>= 200 samples/s).
 
 from __future__ import annotations
 
+# What this script measures (the span detector and token alignment): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/spans",)
+
 import argparse
 import os
 import random

@@ -14,6 +14,10 @@ lengthens it (the record keeps the load average before and after).
 
 from __future__ import annotations
 
+# What this script measures (the whole test suite and what it tests): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset", "tests", "Makefile", "pyproject.toml")
+
 import argparse
 import os
 import re

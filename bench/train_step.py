@@ -37,6 +37,10 @@ Writes runs/bench/train_step/results.{json,md} and prints the table.
 
 from __future__ import annotations
 
+# What this script measures (`cuset train`'s step): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/train", "cuset/losses")
+
 import argparse
 import json
 import os

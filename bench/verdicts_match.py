@@ -14,6 +14,10 @@ verdict differs or a sample is on one side only.
 
 from __future__ import annotations
 
+# What this script measures (compares two evaluations named on the command line: no code of this tree): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ()
+
 import sys
 from collections import Counter
 from pathlib import Path

@@ -21,6 +21,10 @@ sample table (Tabulator builds it asynchronously, not before its tableBuilt even
 
 from __future__ import annotations
 
+# What this script measures (`cuset view`'s site builder): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/analysis/viewer",)
+
 import argparse
 import json
 import os

@@ -10,6 +10,10 @@ one run.
 
 from __future__ import annotations
 
+# What this script measures (two `cuset demo --fast` runs, the work a test worker does): a record in bench/results is stale once a commit
+# after its own touches one of these paths (docs/tools/perf_table.py).
+MEASURES = ("cuset/demo", "cuset/train", "cuset/losses")
+
 import os
 import subprocess
 import sys
