@@ -6,8 +6,11 @@ and a 768-token supervised response, a third of it in the CUDA mask), the same
 settings everywhere (batch 1, fp32, AdamW lr 1e-4, LoRA r=8/alpha=16/dropout 0.05 on
 all linear layers, logging every step, no trackers). Runners:
 
-  cuset      cuset.train: CusetTrainer + cuset.losses (chunked LM head over target tokens only),
-             once per objective (sft, dft, eaft, asft, profit, cuset)
+  cuset      cuset.train: CusetTrainer + cuset.losses (loss.head=auto: on CUDA the fused LM head,
+             Cut Cross-Entropy, where it is installed and serves the objective, else the chunked
+             head over target tokens only), once per objective (sft, dft, eaft, asft, profit, cuset)
+  cuset-chunked  the same with loss.head=chunked: the chunked head beside the fused one
+             (`--runners auto` adds it where the fused head would run: CUDA and the library)
   trl        TRL SFTTrainer with its default loss (completion-only NLL)
   trainer    transformers Trainer with the model's own loss (full [tokens, vocab] logits)
 
@@ -126,7 +129,7 @@ def _common_args(out_dir: str, steps: int, device: str, precision: str) -> dict:
                 bf16=precision == "bf16")
 
 
-def _run_cuset(model_dir, finetune, objective, steps, out_dir, clock, sizes):
+def _run_cuset(model_dir, finetune, objective, steps, out_dir, clock, sizes, head="auto"):
     from cuset.config import load_config
     from cuset.train.callbacks import JsonlLogCallback
     from cuset.train.config import TrainConfig
@@ -138,7 +141,8 @@ def _run_cuset(model_dir, finetune, objective, steps, out_dir, clock, sizes):
     cfg = load_config(TrainConfig, None, [
         f"output_dir={out_dir}", f"model.name_or_path={model_dir}", "model.dtype=float32", f"finetune={finetune}",
         f"loss.name={objective}", f"optim.max_steps={steps}", "optim.lr_scheduler=constant", "optim.warmup_ratio=0.0",
-        "save_steps=0", "report_to=[]", "progress=false", f"precision={sizes['precision']}", "seed=0"])
+        "save_steps=0", "report_to=[]", "progress=false", f"precision={sizes['precision']}", "seed=0",
+        f"loss.head={head}"])
     args = training_arguments(cfg)  # on the GPU when one is visible (the parent hides it for --device cpu)
     model = build_model(cfg)
     data = _dataset(steps, sizes["seq"], sizes["vocab"]).remove_columns(["completion_mask"])
@@ -146,6 +150,19 @@ def _run_cuset(model_dir, finetune, objective, steps, out_dir, clock, sizes):
                            loss_config=cfg.loss, ref_model=reference_model(cfg, model),
                            callbacks=[clock, JsonlLogCallback(Path(out_dir) / "train_log.jsonl")])
     trainer.train()
+    return _head_used(cfg.loss, sizes["device"])
+
+
+def _head_used(loss_cfg, device: str) -> str:
+    """Which LM head compute_loss takes for this objective on `device` ("fused:cce" or "chunked")."""
+    import torch
+
+    from cuset.losses import fused, get_loss
+
+    obj = get_loss(loss_cfg.name)
+    impl = fused.choose_impl(loss_cfg, torch.empty(0, device=device), needs_entropy=obj.needs_entropy,
+                             needs_kl=obj.needs_kl(loss_cfg), has_bias=False)
+    return "chunked" if impl is None else f"fused:{impl}"
 
 
 def _run_trl(model_dir, finetune, steps, out_dir, clock, sizes):
@@ -189,8 +206,10 @@ def run_case(case: str, model_dir: str, steps: int, warmup: int, out_dir: str, s
         raise RuntimeError("--device cuda: torch sees no CUDA device")
     runner, finetune, objective = case.split(":")
     clock = _StepClock(cuda)
-    if runner == "cuset":
-        _run_cuset(model_dir, finetune, objective, steps, out_dir, clock, sizes)
+    head = None
+    if runner in ("cuset", "cuset-chunked"):
+        head = _run_cuset(model_dir, finetune, objective, steps, out_dir, clock, sizes,
+                          head="chunked" if runner == "cuset-chunked" else "auto")
     elif runner == "trl":
         _run_trl(model_dir, finetune, steps, out_dir, clock, sizes)
     else:
@@ -201,7 +220,7 @@ def run_case(case: str, model_dir: str, steps: int, warmup: int, out_dir: str, s
     timed = stamps[warmup:]
     wall = sorted(b[0] - a[0] for a, b in zip(timed, timed[1:]))
     cpu = sorted(b[1] - a[1] for a, b in zip(timed, timed[1:]))
-    return {"case": case, "steps_per_s": 1.0 / wall[len(wall) // 2], "cpu_s_per_step": cpu[len(cpu) // 2],
+    return {"case": case, "head": head, "steps_per_s": 1.0 / wall[len(wall) // 2], "cpu_s_per_step": cpu[len(cpu) // 2],
             "step_times_s": wall, "peak_rss_mib": _status_kib("VmHWM") / 1024, "start_rss_mib": clock.start_rss / 1024,
             "peak_cuda_mib": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
             "start_cuda_mib": clock.start_cuda / 2**20 if cuda else None}
@@ -224,7 +243,7 @@ def cases(runners, objectives, finetunes) -> list[str]:
     out = []
     for ft in finetunes:
         for r in runners:
-            out += [f"cuset:{ft}:{o}" for o in objectives] if r == "cuset" else [f"{r}:{ft}:-"]
+            out += [f"{r}:{ft}:{o}" for o in objectives] if r.startswith("cuset") else [f"{r}:{ft}:-"]
     return out
 
 
@@ -271,11 +290,12 @@ def table(results: dict[str, dict], finetunes) -> str:
             speed = f"{r['steps_per_s'] / fast:.2f}x" if fast else "-"
             mem = f"{peak_mib(r) / lean:.2f}x" if lean else "-"
             cpu = f"{r['cpu_s_per_step'] / cheap:.2f}x" if cheap else "-"
-            rows.append(f"| {ft} | {runner} | {obj} | {r['steps_per_s']:.3f} | {r['cpu_s_per_step']:.2f} | {peak_mib(r):.0f} | "
+            label = f"{runner} ({r['head']})" if r.get("head") else runner
+            rows.append(f"| {ft} | {label} | {obj} | {r['steps_per_s']:.3f} | {r['cpu_s_per_step']:.2f} | {peak_mib(r):.0f} | "
                         f"{peak_mib(r) - start_mib(r):.0f} | {speed} | {cpu} | {mem} |")
-            if runner == "cuset" and fast and lean:
+            if runner.startswith("cuset") and fast and lean:
                 ok = r["steps_per_s"] >= fast and peak_mib(r) <= lean
-                verdicts.append(f"{ft} {obj}: speed {r['steps_per_s'] / fast:.2f}x of the faster peer, "
+                verdicts.append(f"{ft} {obj} ({label}): speed {r['steps_per_s'] / fast:.2f}x of the faster peer, "
                                 f"memory {peak_mib(r) / lean:.2f}x of the leaner peer -> {'meets' if ok else 'MISSES'} target")
     return "\n".join(rows) + "\n\nTarget: CuSeT >= 1.00x the faster peer's steps/s and <= 1.00x the leaner peer's peak memory.\n" + \
         "\n".join(f"- {v}" for v in verdicts)
@@ -321,6 +341,8 @@ def main(argv=None):
         import importlib.util
 
         runners = ["trainer", "cuset"] + (["trl"] if importlib.util.find_spec("trl") else [])
+        if args.device == "cuda" and importlib.util.find_spec("cut_cross_entropy"):
+            runners.append("cuset-chunked")  # the fused head runs as `cuset`: the chunked one beside it
         print(f"runners: {', '.join(runners)}" + ("" if "trl" in runners else " (trl is not installed)"),
               file=sys.stderr, flush=True)
     todo = cases(runners, args.objectives.split(","), finetunes)

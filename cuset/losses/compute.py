@@ -24,6 +24,7 @@ from typing import Any, Callable
 
 import torch
 
+from cuset.losses import fused
 from cuset.losses.config import LossConfig
 from cuset.losses.head import IGNORE_INDEX, weighted_terms_fn
 from cuset.losses.objectives import Objective, get_loss
@@ -331,9 +332,14 @@ def head_loss_sum(cfg: LossConfig, hidden: torch.Tensor, weight: torch.Tensor, b
     `weight_mean`: the step's mean sample weight for cfg.weight_norm (None: these samples' own).
 
     The objective's token coefficients are folded into the chunked head's single pass
-    (`weighted_terms_fn`); its per-sample scales are applied here.
+    (`weighted_terms_fn`), or applied to the fused head's per-token logp (`cuset.losses.fused`,
+    chosen by cfg.head); its per-sample scales are applied here.
     """
     obj = get_loss(cfg.name)
+    impl = fused.choose_impl(cfg, hidden, needs_entropy=obj.needs_entropy, needs_kl=obj.needs_kl(cfg),
+                             has_bias=bias is not None)
+    if impl is not None:
+        return _fused_loss_sum(obj, cfg, hidden, weight, targets, impl, weight_mean)
     terms, logp, kl, entropy = weighted_terms_fn(
         hidden, weight, bias, targets.ids,
         coefs=lambda chunk: obj.coefs(chunk, cfg), segment=targets.segment, cuda=targets.cuda,
@@ -344,6 +350,16 @@ def head_loss_sum(cfg: LossConfig, hidden: torch.Tensor, weight: torch.Tensor, b
         chunk_size=cfg.chunk_size, token_weight=targets.weight)
     plain = TokenStats(logp, targets.segment, targets.cuda, entropy, kl, targets.weight)
     loss_sum, metrics = obj.reduce(terms, plain, cfg, weight_mean=weight_mean)
+    return loss_sum, plain, metrics
+
+
+def _fused_loss_sum(obj: Objective, cfg: LossConfig, hidden: torch.Tensor, weight: torch.Tensor, targets: Targets,
+                    impl: str, weight_mean) -> tuple[torch.Tensor, TokenStats, dict[str, torch.Tensor]]:
+    """head_loss_sum through the fused head: the coefficients are tensor operations on sg(logp)."""
+    logp = fused.token_logp(hidden, weight, targets.ids, impl=impl)
+    plain = TokenStats(logp.detach(), targets.segment, targets.cuda, None, None, targets.weight)
+    a, _ = obj.coefs(plain, cfg)  # b is None: objectives with a KL term are not served (fused.unserved_reason)
+    loss_sum, metrics = obj.reduce(-a * logp, plain, cfg, weight_mean=weight_mean)
     return loss_sum, plain, metrics
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from cuset.config import option
 
 REDUCTIONS = ("token", "sample_sum", "sample_mean", "micro_batch_mean")
+HEADS = ("auto", "chunked", "fused")   # cuset.losses.fused.HEAD_CHOICES
 # The objectives registered in cuset.losses.objectives.LOSSES (which checks at import that
 # the two agree), each with the name tables and figures show: configs validate a name and
 # reports label a run without importing torch. A new objective is added here and there.
@@ -55,6 +56,11 @@ class LossConfig:
     chunk_size: int = option(
         512, help="target tokens per chunk of the LM head: it holds chunk_size x vocab fp32 values (x3 for ASFT) "
                   "instead of tokens x vocab; 512-2048 run within 3% of each other on CPU (bench/loss_memory.py)")
+    head: str = option(
+        "auto", choices=HEADS,
+        help="LM head: auto = the fused head (Cut Cross-Entropy, the `fused` extra) on CUDA for the objectives it "
+             "serves (all but EAFT and ASFT with beta > 0), else the chunked head; chunked = always the chunked "
+             "head; fused = the fused head or an error saying why not (docs/training.md#losses)")
 
     def __post_init__(self):
         problems = []
@@ -72,6 +78,8 @@ class LossConfig:
             problems.append(f"asft_beta={self.asft_beta} must be >= 0")
         if self.chunk_size < 1:
             problems.append(f"chunk_size={self.chunk_size} must be >= 1")
+        if self.head not in HEADS:
+            problems.append(f"head={self.head!r} must be one of {', '.join(HEADS)}")
         if self.name not in LOSS_NAMES:
             problems.append(unknown_loss_message(self.name))
         if problems:
