@@ -4,6 +4,9 @@
     python bench/gpu_rehearsal.py --dry-run --out DIR            # the same stages on the CPU
     python bench/gpu_rehearsal.py --print-commands --out runs/rehearsal   # the command lines, nothing run
     python bench/gpu_rehearsal.py --only eval-kernelbench,train-step --out runs/rehearsal   # rerun some stages
+    python bench/gpu_rehearsal.py --lease --out runs/lease      # one GPU lease: the never-measured first
+    python bench/gpu_rehearsal.py --lease --dry-run --print-order   # the lease's order, nothing run
+    python bench/gpu_rehearsal.py --prepare .whl                # here, on the CPU: the wheels the GPU needs
 
 It builds a small Qwen2-architecture model and a byte-level BPE tokenizer locally
 (cuset.train.tiny; on the GPU about 150M parameters) whose chat template opens a `<think>` block
@@ -31,6 +34,18 @@ and `key=value` overrides:
   eval-cudabench-robust   the same with robust=true
   eval-generated          cuset eval of generate-hf's samples
   gpu-tests               pytest -m gpu (per-test timeouts, JUnit XML)
+  kernelbench-speedups    bench/kernel_perf.py --suites kernelbench: the bundled answers timed against eager
+                          PyTorch (speedups, geometric mean, fast_1; bench/results/kernel_perf.json)
+
+`--lease` (one short lease of a GPU, docs/gpu.md#one-lease) runs the
+same stages in LEASE_PRIORITY order, the numbers no run has measured yet first (the GPU tests,
+KernelBench speedups, the training step against the peers, the CUDABench slice plain and
+robust, generation, then the rest), each stage preceded by the stages it needs; it stops
+starting stages at --budget-s (default LEASE_BUDGET_S) and cuts the last one's timeout to the
+time left, and rewrites summary.json/summary.md after every stage (`complete`: false until
+the end), so a lease cut short still leaves every finished stage's record. `--prepare DIR`
+(on the CPU machine, with network) downloads the wheels the GPU image lacks (see
+`prepare_wheels`) and writes DIR/lease.sh, the one command a lease runs.
 
 Each stage has its own timeout (the process group is killed when it runs out) and a stage
 that fails does not stop the others; a stage that needs a failed one is skipped. The GPU run
@@ -560,6 +575,30 @@ def read_gpu_tests(plan: Plan) -> dict:
     return numbers
 
 
+KB_SPEEDUPS_ON_CPU = "no CPU substitute: speedups are GPU time (the CPU verifies the same answers: eval-kernelbench)"
+KB_SPEEDUP_TRIALS = 30      # timed forward calls per side and answer: a lease cannot pay KernelBench's 100
+KB_SPEEDUP_BUDGET_S = 180   # bench/kernel_perf.py's own hard limit
+
+
+def kernel_perf_argv(plan: Plan) -> list[str]:
+    return [PY, str(ROOT / "bench" / "kernel_perf.py"), "--suites", "kernelbench", "--trials", str(KB_SPEEDUP_TRIALS),
+            "--budget-s", str(KB_SPEEDUP_BUDGET_S)]
+
+
+def kernel_perf_record(plan: Plan) -> Path:
+    return ROOT / "bench" / "results" / "kernel_perf.json"
+
+
+def read_kernel_perf(plan: Plan) -> dict:
+    """KernelBench's speedup summary from the record bench/kernel_perf.py wrote (fails when no answer was timed)."""
+    written = _json(kernel_perf_record(plan))
+    kb = (written.get("summary") or {}).get("kernelbench")
+    if not kb:
+        raise CheckFailed(f"no KernelBench answer was timed ({kernel_perf_record(plan).name}: suites "
+                          f"{written.get('suites')})")
+    return {"kernelbench": kb, "suites": written.get("suites"), "seconds": written.get("seconds")}
+
+
 FSDP_ON_CPU = ("run on the CPU by tests/train/test_sharded.py::test_fsdp_plugin_lora_adapter_holds_the_trained_tensors "
                "(this launch and config, LoRA, CuSeT, 1 and 2 processes over gloo; cuset train itself refuses the "
                "plugin without CUDA, where accelerate would silently fall back to DDP)")
@@ -642,8 +681,45 @@ STAGES: tuple[Stage, ...] = (
     Stage("gpu-tests", "pytest -m gpu: the tests that need a GPU (each with its own timeout, results as JUnit XML)",
           gpu_tests_argv, read_gpu_tests, lambda p: p.path("gpu-tests.xml"),
           skip=skip_in_dry_run(GPU_TESTS_ON_CPU), timeout_s=420),
+    Stage("kernelbench-speedups", "bench/kernel_perf.py: the bundled KernelBench answers timed against eager PyTorch",
+          kernel_perf_argv, read_kernel_perf, kernel_perf_record, skip=skip_in_dry_run(KB_SPEEDUPS_ON_CPU),
+          timeout_s=KB_SPEEDUP_BUDGET_S + 60),
 )
 STAGE_NAMES = tuple(s.name for s in STAGES)
+
+# --lease: what no GPU run has measured yet comes first (docs/gpu.md#what-ran-on-a-gpu, 2026-11-27):
+# `pytest -m gpu` never passed, no KernelBench speedup, the training step against the peers once
+# (fused head since), the CUDABench slice plain and robust never, generation's evaluation never.
+LEASE_PRIORITY = ("gpu-tests", "kernelbench-speedups", "train-step", "data", "setup", "eval-cudabench",
+                  "eval-cudabench-robust", "eval-kernelbench", "eval-kernelbench-robust", "train-lora-cuset",
+                  "generate-hf", "eval-generated", "generate-vllm", "train-full-cuset", "train-fsdp", "train-zero3",
+                  "train-qlora", "train-lora-sft", "train-full-sft")
+# the lease's one command may run 600 s: the machine facts, the wheels' install and one stopped
+# stage's grace (15 s + 15 s) fit in the rest
+LEASE_BUDGET_S = 480.0
+
+
+def lease_order(stages: tuple[Stage, ...], priority: tuple[str, ...] = LEASE_PRIORITY) -> tuple[Stage, ...]:
+    """The stages in `priority` order, each preceded by the stages it needs (depth first); stages
+    the priority does not name come last in their own order."""
+    by_name = {s.name: s for s in stages}
+    unknown = [n for n in priority if n not in by_name]
+    if unknown:
+        raise ValueError(f"LEASE_PRIORITY names unknown stage(s) {unknown}; stages: {', '.join(by_name)}")
+    ordered: dict[str, Stage] = {}
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in ordered:
+            return
+        if name in path:
+            raise ValueError(f"stages need each other in a circle: {' -> '.join(path + (name,))}")
+        for need in by_name[name].needs:
+            visit(need, path + (name,))
+        ordered[name] = by_name[name]
+
+    for name in (*priority, *by_name):
+        visit(name, ())
+    return tuple(ordered.values())
 
 
 # --- running ---------------------------------------------------------------------------------------
@@ -733,16 +809,21 @@ def run_stage(stage: Stage, plan: Plan, timeout: float, env: dict[str, str], own
     return result
 
 
+CLOCK = time.perf_counter  # the rehearsal's clock (a test's fake one replaces it)
 MIN_STAGE_START_S = 20.0   # a stage is not started with less of the budget left than this
 
 
 def run_stages(stages: tuple[Stage, ...], plan: Plan, *, only: set[str] | None = None, budget_s: float = 0.0,
-               report: Callable[[int, StageResult], None] = lambda i, r: None) -> list[StageResult]:
+               report: Callable[[int, StageResult], None] = lambda i, r: None,
+               clock: Callable[[], float] = time.perf_counter,
+               run: Callable[..., StageResult] | None = None) -> list[StageResult]:
     """Every stage in order; a failing stage never stops the others. A stage is skipped when it was
     not selected (`only`), when a stage it needs did not succeed (or, not selected, left no output
-    from an earlier run), when its own skip rule says so, or when the budget is spent."""
+    from an earlier run), when its own skip rule says so, or when the budget is spent.
+    `clock` and `run` (run_stage's signature) are the tests' way in: a fake clock and stages."""
+    run = run or run_stage
     env = stage_env(plan.profile)
-    started = time.perf_counter()
+    started = clock()
     by_name: dict[str, StageResult] = {}
     markers = {s.name: s.marker for s in stages}
     results = []
@@ -763,7 +844,7 @@ def run_stages(stages: tuple[Stage, ...], plan: Plan, *, only: set[str] | None =
         reason = reason or stage.skip(plan)
         own_timeout = timeout = stage.timeout_s * plan.profile.timeout_scale
         if not reason and budget_s:
-            left = budget_s - (time.perf_counter() - started)
+            left = budget_s - (clock() - started)
             if left < MIN_STAGE_START_S:
                 reason = f"rehearsal budget of {budget_s:.0f} s spent"
             timeout = min(timeout, max(left, 0))
@@ -774,7 +855,7 @@ def run_stages(stages: tuple[Stage, ...], plan: Plan, *, only: set[str] | None =
                                  argv=stage.argv(plan))
         else:
             try:
-                result = run_stage(stage, plan, timeout, env, own_timeout)
+                result = run(stage, plan, timeout, env, own_timeout)
             except KeyboardInterrupt as stop:  # Ctrl-C or SIGTERM: record it, skip the rest, still write the summary
                 interrupted = True
                 result = StageResult(stage.name, stage.what, "failed", reason=f"interrupted ({stop or 'SIGINT'}): stage stopped",
@@ -934,9 +1015,13 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_summary(plan: Plan, results: list[StageResult], machine: dict, started: dt.datetime, seconds: float) -> dict:
+def write_summary(plan: Plan, results: list[StageResult], machine: dict, started: dt.datetime, seconds: float,
+                  complete: bool = True) -> dict:
+    """summary.json and summary.md; `complete` False: written after a stage, more may follow (a lease
+    that ends early leaves every finished stage's record)."""
     machine = {**machine, "load_end": list(os.getloadavg())}
-    summary = {"format": FORMAT, "profile": plan.profile.name, "started": started.isoformat(timespec="seconds"),
+    summary = {"format": FORMAT, "profile": plan.profile.name, "complete": complete,
+               "started": started.isoformat(timespec="seconds"),
                "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "seconds": round(seconds, 1),
                "budget_s": plan.profile.budget_s, "machine": machine,
                "counts": {k: sum(r.status == k for r in results) for k in ("ok", "failed", "skipped")},
@@ -1066,12 +1151,32 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--budget-s", type=float, default=None, help="seconds for all stages; later ones are skipped "
                     "(default: 420 on the GPU, none for the dry run; 0: none)")
     ap.add_argument("--print-commands", action="store_true", help="print each stage's command line and exit")
+    ap.add_argument("--lease", action="store_true", help="one short GPU lease: the stages in LEASE_PRIORITY order "
+                    f"(never-measured numbers first), budget {LEASE_BUDGET_S:.0f} s unless --budget-s says otherwise")
+    ap.add_argument("--print-order", action="store_true", help="print the stages in the order this run takes them, "
+                    "and exit")
+    ap.add_argument("--prepare", type=Path, default=None, metavar="DIR",
+                    help="on the CPU machine: download into DIR the wheels the GPU image lacks and write DIR/lease.sh")
+    ap.add_argument("--max-mib", type=float, default=30.0, help="--prepare: optional wheels (deepspeed, "
+                    "bitsandbytes) are left out past this many MiB (a lease carries 64 MiB with the tree, about 25 MiB)")
     ap.add_argument("--internal-setup", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--profile", default=None, choices=sorted(PROFILES), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.prepare is not None:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from _lease_prepare import prepare
+
+        return prepare(args.prepare, args.max_mib)
     profile = PROFILES[args.profile or ("dry-run" if args.dry_run else "gpu")]
     if args.budget_s is not None:
         profile = replace(profile, budget_s=args.budget_s)
+    elif args.lease and profile is GPU:
+        profile = replace(profile, budget_s=LEASE_BUDGET_S)
+    stages = lease_order(STAGES) if args.lease else STAGES
+    if args.print_order:
+        for stage in stages:
+            print(stage.name)
+        return 0
     out = args.out or ROOT / "runs" / ("rehearsal-dry-run" if profile is DRY_RUN else "rehearsal")
     plan = Plan(profile, (out if out.is_absolute() else Path.cwd() / out).resolve())
     if args.internal_setup:
@@ -1089,7 +1194,7 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--only: unknown stage(s) {', '.join(unknown)}; stages: {', '.join(STAGE_NAMES)}")
 
     started_at = dt.datetime.now(dt.timezone.utc)
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     machine = machine_facts(profile)
     torch_facts = machine["torch"] or {}
     print(f"rehearsal ({profile.name}) -> {plan.out}\n  torch {torch_facts.get('version')}, "
@@ -1100,15 +1205,18 @@ def main(argv: list[str] | None = None) -> int:
         print("  WARNING: torch sees no GPU: the GPU stages will fail (use --dry-run on a CPU)", flush=True)
 
     def report(i: int, r: StageResult) -> None:
-        print(f"[{i + 1:2d}/{len(STAGES)}] {r.name:<24} {r.status:<7} "
+        print(f"[{i + 1:2d}/{len(stages)}] {r.name:<24} {r.status:<7} "
               f"{'' if r.seconds is None else f'{r.seconds:6.1f} s'}  {r.reason or headline(r)}", flush=True)
+        done.append(r)
+        write_summary(plan, done, machine, started_at, CLOCK() - t0, complete=False)
 
     def stop(signum, frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, stop)  # a timeout(1) or a killed job: stop the stage, write the summary
-    results = run_stages(STAGES, plan, only=only, budget_s=profile.budget_s, report=report)
-    summary = write_summary(plan, results, machine, started_at, time.perf_counter() - t0)
+    done: list[StageResult] = []
+    results = run_stages(stages, plan, only=only, budget_s=profile.budget_s, report=report, clock=CLOCK)
+    summary = write_summary(plan, results, machine, started_at, CLOCK() - t0)
     c = summary["counts"]
     print(f"{c['ok']} ok, {c['failed']} failed, {c['skipped']} skipped in {summary['seconds']:.0f} s: "
           f"{plan.out / 'summary.json'}, {plan.out / 'summary.md'}", flush=True)

@@ -224,7 +224,8 @@ def test_dry_run_every_stage_with_a_cpu_substitute_is_ok(rehearsal, dry_run):
                "train-zero3": rehearsal.ZERO3_ON_CPU, "train-fsdp": rehearsal.FSDP_ON_CPU,
                "train-qlora": rehearsal.QLORA_ON_CPU, "generate-vllm": rehearsal.VLLM_ON_CPU,
                "eval-kernelbench-robust": rehearsal.KB_ROBUST_ON_CPU,
-               "eval-cudabench-robust": rehearsal.CB_ROBUST_ON_CPU, "gpu-tests": rehearsal.GPU_TESTS_ON_CPU}
+               "eval-cudabench-robust": rehearsal.CB_ROBUST_ON_CPU, "gpu-tests": rehearsal.GPU_TESTS_ON_CPU,
+               "kernelbench-speedups": rehearsal.KB_SPEEDUPS_ON_CPU}
     assert {n: (s["status"], s["reason"]) for n, s in stages.items() if s["status"] != "ok"} == {
         n: ("skipped", why) for n, why in skipped.items()}
     assert summary["counts"] == {"ok": len(stages) - len(skipped), "failed": 0, "skipped": len(skipped)}
@@ -292,3 +293,113 @@ def test_a_copy_without_git_names_its_commit_source(rehearsal, tmp_path, monkeyp
                                      "source": "unknown: no git checkout"}
     monkeypatch.setenv("CUSET_COMMIT", "6251a77")
     assert rehearsal.git_facts()["commit"] == "6251a77" and rehearsal.git_facts()["source"] == "CUSET_COMMIT"
+
+
+# --- the lease: order and deadline -------------------------------------------------------------------
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def fake_runs(rehearsal, clock, seconds: dict[str, float], started: list):
+    """run_stage's stand-in: a stage 'takes' its seconds on the fake clock (or its timeout, when
+    shorter: then it was stopped, as the real runner stops a process group)."""
+    def run(stage, plan, timeout, env, own_timeout=None):
+        started.append((stage.name, clock.now, timeout))
+        took = seconds.get(stage.name, 10.0)
+        if took > timeout:
+            clock.now += timeout
+            return rehearsal.StageResult(stage.name, stage.what, "skipped", reason="stopped: budget", seconds=timeout)
+        clock.now += took
+        return rehearsal.StageResult(stage.name, stage.what, "ok", seconds=took)
+    return run
+
+
+def test_lease_order_puts_the_never_measured_first_and_needs_before_their_users(rehearsal):
+    order = [s.name for s in rehearsal.lease_order(rehearsal.STAGES)]
+    assert order[:4] == ["gpu-tests", "kernelbench-speedups", "train-step", "data"]
+    assert order.index("setup") < order.index("eval-cudabench") < order.index("eval-cudabench-robust") \
+        < order.index("generate-hf") < order.index("train-lora-sft")
+    assert order.index("train-lora-cuset") < order.index("generate-hf") < order.index("eval-generated")
+    assert sorted(order) == sorted(rehearsal.STAGE_NAMES)  # every stage once
+    for i, name in enumerate(order):  # each stage after everything it needs
+        stage = next(s for s in rehearsal.STAGES if s.name == name)
+        assert all(order.index(n) < i for n in stage.needs), name
+
+
+def test_lease_order_refuses_unknown_names_and_circles(rehearsal):
+    stages = (python_stage(rehearsal, "a", "", needs=("b",)), python_stage(rehearsal, "b", "", needs=("a",)))
+    with pytest.raises(ValueError, match="circle: a -> b -> a"):
+        rehearsal.lease_order(stages, ("a",))
+    with pytest.raises(ValueError, match=r"unknown stage\(s\) \['nope'\]"):
+        rehearsal.lease_order(stages[:1], ("nope",))
+
+
+def test_lease_dry_run_respects_its_deadline_on_a_fake_clock(rehearsal, tmp_path, monkeypatch, capsys):
+    """`--lease --dry-run --budget-s 100`: stages start in lease order until less than
+    MIN_STAGE_START_S is left, the last one's timeout is cut to what is left, everything after is
+    skipped as over budget, and summary.json is rewritten after every stage."""
+    clock = FakeClock()
+    started = []
+    seconds = {"gpu-tests": 0.0, "kernelbench-speedups": 0.0, "train-step": 30.0, "data": 5.0, "setup": 40.0,
+               "eval-cudabench": 60.0}   # the dry run skips the first two (no CPU substitute): no time spent
+    monkeypatch.setattr(rehearsal, "CLOCK", clock)
+    monkeypatch.setattr(rehearsal, "run_stage", fake_runs(rehearsal, clock, seconds, started))
+    monkeypatch.setattr(rehearsal, "machine_facts", lambda profile: {
+        "date": "2026-12-06", "python": "3", "platform": "x", "cpus": 2, "memory_gib": 1, "load_start": [0, 0, 0],
+        "git": {"commit": "abc", "branch": "b", "dirty": False, "source": "git"}, "gpu": None, "torch": None,
+        "nvcc": None, "packages": {}, "unmet_requirements": []})
+    snapshots = []
+    real_write = rehearsal.write_summary
+
+    def write(plan, results, machine, started_at, secs, complete=True):
+        snapshots.append(([r.name for r in results], complete))
+        return real_write(plan, results, machine, started_at, secs, complete)
+
+    monkeypatch.setattr(rehearsal, "write_summary", write)
+    assert rehearsal.main(["--lease", "--dry-run", "--budget-s", "100", "--out", str(tmp_path)]) == 0
+    # gpu-tests and kernelbench-speedups are skipped in a dry run; train-step (30) + data (5) + setup (40)
+    # leave 25 s: eval-cudabench starts with its timeout cut to 25 s and is stopped there; every
+    # timeout is cut to the time left when the stage starts
+    assert [(n, round(t0 - 1000.0), round(timeout)) for n, t0, timeout in started] == [
+        ("train-step", 0, 100), ("data", 30, 70), ("setup", 35, 65), ("eval-cudabench", 75, 25)]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    stages = {s["name"]: s for s in summary["stages"]}
+    assert [s["name"] for s in summary["stages"]] == [s.name for s in rehearsal.lease_order(rehearsal.STAGES)]
+    assert stages["eval-cudabench"]["status"] == "skipped"
+    after = [s for s in summary["stages"][summary["stages"].index(stages["eval-cudabench"]) + 1:]
+             if s["reason"] not in (rehearsal.KB_ROBUST_ON_CPU, rehearsal.CB_ROBUST_ON_CPU)]
+    assert after and all(s["status"] == "skipped" and s["seconds"] is None for s in after)
+    assert {s["reason"] for s in after if "budget" in (s["reason"] or "")} == {"rehearsal budget of 100 s spent"}
+    assert clock.now - 1000.0 <= 100.0   # nothing ran past the deadline
+    # a record after every stage (not complete), then the final one
+    assert [c for _, c in snapshots] == [False] * len(rehearsal.STAGES) + [True]
+    assert snapshots[3] == (["gpu-tests", "kernelbench-speedups", "train-step", "data"], False)
+    assert summary["complete"] is True
+
+
+def test_print_order_of_a_lease(rehearsal, capsys):
+    assert rehearsal.main(["--lease", "--dry-run", "--print-order"]) == 0
+    assert capsys.readouterr().out.split() == [s.name for s in rehearsal.lease_order(rehearsal.STAGES)]
+
+
+def test_prepare_carries_what_the_gpu_image_lacks_and_never_its_gpu_stack(rehearsal):
+    import _lease_prepare as prep
+    from packaging.requirements import Requirement
+
+    assert not prep.on_image(Requirement("transformers>=5.19"))   # the image has 5.17.0
+    assert prep.on_image(Requirement("accelerate>=1.0")) and prep.on_image(Requirement("tokenizers>=0.21"))
+    assert not prep.on_image(Requirement("cut-cross-entropy>=25.1"))   # not on the image: carried
+    assert all(prep.NEVER.match(n) for n in ("torch", "triton", "nvidia-cublas", "cuda-bindings"))
+    assert not prep.NEVER.match("transformers")
+    wanted = {r.name for r in prep.project_requirements()}
+    assert {"cut-cross-entropy", "trl", "transformers", "deepspeed"} <= wanted and "vllm>=0.8" not in wanted
+    script = prep.lease_script(Path(".whl"), "abc1234")
+    assert "--target /tmp/site .whl/*.whl" in script and "gpu_rehearsal.py --lease --out /tmp/lease" in script
+    assert "CUSET_COMMIT=abc1234" in script
+    # at most 8 files come back from a lease: the script copies no more
+    assert script.count('cp "') + script.count("cp bench/") + script.count("tar czf") + script.count('> "$OUT') <= 8
