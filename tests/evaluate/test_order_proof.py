@@ -54,6 +54,11 @@ __global__ void shift(const int* src, int* dst, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n - 1) dst[i] = src[i] + 1;
 }
+// in place: `__ldg` reads the element the next thread writes (a load is an access, not a pure function)
+__global__ void smooth(const int* in, int* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __ldg(in + i) + __ldg(in + i + 1);
+}
 __global__ void copy(const int* src, int* dst, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) dst[i] = src[i]; }
 __global__ void views(int* words, unsigned char* bytes, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -103,6 +108,10 @@ int main() {
     for (int i = 0; i < n; ++i) expect[i] = i == 0 ? 63 : 0;
   } else if (!strcmp(probe, "shift")) {
     shift<<<4, 256>>>(dt, dt + 1, n);  // forward: t[i + 1] = t[i] + 1 from t[0] = 0
+  } else if (!strcmp(probe, "smooth")) {
+    fill<<<4, 256>>>(dt, n);
+    smooth<<<4, 256>>>(dt, dt, n);  // forward: t[i] = i + (i + 1), t[n - 1] = n - 1 + t[n] = n - 1
+    for (int i = 0; i < n; ++i) expect[i] = i < n - 1 ? 2 * i + 1 : n - 1;
   } else if (!strcmp(probe, "copy")) {
     fill<<<4, 256>>>(dt, n);
     copy<<<4, 256>>>(dt, dt, n);
@@ -187,12 +196,13 @@ def test_independent_kernels_skip_the_other_orders_and_say_so(evaluate):
     assert run_orders(evaluate("fill", skip=False)) == ["forward", "random:1", "parallel:1"]
 
 
-@pytest.mark.parametrize("probe", ["stencil", "last_thread", "last_block", "shift", "views", "forged"])
+@pytest.mark.parametrize("probe", ["stencil", "last_thread", "last_block", "shift", "views", "smooth", "forged"])
 def test_races_still_run_every_order_and_stay_races(evaluate, probe):
     """Reads of another thread's write (stencil), two threads (last_thread) or blocks
     (last_block) writing one element, aliasing parameters (shift: in and out one buffer
-    offset by an element), byte writes into another thread's int (views), and a program
-    forging the proof's lines: all orders run, and the verdict is the one with every order."""
+    offset by an element), byte writes into another thread's int (views), an in-place
+    smoothing reading through `__ldg` (smooth), and a program forging the proof's lines:
+    all orders run, and the verdict is the one with every order."""
     r, before = evaluate(probe), evaluate(probe, skip=False)
     assert before.status is Status.RACE, before.detail  # what the orders catch
     assert r.status is Status.RACE, r.detail

@@ -47,7 +47,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from cuset.execute.cpu import block_loop, inline_calls, region_lanes
+from cuset.execute.cpu import block_loop, inline_calls, memory_intrinsics, region_lanes
 from cuset.execute.cpu.block_loop import (
     _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, WARP_OPS, KernelPlan, _declared_names, _flat, _ForHeader,
     _KernelVariant, _NotCollapsible, _unwrap, _Unit, _VariantWriter, _walk, replicated_types,
@@ -64,6 +64,7 @@ _FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_syst
 _FULL_MASKS = frozenset({"0xffffffff", "0xffffffffu", "~0", "~0u", "-1", "4294967295", "4294967295u",
                          "(unsigned)-1", "~0x0", "~0x0u", "0xffffffffull"})
 _WARP_KINDS = ("shfl", "wloop", "wif")
+EXTERN_SHARED = "extern __shared__"   # the memory object of every `extern __shared__` array
 _VOTES = ("ballot", "any", "all")
 
 
@@ -583,35 +584,20 @@ class _BarrierVariant(_KernelVariant):
                 raise _NotCollapsible(f"{n.type.replace('_statement', '')} across a barrier")
 
     def _accesses(self, node) -> tuple[set[str], set[str]]:
-        """(written, read) memory of a statement: a `__shared__` array or a `__restrict__`
-        parameter indexed by its own name, by that name; any other memory (through other
-        pointers, which may point anywhere, or a thread's own array) as "global", and "*"
-        for what cannot be told (a call, a macro). See _overlap."""
-        shared = self._shared_names()
-        restricted = self._restrict_params()
+        """(written, read) memory objects of a statement (`_memory_object`): a `__shared__`
+        array or a `__restrict__` parameter accessed by its own name or a local pointer
+        into it (`_pointer_aliases`), by that name; every `extern __shared__` array as
+        one (EXTERN_SHARED); other pointer parameters as "params"; any other memory (other
+        pointers, which may point anywhere, or a thread's own array) as "global", and
+        "*" for what cannot be told (a call, a macro). Load and store intrinsics
+        (memory_intrinsics.py) access what their pointer argument points into. See _overlap."""
         written: set[str] = set()
         read: set[str] = set()
 
-        def root(target) -> str:
-            while target is not None and target.type not in ("identifier",):
-                if target.type in ("subscript_expression", "field_expression", "pointer_expression"):
-                    target = target.child_by_field_name("argument")
-                elif target.type in ("parenthesized_expression", "cast_expression"):
-                    target = target.named_children[-1] if target.named_children else None
-                else:
-                    return "global"
-            name = self.u.text(target) if target is not None else ""
-            name = self._pointer_aliases().get(name, name)
-            if name in shared or name in restricted:
-                return name
-            return "params" if name in self._pointer_params() else "global"
-
         for n in _walk(node):
             t = n.type
-            access = t == "subscript_expression" or (t == "pointer_expression" and operator_text(self.u, n) == "*") \
-                or (t == "field_expression" and operator_text(self.u, n) == "->")
-            if access:
-                where = root(n)
+            if self._is_access(n):
+                where = self._access_object(n)
                 parent = n.parent
                 target = parent is not None and (
                     (parent.type == "assignment_expression" and parent.child_by_field_name("left") == n)
@@ -622,12 +608,17 @@ class _BarrierVariant(_KernelVariant):
                     read.add(where)
             elif t == "call_expression":
                 name = self._callee_name(n)
-                if name is not None and _ATOMIC.fullmatch(name):
-                    args = n.child_by_field_name("arguments").named_children
+                args = n.child_by_field_name("arguments").named_children
+                if memory_intrinsics.accesses_pointer(name):
+                    where = self._address_object(args[0]) if args else "*"
+                    (written if memory_intrinsics.writes_pointer(name) else read).add(where)
+                elif name is not None and _ATOMIC.fullmatch(name):
                     if args:
-                        where = root(args[0])
+                        where = self._address_object(args[0])
                         written.add(where)
                         read.add(where)
+                elif name in self.u.functions and self._touches_no_memory(name, set()):
+                    pass   # its parameters and locals only
                 elif name in self.u.functions and self._function_writes_no_memory(name):
                     read.add("*")  # it may read anything it is given
                 elif not (self._calls_pure_function(n) or name in _FENCES or name in WARP_OPS
@@ -650,6 +641,69 @@ class _BarrierVariant(_KernelVariant):
                     written.add("global")
                     read.add("global")
         return written, read
+
+    def _is_access(self, n) -> bool:
+        """`a[i]`, `*p`, `p->f`: a memory access by its syntax."""
+        return n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(self.u, n) == "*") \
+            or (n.type == "field_expression" and operator_text(self.u, n) == "->")
+
+    def _access_object(self, access) -> str:
+        """The memory object an access (`_is_access`) reaches, by the name it goes through."""
+        target = access
+        while target is not None and target.type not in ("identifier",):
+            if target.type in ("subscript_expression", "field_expression", "pointer_expression"):
+                target = target.child_by_field_name("argument")
+            elif target.type in ("parenthesized_expression", "cast_expression"):
+                target = target.named_children[-1] if target.named_children else None
+            else:
+                return "global"
+        return self._memory_object(self.u.text(target) if target is not None else "")
+
+    def _address_object(self, address) -> str:
+        """The memory object an address (`p`, `p + i`, `&p[i]`: a load's, a store's or an
+        atomic's argument) points into; "global" where it cannot be told."""
+        while address is not None and address.type in ("parenthesized_expression", "cast_expression"):
+            address = address.named_children[-1] if address.named_children else None
+        if address is not None and address.type == "pointer_expression" and operator_text(self.u, address) == "&" \
+                and address.child_by_field_name("argument").type == "identifier":
+            return self._memory_object(self.u.text(address.child_by_field_name("argument")))  # `&total`
+        name = _pointed_into(self.u, address)
+        return self._memory_object(name) if name else "global"
+
+    @staticmethod
+    def _objects_meet(x: set[str], y: set[str]) -> bool:
+        """Whether two sets of memory objects may share a location (_overlap)."""
+        return _overlap(x, y)
+
+    def _memory_object(self, name: str) -> str:
+        """The memory object an access through `name` reaches: a `__shared__` array or a
+        `__restrict__` parameter its own (a local pointer into one: its), every `extern
+        __shared__` array one (EXTERN_SHARED: one storage on a GPU), other pointer
+        parameters "params" (they may alias each other), anything else "global"."""
+        name = self._pointer_aliases().get(name, name)
+        if name in self._extern_shared():
+            return EXTERN_SHARED
+        if name in self._shared_names() or name in self._restrict_params():
+            return name
+        return "params" if name in self._pointer_params() else "global"
+
+    def _restrict_pairs(self) -> list[tuple[str, str]]:
+        """`__restrict__` is a promise the program can break (one buffer passed twice): the
+        analyses that tell a restrict parameter's memory apart by its name (`_memory_object`)
+        hold only when it points into another allocation than every other pointer parameter.
+        The pairs to check when a block starts (`block_loop_apart`, else the fibers): each
+        restrict parameter with each other pointer parameter, where either is written."""
+        restricted = self._restrict_params()
+        if not restricted:
+            return []
+        written, _ = self._accesses(self.body)
+        anything = bool(written & {"*", "global"})
+        pairs = set()
+        for r in restricted:
+            for p in restricted | self._pointer_params():
+                if p != r and (anything or r in written or (p in written if p in restricted else "params" in written)):
+                    pairs.add(tuple(sorted((r, p))))
+        return sorted(pairs)
 
     def _pointer_aliases(self) -> dict[str, str]:
         """Local pointers into one `__shared__` array or `__restrict__` parameter, by the
@@ -714,6 +768,17 @@ class _BarrierVariant(_KernelVariant):
     def _shared_arrays(self) -> set[str]:
         """`__shared__` arrays (and `extern __shared__ T s[]`): one address for the whole block."""
         return self._shared_names() - self._shared_scalars()
+
+    def _extern_shared(self) -> set[str]:
+        """`extern __shared__` arrays: all of them start at the one dynamic window."""
+        if not hasattr(self, "_extern_cache"):
+            self._extern_cache = {name for n in _unwrap(self.body) if n.type == "declaration"
+                                  and any(c.type == "type_qualifier" and self.u.text(c) == "__shared__"
+                                          for c in n.children)
+                                  and any(c.type == "storage_class_specifier" and self.u.text(c) == "extern"
+                                          for c in n.children)
+                                  for name in _declared_names(self.u, n)}
+        return self._extern_cache
 
     def _shared_names(self) -> set[str]:
         if not hasattr(self, "_shared_cache"):
@@ -955,7 +1020,8 @@ class _BarrierGenerator(_VariantWriter):
             warps += ("::cuset::rt::block_loop_warps_agree(::cuset::rt::block_loop, [&](const uint3 threadIdx) "
                       f"-> bool {{ {' '.join(decls)} return {cond}; }}) && ")
         # A copy of the runtime's order: each barrier replaces it.
-        return self._entry(f"{warps}::cuset::rt::take_barrier_block_loop()", "::cuset::rt::BlockLoop",
+        apart = self._apart(self.kv._restrict_pairs())
+        return self._entry(f"{apart}{warps}::cuset::rt::take_barrier_block_loop()", "::cuset::rt::BlockLoop",
                            self._scratch() + live, body)
 
     def _level(self, items: list[tuple], prologue: list[str], bound: list[str]) -> str:

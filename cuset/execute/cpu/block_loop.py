@@ -70,6 +70,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cuset.execute.cpu import memory_intrinsics
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import FREE_FUNCTIONS, parser
 
@@ -86,7 +87,8 @@ _BLOCKING_WORDS = {
     "dynamic_smem": "shared memory", "extern": "extern",
 }
 
-# Functions that compute a value from their arguments only.
+# Functions that compute a value from their arguments only (never a load or store
+# intrinsic: those are memory accesses, memory_intrinsics.py).
 _PURE_FUNCTIONS = frozenset("""
 sqrt sqrtf rsqrt rsqrtf cbrt cbrtf exp expf exp2 exp2f exp10 exp10f expm1 expm1f log logf log2 log2f log10
 log10f log1p log1pf pow powf sin sinf cos cosf tan tanf sinh sinhf cosh coshf tanh tanhf asin asinf acos acosf
@@ -103,7 +105,7 @@ __uint2float_rn __float2ll_rn __float2ll_rz __ll2float_rn __double2float_rn __do
 __float_as_int __int_as_float __float_as_uint __uint_as_float __double_as_longlong __longlong_as_double
 __popc __popcll __clz __clzll __ffs __ffsll __brev __brevll __mul24 __umul24 __mulhi __umulhi __mul64hi
 __umul64hi __sad __usad __hadd __hmul __hsub __hdiv __hfma __hneg __habs __hmax __hmin __hlt __hgt __heq
-__float2half __float2half_rn __half2float __float2bfloat16 __bfloat162float __ldg __ldca __ldcs __ldlu
+__float2half __float2half_rn __half2float __float2bfloat16 __bfloat162float
 static_cast reinterpret_cast const_cast
 """.split())
 
@@ -463,8 +465,8 @@ class _KernelVariant:
             if word in self.u.macros:
                 loops |= self._check_macro(word, seen)
         for callee in re.findall(r"([A-Za-z_]\w*)\s*\(", value):
-            if callee in self.u.macros or callee in _PURE_FUNCTIONS or callee in ("if", "for", "while", "switch",
-                                                                                   "sizeof", "return"):
+            if callee in self.u.macros or callee in _PURE_FUNCTIONS or memory_intrinsics.accesses_pointer(callee) \
+                    or callee in ("if", "for", "while", "switch", "sizeof", "return"):
                 continue
             if callee in self.u.functions:
                 loops |= self._check_function(callee)
@@ -481,6 +483,8 @@ class _KernelVariant:
             raise _NotCollapsible("call through an expression")
         if self._calls_pure_function(call) or name.startswith("make_") or name in self.u.macros:
             return False
+        if memory_intrinsics.accesses_pointer(name):
+            return False  # a load or store: a memory access, which the analyses count (region_memory)
         if name in self.u.functions:
             return self._check_function(name)
         raise _NotCollapsible(f"calls {name}")
@@ -647,6 +651,7 @@ class _KernelVariant:
             if t == "call_expression":
                 name = self._callee_name(n)
                 if not (self._calls_pure_function(n) or (name or "").startswith("make_")
+                        or memory_intrinsics.reads_pointer(name)
                         or (name in self.u.macros and _macro_is_a_value(self.u, name, set()))
                         or (name in self.u.functions and self._function_writes_no_memory(name))):
                     return False
@@ -1011,6 +1016,15 @@ class _VariantWriter:
                 "(void)blockIdx; (void)blockDim; (void)gridDim; "
                 f"{body}}} return; }} ")
 
+    @staticmethod
+    def _apart(pairs) -> str:
+        """The entry's check that each pair of pointer parameters points into two different
+        allocations (`block_loop_apart`: else the block runs on the fibers); "" for none."""
+        if not pairs:
+            return ""
+        pointers = ", ".join(f"(const void*)({a}), (const void*)({b})" for a, b in pairs)
+        return f"::cuset::rt::block_loop_apart({{{pointers}}}) && "
+
     def _scratch(self) -> str:
         """The replicated locals' types and runtime scratch arrays, then the done flags:
         slot k for the k-th local, the next one for the flags."""
@@ -1087,12 +1101,8 @@ class _Generator(_VariantWriter):
         slots = len(self.replicated) + (1 if self.uses_done else 0) + len(self.private_slots)
         if slots > _MAX_REPLICATED:
             raise _NotCollapsible("too many locals live across a hoisted loop")
-        apart = ""
-        if self.apart:
-            pointers = ", ".join(f"(const void*)({a}), (const void*)({b})" for a, b in self.apart)
-            apart = f"::cuset::rt::block_loop_apart({{{pointers}}}) && "
         # The order is the runtime's: the threads of every region run in it unchanged.
-        return self._entry(f"{apart}::cuset::rt::take_block_loop()", "const ::cuset::rt::BlockLoop&",
+        return self._entry(f"{self._apart(self.apart)}::cuset::rt::take_block_loop()", "const ::cuset::rt::BlockLoop&",
                            self._scratch() + "".join(self.private_slots), body)
 
     def _replicate(self, decl) -> None:

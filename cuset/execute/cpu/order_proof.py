@@ -16,7 +16,8 @@ src/order_proof.cpp), and writes the instrumentation:
   functions it calls (no local arrays, no address smuggled through an integer),
   every parameter a pointer or of a type that cannot hold one (a typedef'd or
   template type could: region_memory would not follow it), no `&` (an address
-  could leak a fiber's stack into an output) but `__ldg(&in[i])`, and every local initialised where
+  could leak a fiber's stack into an output) but `__ldg(&in[i])` (load and store intrinsics are
+  accesses of what their pointer points into: memory_intrinsics.py), and every local initialised where
   it is declared (an uninitialised local holds what the previous thread left,
   which depends on the order). The parameters written are the ones whose
   accesses are checked; all others are only read.
@@ -40,7 +41,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cuset.execute.cpu import region_memory
+from cuset.execute.cpu import memory_intrinsics, region_memory
 from cuset.execute.cpu.block_loop import (
     _PURE_FUNCTIONS, _function_declarator, _KernelVariant, _pointer_parameter, _NotCollapsible, _Unit, _walk,
 )
@@ -133,9 +134,6 @@ def _plan(unit: _Unit, fn, name: str) -> ProofPlan:
                                                                                        read_only))
 
 
-_LOADS = frozenset({"__ldg", "__ldca", "__ldcs", "__ldlu"})  # read-only loads: `__ldg(&in[i])` reads in[i]
-
-
 def _check_locals_and_addresses(unit: _Unit, body) -> None:
     for n in _walk(body):
         if n.type == "pointer_expression" and operator_text(unit, n) == "&" and not _loaded_element(unit, n):
@@ -160,7 +158,8 @@ def _check_names(unit: _Unit, fn, params: set[str]) -> None:
     variable (`cuset::rt::loop_ticks`, the proof's own flag), an `extern` variable."""
     body = fn.child_by_field_name("body")
     own = params | {unit.text(n) for d in _walk(body) if d.type == "declaration" for n in _declarator_identifiers(d)}
-    allowed = own | _BUILTIN_NAMES | unit.constants | set(unit.macros) | set(unit.functions) | _PURE_FUNCTIONS
+    allowed = own | _BUILTIN_NAMES | unit.constants | set(unit.macros) | set(unit.functions) | _PURE_FUNCTIONS \
+        | memory_intrinsics.LOADS | memory_intrinsics.STORES   # accesses region_memory counts
     for n in _walk(body):
         if n.type == "identifier":
             word = unit.text(n)
@@ -210,7 +209,7 @@ def _loaded_element(unit: _Unit, address) -> bool:
     call = args.parent if args is not None and args.type == "argument_list" else None
     f = call.child_by_field_name("function") if call is not None else None
     return operand is not None and operand.type == "subscript_expression" and f is not None \
-        and f.type == "identifier" and unit.text(f) in _LOADS and len(args.named_children) == 1
+        and f.type == "identifier" and memory_intrinsics.reads_pointer(unit.text(f)) and len(args.named_children) == 1
 
 
 def _check_subscript_bases(unit: _Unit, body, memory: region_memory.RegionMemory) -> None:

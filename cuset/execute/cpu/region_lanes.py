@@ -121,18 +121,21 @@ def _terms(u, node) -> list | None:
 
 def _writes_own_elements(kv, items, loop, var: str) -> bool:
     """Every memory write of the region is `P[E + var]` at the top level of the loop's
-    body (E uniform), P a shared array or restrict parameter accessed nowhere else in
-    the region but at that index."""
+    body (E uniform), P a shared array or restrict parameter named by itself (not
+    through a local pointer), each P its own memory object (two `extern __shared__`
+    arrays are one), and every access of the region that may reach a written object
+    (traced through local pointers as writes are: barrier_regions._memory_object) is
+    P[E + var] itself: P's name is used nowhere else, nor any pointer into it."""
     u = kv.u
     body = loop.child_by_field_name("body")
     top = [s for s in (body.named_children if body.type == "compound_statement" else [body])]
     index_of: dict[str, str] = {}
-    written_names: set[str] = set()
+    written_objects: set[str] = set()
     for it in items:
         written, _ = kv._accesses(it[1])
         if written and it[1] is not loop:
             return False   # a write before or after the loop
-        written_names |= written
+        written_objects |= written
     for n in _walk(loop):
         if n.type not in ("assignment_expression", "update_expression"):
             continue
@@ -145,21 +148,31 @@ def _writes_own_elements(kv, items, loop, var: str) -> bool:
                    for s in top):
             return False   # a write inside one of the body's loops or conditions
         name, index = _subscript(u, target)
-        if name is None or not _own_index(kv, index, var):
+        if name is None or name in kv._pointer_aliases() or not _own_index(kv, index, var):
             return False
         if index_of.setdefault(name, _text(u, index)) != _text(u, index):
             return False
-    for it in items:   # no other access of a written array
+    objects = {kv._memory_object(name) for name in index_of}
+    # every write one of those (not a shared scalar, an atomic, a store, memory through other pointers),
+    # and each written array a memory object of its own
+    if not index_of or len(objects) != len(index_of) or not written_objects <= objects or objects & {"params", "global"}:
+        return False
+    for it in items:   # no other access of a written object
         for n in _walk(it[1]):
-            if n.type == "subscript_expression":
-                name, index = _subscript(u, n)
-                if name in index_of and _text(u, index) != index_of[name]:
+            if kv._is_access(n):
+                if not kv._objects_meet({kv._access_object(n)}, objects):
+                    continue
+                name, index = _subscript(u, n) if n.type == "subscript_expression" else (None, None)
+                if name not in index_of or _text(u, index) != index_of[name]:
                     return False
-            elif n.type == "identifier" and u.text(n) in index_of and (n.parent is None or n.parent.type !=
-                                                                        "subscript_expression"):
-                return False   # the array's address passed on or read another way
-    # every write one of those (not a shared scalar, an atomic, a call, memory through other pointers)
-    return bool(index_of) and written_names <= set(index_of)
+            elif n.type == "identifier" and kv._memory_object(u.text(n)) in objects and not (
+                    n.parent is not None and n.parent.type == "subscript_expression"
+                    and n.parent.child_by_field_name("argument") == n):
+                return False   # the array's address (or a pointer into it) passed on or read another way
+        _, read = kv._accesses(it[1])
+        if "*" in read:
+            return False   # a call that may read through what it is given
+    return True
 
 
 def _subscript(u, node):

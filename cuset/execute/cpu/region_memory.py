@@ -15,11 +15,13 @@ parameters are checked at run time, once per block, to point into different
 allocations (`::cuset::rt::block_loop_apart`), else the block runs on the fibers.
 Anything that cannot be traced (a pointer loaded from memory, a file-scope
 variable, a macro or a function of this file that touches memory through
-something else) counts as any memory.
+something else) counts as any memory. Load and store intrinsics (`__ldg(p)`,
+`__stcs(p, v)`: memory_intrinsics.py) are accesses of what `p` points into.
 """
 
 from __future__ import annotations
 
+from cuset.execute.cpu import memory_intrinsics
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 
 ANY = "?"  # memory that could not be traced to one pointer parameter
@@ -150,6 +152,10 @@ class RegionMemory:
         written and read; ANY if it touches memory otherwise. Pure functions: nothing."""
         f = call.child_by_field_name("function")
         name = self.u.text(f) if f is not None else ""
+        if memory_intrinsics.accesses_pointer(name):
+            args = call.child_by_field_name("arguments").named_children
+            bases = self._address_bases(args[0]) if args else {ANY}
+            return (bases if memory_intrinsics.writes_pointer(name) else set()), bases
         if name in self.pure_functions or name.startswith("make_") or (f is not None and f.type == "primitive_type") \
                 or name in self.u.macros:
             return set(), set()
@@ -162,6 +168,27 @@ class RegionMemory:
         if self._function_touches_other_memory(name, set()):
             bases.add(ANY)
         return bases, bases
+
+    def _address_bases(self, address) -> set[str]:
+        """The parameters (or ANY) an address passed to a load or store intrinsic points
+        into: `p + i`, `p` (a local pointer traced as ever), `&p[i]`; nothing for `&a[i]` of a
+        thread's own array; ANY for what cannot be traced (`&x`, a pointer loaded from memory)."""
+        while address is not None and address.type in ("parenthesized_expression", "cast_expression"):
+            address = address.named_children[-1] if address.named_children else None
+        if address is None:
+            return {ANY}
+        if address.type == "pointer_expression" and operator_text(self.u, address) == "&":
+            element = address.child_by_field_name("argument")
+            if element is None or element.type != "subscript_expression":
+                return {ANY}
+            base = element.child_by_field_name("argument")
+            if base.type == "subscript_expression":
+                return {ANY}
+            bases = self._pointer_bases(base)
+            if not bases and self._local_array(base):
+                return set()  # a thread's own array
+            return bases or {ANY}
+        return self._pointer_bases(address) or {ANY}
 
     def _takes_pointers(self, name: str) -> bool:
         """A function of this file with a pointer, array or reference parameter."""
@@ -238,5 +265,7 @@ def _macro_touches_memory(unit, name: str, pointers: set[str]) -> bool:
     value = unit.macros.get(name, "")
     if "[" in value or "->" in value:
         return True
+    if any(memory_intrinsics.accesses_pointer(w) for w in re.findall(r"[A-Za-z_]\w*", value)):
+        return True   # `#define LOAD(p) __ldg(p)`: an access through whatever it is given
     words = set(re.findall(r"[A-Za-z_]\w*", value))
     return bool(words & pointers) or any(w in unit.globals and w not in unit.constants for w in words)

@@ -1,0 +1,242 @@
+"""The fast paths and the order proof never change a verdict (issue 58): one test per
+root cause an outside tester found, each a program the fibers judge right in every
+order, which the default backend must judge alike.
+
+- Load and store intrinsics are memory accesses, not pure functions (memory_intrinsics.py):
+  `__ldg(in + i)` in an in-place launch is seen by the order proof; a value loaded
+  before a barrier is neither recomputed after it nor loaded once for the block.
+- Region lanes trace local pointers into a written array as writes are traced.
+- Every `extern __shared__` array is one memory object (one storage on a GPU).
+- `__restrict__` is checked when a block starts, not trusted.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from cpu_helpers import needs_gxx, path_runner
+from cuset.execute.cpu.barrier_regions import plan_kernels
+from cuset.execute.cpu.order_proof import plan_proofs
+
+SIDE_BY_SIDE = "block-stride loop(s) run with the threads side by side"
+
+SMOOTH = r"""
+__global__ void smooth(const float* in, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n - 1) out[i] = 0.5f * (__ldg(in + i) + __ldg(in + i + 1));
+}
+"""
+
+# thread c adds its right neighbour's element, read through a local pointer, in place
+LANES_ALIAS = r"""
+__global__ void lanes_alias(float* __restrict__ o) {
+  __shared__ float s[B + 1];
+  for (int c = threadIdx.x; c <= B; c += blockDim.x) s[c] = (float)c;
+  __syncthreads();
+  float* nxt = s + 1;
+  for (int c = threadIdx.x; c < B; c += blockDim.x) s[c] = s[c] + nxt[c];
+  __syncthreads();
+  for (int c = threadIdx.x; c < B; c += blockDim.x) o[blockIdx.x * B + c] = s[c];
+}
+"""
+
+# a tile loop staging through one extern shared array and reading through another (one
+# storage): the barrier after the reads is missing, so the next tile overwrites them
+EXTERN_TILES = r"""
+__global__ void extern_tiles(const float* a, float* out, int n) {
+  extern __shared__ float stage[];
+  extern __shared__ float tile[];
+  float acc = 0.0f;
+  for (int t = 0; t < n; t += blockDim.x) {
+    stage[threadIdx.x] = a[t + threadIdx.x];
+    __syncthreads();
+    for (int k = 0; k < blockDim.x; ++k) acc += tile[k] * (k + 1);
+  }
+  out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
+}
+"""
+
+# correct: every thread loads its element before the barrier and stores it mirrored after
+REVERSE = r"""
+__global__ void reverse_ldcs(float* d) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = __ldcs(d + i);
+  __syncthreads();
+  d[blockIdx.x * blockDim.x + blockDim.x - 1 - threadIdx.x] = v;
+}
+"""
+
+# correct: thread 0 writes the block's first element, every thread reads it after the barrier
+BROADCAST = r"""
+__global__ void broadcast_ldg(float* d, float* o) {
+  if (threadIdx.x == 0) d[blockIdx.x * blockDim.x] = 100.0f + blockIdx.x;
+  __syncthreads();
+  float s = __ldg(d + blockIdx.x * blockDim.x);
+  o[blockIdx.x * blockDim.x + threadIdx.x] = s + threadIdx.x;
+}
+"""
+
+# correct: each thread loads its element, clears it, then writes it n times in a hoisted loop
+HOIST = r"""
+__global__ void hoist_ldg(float* p, float* o, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = __ldg(p + i);
+  p[i] = 0.0f;
+  for (int j = 0; j < n; ++j) o[i * n + j] = v + j;
+}
+"""
+
+# in and out promise not to alias; the launch passes one buffer for both
+RESTRICT = r"""
+__global__ void restrict_shift(const float* __restrict__ in, float* __restrict__ out, int n) {
+  __shared__ float w[1];
+  if (threadIdx.x == 0) w[0] = 2.0f;
+  __syncthreads();
+  for (int c = threadIdx.x; c < n; c += blockDim.x) out[c] = in[c + 1] * w[0];
+}
+"""
+
+
+def _plan(src: str):
+    [plan] = plan_kernels(src)
+    return plan
+
+
+# ---------------------------------------------------------------- what the analyses see
+def test_a_load_intrinsic_reads_its_pointer_for_the_order_proof():
+    [p] = plan_proofs(SMOOTH)
+    assert (p.eligible, p.written, p.read_only) == (True, ("out",), ("in",)), p.reason
+    [p] = plan_proofs("__global__ void k(float* o) { o[threadIdx.x] = __ldcs(o + threadIdx.x + 1); }")
+    assert not p.eligible and "other than as o[i]" in p.reason
+    [p] = plan_proofs("__global__ void k(const float* a, float* o) { __stcs(o + threadIdx.x, a[threadIdx.x]); }")
+    assert not p.eligible and "other than as o[i]" in p.reason   # a store writes o
+
+
+def test_a_load_stays_where_the_kernel_has_it():
+    """A load is no value of the thread index to recompute in a later region, nor a value
+    of the block to compute once ahead of the region it stands in."""
+    text = _plan(REVERSE).text
+    assert text.count("__ldcs") == 1 and text.index("__ldcs") < text.index("block_loop_barrier")
+    assert "cuset_r_v[cuset_t] = __ldcs(d + i)" in text   # kept per thread across the barrier
+    text = _plan(BROADCAST).text
+    assert text.count("__ldg") == 1 and text.index("__ldg") > text.index("block_loop_barrier")
+    [plan] = plan_kernels(HOIST)
+    assert plan.hoisted == 1 and plan.text.count("__ldg") == 1, plan.text   # loaded before p[i] = 0 only
+
+
+def test_region_lanes_trace_local_pointers_into_the_written_array():
+    plan = _plan("#define B 256\n" + LANES_ALIAS)
+    assert f"(2 barrier(s), 1 {SIDE_BY_SIDE})" in plan.describe()   # the last loop only (o[...] = s[c])
+    two = _plan("__global__ void k(float* __restrict__ o) { extern __shared__ float a[]; extern __shared__ float b[]; "
+                "a[threadIdx.x] = 1; __syncthreads(); "
+                "for (int c = threadIdx.x; c < 64; c += blockDim.x) a[c] = b[c + 1]; }")
+    assert SIDE_BY_SIDE not in two.describe()   # b is a's storage
+
+
+def test_extern_shared_arrays_are_one_memory_object_at_a_junction():
+    plan = _plan(EXTERN_TILES)
+    assert not plan.loop and "joins two stretches that may race" in plan.reason, plan.describe()
+
+
+def test_restrict_parameters_are_checked_to_be_apart_when_a_block_starts():
+    text = _plan(RESTRICT).text
+    assert "::cuset::rt::block_loop_apart({(const void*)(in), (const void*)(out)})" in text
+
+
+# ---------------------------------------------------------------- runs on both paths
+PROGRAM = "#include <cstdio>\n#include <cstring>\n#include <vector>\n#define B 256\n" + "".join(
+    (SMOOTH, LANES_ALIAS, EXTERN_TILES, REVERSE, BROADCAST, HOIST, RESTRICT)) + r"""
+int main(int argc, char** argv) {
+  const char* what = argv[1];
+  const int n = 64 * 256;
+  std::vector<float> h(n + 1), out;
+  for (int i = 0; i <= n; ++i) h[i] = (float)(i % 97);
+  float *d, *o;
+  cudaMalloc(&d, (n + 1) * 4); cudaMalloc(&o, (n + 1) * 4);
+  cudaMemcpy(d, h.data(), (n + 1) * 4, cudaMemcpyHostToDevice);
+  if (!strcmp(what, "smooth")) smooth<<<64, 256>>>(d, d, n);
+  if (!strcmp(what, "lanes_alias")) lanes_alias<<<4, 64>>>(o);
+  if (!strcmp(what, "extern_tiles")) extern_tiles<<<4, 64, 64 * sizeof(float)>>>(d, o, 1024);
+  if (!strcmp(what, "reverse_ldcs")) reverse_ldcs<<<64, 256>>>(d);
+  if (!strcmp(what, "broadcast_ldg")) broadcast_ldg<<<64, 256>>>(d, o);
+  if (!strcmp(what, "hoist_ldg")) hoist_ldg<<<4, 64>>>(d, o, 64);
+  if (!strcmp(what, "restrict_shift")) restrict_shift<<<1, 64>>>(d, d, 256);
+  const bool to_o = !strcmp(what, "lanes_alias") || !strcmp(what, "extern_tiles") || !strcmp(what, "broadcast_ldg")
+                    || !strcmp(what, "hoist_ldg");
+  out.resize(n + 1);
+  cudaMemcpy(out.data(), to_o ? o : d, (n + 1) * 4, cudaMemcpyDeviceToHost);
+  FILE* f = fopen("out.bin", "wb"); fwrite(out.data(), 4, out.size(), f); fclose(f);
+  return cudaDeviceSynchronize() == cudaSuccess ? 0 : 1;
+}
+"""
+
+ORDERS = ("forward", "random:3", "random:5")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    from cuset.execute.cpu import CpuBackend, compile_program
+
+    backend = CpuBackend(seed=3)
+    workdir = tmp_path_factory.mktemp("soundness")
+    compiled = compile_program(PROGRAM, workdir, timeout=300, backend=backend)
+    assert compiled.ok, compiled.detail + compiled.step.stderr
+    return path_runner(compiled, backend, workdir)
+
+
+def floats(data: bytes) -> list[float]:
+    return list(struct.unpack(f"{len(data) // 4}f", data))
+
+
+def _same_verdict_as_the_fibers(run, what: str) -> set[bytes]:
+    """Each order's output on the default paths equals the fibers' in that order (the
+    fibers judge right); returns the distinct outputs over the orders (one: no race)."""
+    outputs = set()
+    for order in ORDERS:
+        on, out_on, _ = run((what,), order, True)
+        off, out_off, _ = run((what,), order, False)
+        assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
+        assert out_on == out_off, f"{what} {order}: the fast path and the fibers disagree"
+        outputs.add(out_on)
+    return outputs
+
+
+@needs_gxx
+def test_an_in_place_ldg_smoothing_is_a_race_the_proof_does_not_certify(run):
+    on, _, _ = run(("smooth",), "forward", True)
+    proof = [ln for ln in on.stderr.splitlines() if "order-proof: kernel 'smooth'" in ln]
+    assert proof == ["CUSET-CPU: order-proof: kernel 'smooth': 0 of 1 launch independent: a parameter it only "
+                     "reads points into an allocation it writes through another parameter"], on.stderr
+    assert len(_same_verdict_as_the_fibers(run, "smooth")) > 1   # the orders disagree: race
+
+
+@needs_gxx
+def test_an_aliased_lane_write_gets_the_fibers_verdict(run):
+    assert len(_same_verdict_as_the_fibers(run, "lanes_alias")) > 1
+
+
+@needs_gxx
+def test_two_extern_shared_arrays_missing_a_barrier_are_a_race(run):
+    assert len(_same_verdict_as_the_fibers(run, "extern_tiles")) > 1
+
+
+@needs_gxx
+def test_loads_before_a_barrier_stay_there(run):
+    [out] = _same_verdict_as_the_fibers(run, "reverse_ldcs")
+    n = 64 * 256
+    assert floats(out)[:n] == [float((b * 256 + 255 - t) % 97) for b in range(64) for t in range(256)]
+    _, _, paths = run(("reverse_ldcs",), "forward", True)
+    assert paths["reverse_ldcs"] == "block loop with barrier regions", paths
+    [out] = _same_verdict_as_the_fibers(run, "broadcast_ldg")
+    assert floats(out)[:n] == [100.0 + b + t for b in range(64) for t in range(256)]
+    [out] = _same_verdict_as_the_fibers(run, "hoist_ldg")
+    assert floats(out)[:n] == [float(i % 97 + j) for i in range(256) for j in range(64)]
+
+
+@needs_gxx
+def test_a_broken_restrict_promise_runs_on_the_fibers(run):
+    assert len(_same_verdict_as_the_fibers(run, "restrict_shift")) > 1
+    _, _, paths = run(("restrict_shift",), "forward", True)
+    assert paths["restrict_shift"] == "fibers", paths   # the block was refused: 0 of 1 as a loop
