@@ -115,12 +115,14 @@ def _run_dir(tmp_path_factory, pytestconfig, name: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def run_compile_cache(tmp_path_factory, pytestconfig):
-    """A compile-cache root shared by the tests of this pytest run and by no other run. The
-    bundled suite's reference programs, compiled by several tests, compile once per run,
-    and still by this checkout's code: a persistent cache would keep the binaries of a
-    rewriter change that did not bump REWRITER_VERSION."""
-    return _run_dir(tmp_path_factory, pytestconfig, "run-compile-cache")
+def run_compile_cache():
+    """The persistent compile cache (`$CUSET_CACHE/compile`), shared by the tests that
+    compile the bundled suite's reference programs: each compiles once, in this run or an
+    earlier one. Safe because the key hashes the code that builds a program
+    (cuset/execute/cpu/code_hash.py): a checkout with other code gets other entries."""
+    from cuset.execute.compile_cache import default_root
+
+    return default_root()
 
 
 @pytest.fixture(scope="session")

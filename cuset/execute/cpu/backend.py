@@ -22,8 +22,7 @@ from pathlib import Path
 from cuset.config import ConfigError
 from cuset.execute.interface import CompileOutcome, Invocation
 from cuset.execute.cpu.diagnostics import classify_run, order_proof_result, summarize_compile_errors
-from cuset.execute.cpu import block_loop, order_proof, rewrite_worker
-from cuset.execute.cpu.rewriter import REWRITER_VERSION
+from cuset.execute.cpu import block_loop, code_hash, order_proof, rewrite_worker
 from cuset.execute.cpu.toolchain import INCLUDE_DIR, Toolchain, ToolchainError
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import COMPILE_MEMORY_BYTES, compile_policy, run_compiler
@@ -96,9 +95,12 @@ class CpuBackend:
         self.max_data_bytes = max_data_bytes
 
     def fingerprint(self) -> str:
-        # Instrumented and plain builds differ: the option is part of the cache key.
+        """The compile cache's key beside the source: the toolchain's, and a hash of every
+        file that decides what a program compiles into (code_hash.compile_hash: the
+        rewriter, planners, runtime...), so no edit can serve a binary older code built.
+        Instrumented and plain builds differ: the option is part of the key."""
         proofs = "-p" if self.options.skip_independent_orders else ""
-        return f"cpu-{self.toolchain.fingerprint()}-r{REWRITER_VERSION}{proofs}"
+        return f"cpu-{self.toolchain.fingerprint()}-c{code_hash.compile_hash()}{proofs}"
 
     # ------------------------------------------------------------ compile
     def compile(self, source: str, workdir: Path, timeout: float) -> CompileOutcome:

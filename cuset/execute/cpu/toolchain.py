@@ -1,7 +1,8 @@
 """The C++ toolchain of the CPU backend: compiler flags, the fingerprint, and
 the prebuilt runtime (precompiled header + runtime library).
 
-The runtime is built once per fingerprint under a cache directory
+The runtime is built once per fingerprint (the compiler, its flags and a hash of
+every runtime file: code_hash.py) under a cache directory
 (`~/.cache/cuset/cpu-pch/<fingerprint>/` by default) and shared by every
 later compile. Concurrent processes take a file lock; the build goes to a
 temporary directory that is renamed into place, so a reader never sees half
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from cuset.errors import CusetError
 from cuset.cachedir import cache_root
-from cuset.execute.cpu.rewriter import REWRITER_VERSION
+from cuset.execute.cpu import code_hash
 from cuset.execute.process import clean_env, run_step
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
@@ -109,16 +110,12 @@ class Toolchain:
         return self.flags() + (["-fsanitize=thread"] if self.race_check else [])
 
     def runtime_hash(self) -> str:
-        h = hashlib.sha256()
-        for path in sorted(list(INCLUDE_DIR.rglob("*.h")) + list(SOURCE_DIR.rglob("*"))):
-            if path.is_file():
-                h.update(str(path.relative_to(RUNTIME_DIR)).encode())
-                h.update(path.read_bytes())
-        return h.hexdigest()[:16]
+        """The runtime's headers and sources (code_hash.py: read once per process)."""
+        return code_hash.runtime_hash()
 
     def fingerprint(self) -> str:
-        parts = [compiler_version(self.cxx), " ".join(self.program_flags()), self.runtime_hash(),
-                 f"rewriter-{REWRITER_VERSION}", platform.machine()]
+        """The prebuilt runtime's key: the compiler, the flags, every file it is built from."""
+        parts = [compiler_version(self.cxx), " ".join(self.program_flags()), self.runtime_hash(), platform.machine()]
         return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
 
     def runtime_dir(self) -> Path:

@@ -49,6 +49,53 @@ def test_fingerprint_depends_on_flags_and_compiler(tmp_path):
         Toolchain(cxx="no-such-compiler-xyz").fingerprint()
 
 
+@pytest.fixture
+def code_copy(tmp_path, monkeypatch):
+    """The hashed files copied under tmp_path (cuset/execute/cpu/..., cuset/spans/grammar.py),
+    and code_hash reading the copy: edit it to see what an edit does to the keys."""
+    import shutil
+
+    from cuset.execute.cpu import code_hash
+
+    root = tmp_path / "cuset"
+    shutil.copytree(code_hash.PACKAGE_DIR, root / "execute" / "cpu", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "spans").mkdir()
+    shutil.copy(code_hash.GRAMMAR, root / "spans" / "grammar.py")
+    monkeypatch.setattr(code_hash, "PACKAGE_DIR", root / "execute" / "cpu")
+    monkeypatch.setattr(code_hash, "RUNTIME_DIR", root / "execute" / "cpu" / "runtime")
+    monkeypatch.setattr(code_hash, "GRAMMAR", root / "spans" / "grammar.py")
+    code_hash.compile_hash.cache_clear()
+    code_hash.runtime_hash.cache_clear()
+    yield root / "execute" / "cpu"
+    code_hash.compile_hash.cache_clear()   # before monkeypatch puts the real paths back
+    code_hash.runtime_hash.cache_clear()
+
+
+def _keys(code_hash) -> tuple[str, str]:
+    """(the compile cache's key of one source, the prebuilt runtime's fingerprint), read afresh."""
+    from cuset.execute.compile_cache import cache_key
+
+    code_hash.compile_hash.cache_clear()
+    code_hash.runtime_hash.cache_clear()
+    return cache_key("int main() {}", CpuBackend().fingerprint()), Toolchain().fingerprint()
+
+
+def test_cache_keys_hash_the_code_that_builds_a_program(code_copy):
+    from cuset.execute.cpu import code_hash
+
+    real = CpuBackend().fingerprint(), Toolchain().fingerprint()
+    copied = _keys(code_hash)
+    assert CpuBackend().fingerprint() == real[0] and copied[1] == real[1]   # the same bytes: the same keys
+    planner = code_copy / "region_lanes.py"
+    planner.write_text(planner.read_text().replace("LANES = 8", "LANES = 4"))
+    edited = _keys(code_hash)
+    assert edited[0] != copied[0] and edited[1] == copied[1]   # a new binary; the runtime library is the same
+    header = code_copy / "runtime" / "include" / "cooperative_groups" / "reduce.h"
+    header.write_text(header.read_text() + "\n// an edit\n")
+    again = _keys(code_hash)
+    assert again[0] != edited[0] and again[1] != edited[1]     # and a new runtime build too
+
+
 def test_missing_compiler_is_a_clear_compile_error(tmp_path):
     b = CpuBackend(cxx="no-such-compiler-xyz")
     b.toolchain = Toolchain(cxx="no-such-compiler-xyz", cache_dir=tmp_path)
