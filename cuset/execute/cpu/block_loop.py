@@ -70,7 +70,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cuset.execute.cpu import memory_intrinsics
+from cuset.execute.cpu import macro_effects, memory_intrinsics
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import FREE_FUNCTIONS, parser
 
@@ -232,6 +232,7 @@ class _Unit:
         self.kernels = []
         self.functions: dict[str, list] = {}   # device/host functions defined here, by name
         self.macros: dict[str, str] = {}       # macro name -> replacement text
+        self.function_macros: dict[str, tuple[str, ...]] = {}  # macros defined with parameters: their names
         self.constants: set[str] = set()       # file-scope const/constexpr/__constant__ names
         self.globals: set[str] = set()         # every name a file-scope declaration declares
         self._walk(root)
@@ -254,6 +255,11 @@ class _Unit:
                 value = child.child_by_field_name("value")
                 if name is not None:
                     self.macros[self.text(name)] = self.text(value) if value is not None else ""
+                    if t == "preproc_function_def":
+                        params = child.child_by_field_name("parameters")
+                        self.function_macros[self.text(name)] = tuple(
+                            self.text(p) for p in (params.named_children if params is not None else ())
+                            if p.type == "identifier")
             elif t == "declaration":
                 names = _declared_names(self, child)
                 self.globals.update(names)
@@ -457,6 +463,13 @@ class _KernelVariant:
             return False
         seen.add(name)
         value = self.u.macros[name]
+        effects = macro_effects.effects_of(value, self.u.function_macros.get(name, ()))
+        if effects.writes_variable:
+            raise _NotCollapsible(f"macro {name} writes a variable or takes an address (the analyses would not see it)")
+        if effects.through_parameters or any(
+                not (c in _PURE_FUNCTIONS or c in _TYPE_WORDS or c in self.u.macros or c.startswith("make_"))
+                for c in effects.parameter_calls):
+            raise _NotCollapsible(f"macro {name} may reach memory through its arguments")
         loops = False
         for word in re.findall(r"[A-Za-z_]\w*", value):
             self._check_word(word, True)

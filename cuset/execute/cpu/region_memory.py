@@ -21,7 +21,7 @@ something else) counts as any memory. Load and store intrinsics (`__ldg(p)`,
 
 from __future__ import annotations
 
-from cuset.execute.cpu import memory_intrinsics
+from cuset.execute.cpu import macro_effects, memory_intrinsics
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 
 ANY = "?"  # memory that could not be traced to one pointer parameter
@@ -259,11 +259,14 @@ def _memory_target(unit, target):
 
 
 def _macro_touches_memory(unit, name: str, pointers: set[str]) -> bool:
-    """A macro whose expansion subscripts, dereferences or names a pointer or file-scope variable."""
+    """A macro whose expansion subscripts, dereferences, takes an address, writes a
+    variable (macro_effects.py), calls an intrinsic that touches memory, or names a
+    pointer or file-scope variable."""
     import re
 
     value = unit.macros.get(name, "")
-    if "[" in value or "->" in value:
+    effects = macro_effects.effects_of(value, unit.function_macros.get(name, ()))
+    if "[" in value or "->" in value or effects.memory or effects.writes_variable:
         return True
     if any(memory_intrinsics.accesses_pointer(w) for w in re.findall(r"[A-Za-z_]\w*", value)):
         return True   # `#define LOAD(p) __ldg(p)`: an access through whatever it is given

@@ -8,6 +8,8 @@ order, which the default backend must judge alike.
 - Region lanes trace local pointers into a written array as writes are traced.
 - Every `extern __shared__` array is one memory object (one storage on a GPU).
 - `__restrict__` is checked when a block starts, not trusted.
+- A macro is read from its expansion (macro_effects.py): one that assigns, or reaches
+  memory through its arguments, keeps the kernel on the fibers and out of the proof.
 """
 
 from __future__ import annotations
@@ -88,6 +90,22 @@ __global__ void hoist_ldg(float* p, float* o, int n) {
 }
 """
 
+# every thread writes o[0] through a macro: a race the kernel's own tree does not show
+SET_MACRO = r"""
+#define SET(x, v) ((x) = (v))
+__global__ void set_macro(const float* in, float* o) { SET(o[0], in[blockIdx.x * blockDim.x + threadIdx.x]); }
+"""
+
+# correct: a local incremented through a macro before a hoisted loop (no value to recompute)
+INC_MACRO = r"""
+#define INCK k++
+__global__ void inc_macro(float* o, int n) {
+  int k = blockIdx.x * blockDim.x + threadIdx.x;
+  INCK;
+  for (int j = 0; j < n; ++j) o[(k - 1) * n + j] = k;
+}
+"""
+
 # in and out promise not to alias; the launch passes one buffer for both
 RESTRICT = r"""
 __global__ void restrict_shift(const float* __restrict__ in, float* __restrict__ out, int n) {
@@ -126,6 +144,27 @@ def test_a_load_stays_where_the_kernel_has_it():
     assert plan.hoisted == 1 and plan.text.count("__ldg") == 1, plan.text   # loaded before p[i] = 0 only
 
 
+@pytest.mark.parametrize("src, reason", [
+    (SET_MACRO, "macro SET writes a variable"),
+    (INC_MACRO, "macro INCK writes a variable"),
+    ("#define LD(p) (*(p))\n" + SMOOTH.replace("__ldg", "LD"), "macro LD may reach memory through its arguments"),
+])
+def test_macros_that_write_or_reach_memory_through_arguments_keep_the_fibers(src, reason):
+    [plan] = plan_kernels(src)
+    [proof] = plan_proofs(src)
+    assert not plan.loop and reason in plan.reason, plan.describe()
+    assert not proof.eligible and reason in proof.reason, proof.describe()
+
+
+def test_value_macros_keep_the_fast_paths():
+    src = ("#define IDX(r, c) ((r) * 64 + (c))\n#define SQ(x) ((x) * (x))\n"
+           "__global__ void k(const float* a, float* o) { int i = threadIdx.x; "
+           "o[IDX(blockIdx.x, i)] = SQ(a[IDX(blockIdx.x, i)]); }")
+    [plan] = plan_kernels(src)
+    [proof] = plan_proofs(src)
+    assert plan.loop and proof.eligible and proof.read_only == ("a",), (plan.describe(), proof.describe())
+
+
 def test_region_lanes_trace_local_pointers_into_the_written_array():
     plan = _plan("#define B 256\n" + LANES_ALIAS)
     assert f"(2 barrier(s), 1 {SIDE_BY_SIDE})" in plan.describe()   # the last loop only (o[...] = s[c])
@@ -147,7 +186,8 @@ def test_restrict_parameters_are_checked_to_be_apart_when_a_block_starts():
 
 # ---------------------------------------------------------------- runs on both paths
 PROGRAM = "#include <cstdio>\n#include <cstring>\n#include <vector>\n#define B 256\n" + "".join(
-    (SMOOTH, LANES_ALIAS, EXTERN_TILES, REVERSE, BROADCAST, HOIST, RESTRICT)) + r"""
+    (SMOOTH, LANES_ALIAS, EXTERN_TILES, REVERSE, BROADCAST, HOIST, RESTRICT, SET_MACRO,
+                                                              INC_MACRO)) + r"""
 int main(int argc, char** argv) {
   const char* what = argv[1];
   const int n = 64 * 256;
@@ -162,9 +202,11 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "reverse_ldcs")) reverse_ldcs<<<64, 256>>>(d);
   if (!strcmp(what, "broadcast_ldg")) broadcast_ldg<<<64, 256>>>(d, o);
   if (!strcmp(what, "hoist_ldg")) hoist_ldg<<<4, 64>>>(d, o, 64);
+  if (!strcmp(what, "set_macro")) set_macro<<<4, 64>>>(d, o);
+  if (!strcmp(what, "inc_macro")) inc_macro<<<4, 64>>>(o, 64);
   if (!strcmp(what, "restrict_shift")) restrict_shift<<<1, 64>>>(d, d, 256);
   const bool to_o = !strcmp(what, "lanes_alias") || !strcmp(what, "extern_tiles") || !strcmp(what, "broadcast_ldg")
-                    || !strcmp(what, "hoist_ldg");
+                    || !strcmp(what, "hoist_ldg") || !strcmp(what, "set_macro") || !strcmp(what, "inc_macro");
   out.resize(n + 1);
   cudaMemcpy(out.data(), to_o ? o : d, (n + 1) * 4, cudaMemcpyDeviceToHost);
   FILE* f = fopen("out.bin", "wb"); fwrite(out.data(), 4, out.size(), f); fclose(f);
@@ -240,3 +282,16 @@ def test_a_broken_restrict_promise_runs_on_the_fibers(run):
     assert len(_same_verdict_as_the_fibers(run, "restrict_shift")) > 1
     _, _, paths = run(("restrict_shift",), "forward", True)
     assert paths["restrict_shift"] == "fibers", paths   # the block was refused: 0 of 1 as a loop
+
+
+@needs_gxx
+def test_a_race_written_through_a_macro_is_not_certified(run):
+    on, _, _ = run(("set_macro",), "forward", True)
+    assert "CUSET-CPU: order-proof: kernel 'set_macro': 0 of 1 launch independent: not checked" in on.stderr
+    assert len(_same_verdict_as_the_fibers(run, "set_macro")) > 1
+
+
+@needs_gxx
+def test_a_local_a_macro_increments_keeps_its_value(run):
+    [out] = _same_verdict_as_the_fibers(run, "inc_macro")
+    assert floats(out)[:256 * 64] == [float(k + 1) for k in range(256) for _ in range(64)]
