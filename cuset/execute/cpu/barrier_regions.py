@@ -322,14 +322,14 @@ class _BarrierVariant(_KernelVariant):
             or (word in self.u.macros and not self._macro_value(word, True, set()))
 
     def _touches_no_memory(self, name: str, seen: set[str]) -> bool:
-        """A function of the file whose body reads and writes no memory (its parameters and
-        locals only) and calls only pure functions and such functions."""
+        """A function of the file whose body reads and writes no memory (its parameters,
+        taken by value, and locals only) and calls only pure functions and such functions."""
         if name in seen:
             return True
         seen.add(name)
         defined = self.u.functions.get(name, [])
-        if not defined:
-            return False
+        if not defined or self._takes_reference(name):
+            return False   # unknown, or it writes what its caller passes by reference
         for fn in defined:
             body = fn.child_by_field_name("body")
             if body is None:

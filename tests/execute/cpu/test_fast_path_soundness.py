@@ -174,6 +174,13 @@ def test_region_lanes_trace_local_pointers_into_the_written_array():
     assert SIDE_BY_SIDE not in two.describe()   # b is a's storage
 
 
+def test_a_helper_writing_through_a_reference_is_an_access_of_its_argument():
+    src = ("__device__ void bump(float& x) { x += 1.0f; }\n"
+           "__global__ void k(float* __restrict__ o, int D) { __shared__ float w[65]; w[threadIdx.x % 65] = 1; "
+           "__syncthreads(); for (int c = threadIdx.x; c < D; c += blockDim.x) { o[c] = w[c]; bump(w[c + 1]); } }")
+    assert SIDE_BY_SIDE not in _plan(src).describe()
+
+
 def test_extern_shared_arrays_are_one_memory_object_at_a_junction():
     plan = _plan(EXTERN_TILES)
     assert not plan.loop and "joins two stretches that may race" in plan.reason, plan.describe()
