@@ -195,6 +195,11 @@ class EvalConfig:
                                       "with compat=true (the official harness has neither)")
     robust_cases: int = option(3, help="robust=true: input cases checked, 0..robust_cases-1 (case 0 = the original data)")
     strict_kernels: bool = option(False, help="fail a KernelBench pass that ran none of its own kernels or that a reward-hack rule flagged")
+    kernelbench_build_rounds: int = option(4, help="KernelBench: times one sample's candidate may stop to ask for "
+                                                   "load_inline builds its source does not name literally (each "
+                                                   "costs a run of the candidate); asking again after that is a "
+                                                   "compile_error. Its builds share the compile timeout as one "
+                                                   "budget of wall and CPU time")
     perf: bool = option(False, help="time every program that passed on the GPU backend (KernelBench: CUDA events, "
                                     "speedup vs eager and torch.compile, fast_p; CUDABench: a run under Nsight "
                                     "Compute, the official roofline score, BU and CE); on the CPU backend the report "
@@ -229,6 +234,9 @@ class EvalConfig:
                              "robust verification; drop one of the two (compat scores are the plain verdict)")
         if self.robust_cases < 1:
             raise ValueError(f"robust_cases must be >= 1 (case 0 is the original data), got {self.robust_cases}")
+        if self.kernelbench_build_rounds < 0:
+            raise ValueError(f"kernelbench_build_rounds must be >= 0 (0: only the load_inline calls found in the "
+                             f"source are built), got {self.kernelbench_build_rounds}")
 
     @property
     def extractor(self) -> str:
@@ -244,7 +252,8 @@ class EvalConfig:
         return self.execution.options(self.cases, compat=self.compat, hide=hide, max_data_bytes=budget,
                                       robust=self.robust, robust_cases=self.robust_cases,
                                       strict_kernels=self.strict_kernels, eval_mode=self.eval_mode,
-                                      reference_store=self.reference_store())
+                                      reference_store=self.reference_store(),
+                                      build_rounds=self.kernelbench_build_rounds)
 
     def reference_store(self) -> ReferenceStore | None:
         """Where KernelBench reference runs are kept on disk (None: reference_cache=false)."""

@@ -40,6 +40,7 @@ from cuset.evaluate.kernelbench_hacks import check_answer, summary_line
 from cuset.evaluate.options import EvalOptions
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.kernelbench.build import ExtensionBuilder
+from cuset.execute.kernelbench.budget import BuildBudget
 from cuset.execute.kernelbench.verify import DEFAULT_SEED, Check, KbVerdict, plain_checks, verify
 from cuset.execute.result import WITHOUT_KERNEL, ExecResult, Status
 
@@ -80,7 +81,9 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOption
                              **({"max_bytes": cache.max_bytes} if cache is not None else {}))
     elif name != "cpu":
         cache = None
-    common = dict(backend=name, atol=task.atol, rtol=task.rtol, cache=cache, workdir=workdir,
+    # one build budget for the sample: its verifications (plain, thread order, robust) share it
+    budget = BuildBudget(opts.timeouts.compile, opts.build_rounds)
+    common = dict(backend=name, atol=task.atol, rtol=task.rtol, cache=cache, workdir=workdir, build_budget=budget,
                   compile_timeout=opts.timeouts.compile, step_timeout=opts.timeouts.run, sandbox=opts.sandbox,
                   program_memory_bytes=opts.program_memory_bytes, run_disk_bytes=opts.run_disk_bytes,
                   extra_env=dict(opts.extra_env), eval_mode=opts.eval_mode, reference_store=opts.reference_store)
@@ -107,6 +110,7 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOption
             steps += robust.steps
             fields = dict(robust_status=robust.status, robust_detail=_detail(robust),
                           robust_check="" if robust.passed else robust.check.split("[")[0])
+    timings.update(budget.report())
     timings["total"] = time.perf_counter() - t0
     status, detail, hack = static_hack_verdict(task, code, plain, opts)
     return ExecResult(status, detail, steps, timings, name, kernel=plain.kernel, **fields, hack=hack)

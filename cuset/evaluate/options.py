@@ -45,6 +45,8 @@ class EvalOptions:
     robust: bool = False
     robust_cases: int = 3
     strict_kernels: bool = False
+    # KernelBench: request rounds (candidate runs ending in a load_inline request) per sample
+    build_rounds: int = 4
     # KernelBench: where each reference run's inputs and expected outputs are kept on disk
     # for every process of the machine (None: only in this process's memory)
     reference_store: ReferenceStore | None = ReferenceStore()

@@ -21,6 +21,7 @@ its budget for a while when everything in it is that recent (logged once).
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -75,7 +76,7 @@ class CompileCache:
         self.fingerprint = backend.fingerprint()
         self._pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="compile")
         self._lock = threading.Lock()
-        self._pending: dict[str, Future] = {}
+        self._pending: dict[str, tuple[Future, float | None]] = {}   # key -> (future, its deadline)
         self.hits = 0
         self.misses = 0
 
@@ -85,11 +86,15 @@ class CompileCache:
     def entry_dir(self, key: str) -> Path:
         return self.root / key[:2] / key
 
-    def submit(self, source: str) -> Future:
-        """A future CompileOutcome; identical sources share one future."""
+    def submit(self, source: str, deadline: float | None = None) -> Future:
+        """A future CompileOutcome; identical sources share one future. `deadline` (a
+        time.monotonic() value): the build is stopped then (a timeout, not cached), or not
+        started when it has passed; a request never shares a build stopped earlier than its own."""
         key = self.key(source)
         with self._lock:
-            fut = self._pending.get(key)
+            fut, other = self._pending.get(key, (None, None))
+            if fut is not None and not fut.done() and other is not None and (deadline is None or other < deadline):
+                fut = None   # another sample's build with less time: ours waits on the entry lock, then looks again
             if fut is not None and fut.done():
                 outcome = fut.result() if fut.exception() is None else None
                 if outcome is None or (outcome.executable is not None and not Path(outcome.executable).exists()):
@@ -97,8 +102,8 @@ class CompileCache:
                 else:
                     mark_used(self.entry_dir(key))
             if fut is None:
-                fut = self._pool.submit(self._get_or_build, key, source)
-                self._pending[key] = fut
+                fut = self._pool.submit(self._get_or_build, key, source, deadline)
+                self._pending[key] = (fut, deadline)
             return fut
 
     def compile(self, source: str) -> CompileOutcome:
@@ -115,7 +120,7 @@ class CompileCache:
 
     # -- internals ---------------------------------------------------------
 
-    def _get_or_build(self, key: str, source: str) -> CompileOutcome:
+    def _get_or_build(self, key: str, source: str, deadline: float | None = None) -> CompileOutcome:
         entry = self.entry_dir(key)
         cached = _read_entry(entry)
         if cached is not None:
@@ -128,7 +133,7 @@ class CompileCache:
                 self._count(hit=True)
                 return cached
             self._count(hit=False)
-            outcome = self._build(entry, source)
+            outcome = self._build(entry, source, deadline)
         if self.max_bytes is not None:
             evict(self.root, self.max_bytes)
         return outcome
@@ -140,16 +145,21 @@ class CompileCache:
             else:
                 self.misses += 1
 
-    def _build(self, entry: Path, source: str) -> CompileOutcome:
+    def _build(self, entry: Path, source: str, deadline: float | None = None) -> CompileOutcome:
+        timeout = self.timeout if deadline is None else min(self.timeout, deadline - time.monotonic())
+        if timeout <= 0:
+            detail = "not started: the time allowed for it had passed"
+            return CompileOutcome(False, None, StepResult("compile", None, 0.0, True, "", detail),
+                                  Status.COMPILE_ERROR, detail)
         workdir = staging_dir(entry)
         try:
-            outcome = self.backend.compile(source, workdir, self.timeout)
+            outcome = dataclasses.replace(self.backend.compile(source, workdir, timeout), built=True)
         except Exception:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         if outcome.step.timed_out:  # load-dependent: do not cache
             shutil.rmtree(workdir, ignore_errors=True)
-            return CompileOutcome(False, None, outcome.step, outcome.status or Status.TIMEOUT, outcome.detail)
+            return dataclasses.replace(outcome, ok=False, executable=None, status=outcome.status or Status.TIMEOUT)
         if not outcome.ok and (outcome.step.limit or (outcome.step.returncode or 0) < 0):
             # Stopped by a limit or a signal: the outcome depends on the configured limits
             # (not in the key) and the machine, not on the source alone; do not cache it.
@@ -168,7 +178,8 @@ class CompileCache:
         (workdir / OUTCOME).write_text(json.dumps(meta))
         os.chmod(workdir, 0o755)
         publish(workdir, entry)
-        return _read_entry(entry) or outcome
+        cached = _read_entry(entry)
+        return outcome if cached is None else dataclasses.replace(cached, built=True)
 
 
 def _read_entry(entry: Path) -> CompileOutcome | None:

@@ -23,6 +23,8 @@ class CompileOutcome:
     step: StepResult
     status: Status | None = None   # COMPILE_ERROR or UNSUPPORTED when not ok
     detail: str = ""
+    # the compiler ran for this outcome (False: read from a cache); not part of what it is
+    built: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -103,9 +103,10 @@ def run_step(
         )
     except OSError as e:
         return StepResult(name, None, 0.0, False, "", f"could not start {argv[0]}: {e}")
-    out, err, timed_out = _communicate(proc, stdin_bytes, timeout, output_limit)
+    out, err, timed_out, cpu = _communicate(proc, stdin_bytes, timeout, output_limit)
     seconds = time.perf_counter() - start
-    return StepResult(name, proc.returncode, seconds, timed_out, truncate_log(out), truncate_log(err))
+    return StepResult(name, proc.returncode, seconds, timed_out, truncate_log(out), truncate_log(err),
+                      cpu_seconds=cpu)
 
 
 def _communicate(proc: subprocess.Popen, stdin_bytes, timeout: float, limit: int):
@@ -138,18 +139,39 @@ def _communicate(proc: subprocess.Popen, stdin_bytes, timeout: float, limit: int
             if len(buf) < limit:
                 buf.extend(chunk[: limit - len(buf)])
     sel.close()
+    cpu = None
     if timed_out:
         _kill_group(proc)
     else:
         # The direct child closed its pipes; wait for it, bounded by what is left.
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        cpu = _reap(proc, max(0.1, deadline - time.monotonic()))
+        if proc.returncode is None:
             timed_out = True
             _kill_group(proc)
-    proc.wait()
+    if proc.returncode is None:
+        cpu = _reap(proc, None)
     # Orphans of a finished child (e.g. a daemonised fork) die with the group too.
     _kill_group(proc)
     for f in bufs:
         f.close()
-    return bytes(bufs[proc.stdout]), bytes(bufs[proc.stderr]), timed_out
+    return bytes(bufs[proc.stdout]), bytes(bufs[proc.stderr]), timed_out, cpu
+
+
+def _reap(proc: subprocess.Popen, timeout: float | None) -> float | None:
+    """Wait for `proc` (at most `timeout` seconds; None: until it ends) and reap it with
+    wait4: its CPU seconds (user + system) include every descendant it waited for (a
+    compiler driver's cc1plus and as; bwrap's whole namespace). None while it still runs,
+    or when it was reaped elsewhere (then only its exit status is known)."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            pid, status, usage = os.wait4(proc.pid, 0 if end is None else os.WNOHANG)
+        except ChildProcessError:   # reaped by someone else: Popen knows its status
+            proc.wait()
+            return None
+        if pid == proc.pid:
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            return usage.ru_utime + usage.ru_stime
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.01)

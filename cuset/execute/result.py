@@ -72,6 +72,9 @@ class StepResult:
     stderr: str = ""
     limit: str = ""                  # a resource limit the step hit: "memory_limit" or "disk_limit"
     diagnostics: str | None = None   # the CPU runtime's own channel (None: not used, read stderr)
+    # user + system CPU seconds of the step's process and every descendant it waited for
+    # (wait4); None where unknown (a step that never started, records written before)
+    cpu_seconds: float | None = None
 
 
 WITHOUT_KERNEL = {   # why a KernelBench pass ran none of its own kernels (KernelEvidence.without_kernel)

@@ -145,8 +145,8 @@ def test_run_time_builds_stop_at_the_samples_build_budget(cache):
     dynamic = RELU_OK.replace("cuda_sources=relu_source", 'cuda_sources="".join(list(relu_source))')
     v = run(dynamic, cache, build_budget_seconds=0.0)
     assert v.status is Status.COMPILE_ERROR
-    assert v.detail == ("the candidate's extension builds took 0 s, its whole budget of 0 s, and it asks for "
-                        "1 more")
+    assert v.detail == ("the candidate's extension builds took 0.0 s of wall time and 0.0 s of CPU time, its "
+                        "whole budget of 0 s, and it asks for 1 more")
     assert [s.name for s in v.steps] == ["kernelbench[cpu]"]   # nothing built
 
 

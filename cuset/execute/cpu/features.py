@@ -185,9 +185,23 @@ def find_unsupported(tokens: list[Token], decls: list[Decl]) -> list[Unsupported
                 and t.end == tokens[k + 1].start and tokens[k + 1].end == tokens[k + 2].start:
             if any(d.in_body(k) for d in device_bodies):
                 add("dynamic parallelism (kernel launch from device code)", t.line)
-    for u in find_assembler_directives(tokens):
+    for u in find_embedded_files(tokens):
         add(u.feature, u.line)
     return sorted(found.values(), key=lambda u: u.line)
+
+
+def find_embedded_files(tokens: list[Token]) -> list[Unsupported]:
+    """What would put a file's bytes into the build: assembler directives in string literals
+    (`.incbin`, `.include`, sections) and the preprocessor's `#embed` (C23, C++26)."""
+    found = find_assembler_directives(tokens)
+    prev = None
+    for t in tokens:
+        if t.kind in (SPACE, COMMENT):
+            continue
+        if t.directive and t.kind == IDENT and t.text == "embed" and prev is not None and prev.text == "#":
+            found.append(Unsupported("preprocessor directive #embed (reads a file at compile time)", t.line))
+        prev = t
+    return sorted(found, key=lambda u: u.line)
 
 
 # Assembler directives that read files (`.incbin`, `.include`: a reference output

@@ -20,6 +20,7 @@ sources run in the compile sandbox, like the CPU backend's.
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
 import hashlib
 import json
@@ -29,6 +30,7 @@ import shutil
 import sys
 import sysconfig
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -37,6 +39,8 @@ from pathlib import Path
 from cuset.execute.interface import CompileOutcome
 from cuset.execute.cpu.diagnostics import summarize_compile_errors
 from cuset.execute.cpu import rewrite_worker
+from cuset.execute.cpu.features import find_embedded_files
+from cuset.execute.cpu.lexer import tokenize
 from cuset.execute.cpu.toolchain import INCLUDE_DIR, SOURCE_DIR, Toolchain, ToolchainError, default_cache_dir
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import COMPILE_MEMORY_BYTES, compile_policy, run_compiler
@@ -247,17 +251,32 @@ class ExtensionBuilder:
         """The compile-cache key's part: the toolchain (PCH) and the generated sources' version."""
         return f"{self.toolchain.fingerprint()}-b{BUILDER_VERSION}"
 
+    def prepare(self) -> None:
+        """Build the shared toolchain (PIC runtime, precompiled header) now, if not built yet:
+        trusted work that no candidate's build budget should pay for."""
+        self.toolchain.ensure_runtime()
+
     def compile(self, source: str, workdir: Path, timeout: float) -> CompileOutcome:
+        """Build one extension; `timeout` bounds the whole build (rewriter, both compiles and
+        the link together), so a sample's build budget holds whatever the sources do."""
+        deadline = time.monotonic() + timeout
+
+        def left() -> float:
+            return deadline - time.monotonic()
+
         workdir = Path(workdir).resolve()
         workdir.mkdir(parents=True, exist_ok=True)
         spec = ExtensionSpec.from_json(json.loads(source))
+        embedded = [u for src in spec.cpp_sources for u in find_embedded_files(tokenize(src))]
+        if embedded:   # cpp_sources see no rewriter: their file-reading directives are refused here
+            return _failed(Status.UNSUPPORTED, "cpp_sources use " + "; ".join(u.describe() for u in embedded))
         cuda_rewritten = None
         if spec.cuda_sources:
             cuda_src = "\n".join(spec.cuda_sources)
             # `at::cuda::` / `c10::cuda::` are torch's (shimmed), not libcu++'s `cuda::`.
             masked_src = _TORCH_CUDA_NS.sub(lambda m: m.group(0).replace("cuda", "cu_a"), cuda_src)
             try:   # in a worker under the compile timeout: pathological sources make the rewriter slow
-                (_, unsupported), (real, _) = rewrite_worker.analyse([masked_src, cuda_src], timeout)
+                (_, unsupported), (real, _) = rewrite_worker.analyse([masked_src, cuda_src], left())
             except (rewrite_worker.RewriteTimeout, rewrite_worker.RewriteFailed) as e:
                 return _failed(Status.COMPILE_ERROR, str(e), timed_out=isinstance(e, rewrite_worker.RewriteTimeout))
             if unsupported:
@@ -271,7 +290,9 @@ class ExtensionBuilder:
             runtime = self.toolchain.ensure_runtime()
         except ToolchainError as e:
             return _failed(Status.COMPILE_ERROR, f"CPU toolchain for KernelBench extensions unavailable: {e}")
-        policy = compile_policy(timeout, self.sandbox_mode, self.compile_memory_bytes)
+        if left() <= 0:
+            return _failed(Status.COMPILE_ERROR, f"the build took longer than {timeout:.0f} s", timed_out=True)
+        policy = compile_policy(left(), self.sandbox_mode, self.compile_memory_bytes)
         info = torch_build_info()
         readonly = (runtime, INCLUDE_DIR, KB_INCLUDE_DIR, Path(info["python_include"]),
                     *dict.fromkeys(Path(p) for p in info["include"]))
@@ -286,7 +307,7 @@ class ExtensionBuilder:
             src = sub / (name.replace(".", "_") + ".cpp")
             src.write_text(text)
             return run_compiler(self.toolchain.object_command(runtime, src, src.with_suffix(".o")),
-                                build_dir=sub, timeout=timeout, policy=policy, readonly=readonly)
+                                build_dir=sub, timeout=max(left(), 0.0), policy=policy, readonly=readonly)
 
         # The two translation units compile side by side (the link waits for both).
         with ThreadPoolExecutor(max_workers=len(tus)) as pool:
@@ -300,10 +321,16 @@ class ExtensionBuilder:
                 return CompileOutcome(False, None, merged, Status.COMPILE_ERROR, f"{name}: {errors}")
         so = workdir / f"{spec.module_name()}.so"
         objects = [workdir / n.replace(".", "_") / (n.replace(".", "_") + ".o") for n in tus]
-        link = run_compiler(self.toolchain.link_command(runtime, objects, so), build_dir=workdir, timeout=timeout,
+        if left() <= 0:
+            return CompileOutcome(False, None, dataclasses.replace(merged, timed_out=True), Status.COMPILE_ERROR,
+                                  f"the build took longer than {timeout:.0f} s (before the link)")
+        link = run_compiler(self.toolchain.link_command(runtime, objects, so), build_dir=workdir, timeout=left(),
                             policy=policy, readonly=readonly + (Path(info["lib"]),))
         merged = _merge([merged, link])
-        if link.returncode != 0 or link.timed_out or not so.is_file():
+        if link.timed_out:
+            return CompileOutcome(False, None, merged, Status.COMPILE_ERROR,
+                                  f"the build took longer than {timeout:.0f} s (in the link)")
+        if link.returncode != 0 or not so.is_file():
             return CompileOutcome(False, None, merged, Status.COMPILE_ERROR,
                                   f"link: {summarize_compile_errors(link.stderr, MAIN_NAME)}")
         for obj in objects:
@@ -318,5 +345,7 @@ def _failed(status: Status, detail: str, timed_out: bool = False) -> CompileOutc
 def _merge(steps: list[StepResult]) -> StepResult:
     """One compile step from several compiler runs (logs concatenated, the worst exit)."""
     worst = next((s for s in steps if s.timed_out or s.returncode != 0), steps[-1])
+    cpu = [s.cpu_seconds for s in steps if s.cpu_seconds is not None]
     return StepResult("compile", worst.returncode, sum(s.seconds for s in steps), any(s.timed_out for s in steps),
-                      "".join(s.stdout for s in steps), "".join(s.stderr for s in steps), worst.limit)
+                      "".join(s.stdout for s in steps), "".join(s.stderr for s in steps), worst.limit,
+                      cpu_seconds=sum(cpu) if cpu else None)

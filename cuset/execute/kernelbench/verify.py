@@ -68,6 +68,7 @@ from cuset.execute.compile_cache import CompileCache
 from cuset.execute.cpu.diagnostics import classify_run
 from cuset.execute.kernelbench import claims
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
+from cuset.execute.kernelbench.budget import DEFAULT_ROUNDS, MAX_STATIC_BUILDS, BuildBudget
 from cuset.execute.kernelbench.compare import BadOutput, judge, read_files, tensor_bytes
 from cuset.execute.kernelbench.reference_store import ReferenceStore
 from cuset.execute.process import clean_env
@@ -81,10 +82,6 @@ HARNESS = Path(__file__).resolve().parent / "harness.py"
 DIAG_FD_ENV = "CUSET_CPU_DIAG_FD"   # the CPU runtime's diagnostics channel (runtime/src/diag.cpp)
 DIAGNOSTICS_LIMIT = 64 << 10
 DETAIL_LIMIT = 2000                 # characters of a verdict's detail kept
-MAX_EXTENSIONS = 8                  # distinct load_inline extensions one sample may build (BuildBudget)
-# Each run asks for one extension at most (the request ends it): one run per extension, and the last.
-MAX_BUILD_ROUNDS = MAX_EXTENSIONS + 1
-MAX_STATIC_BUILDS = 4               # of those, built from the source before the candidate runs
 MAX_SOURCE_CHARS = 1 << 20          # a candidate longer than this is refused before the parent parses it
 RUN_DISK_SLACK = 256 << 20          # a candidate run dir's quota beyond twice the reference's outputs
 # The reference's run dir: its own tmpfs too (a third-party task's reference is not ours either;
@@ -153,6 +150,7 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
            step_timeout: float = 60.0, import_timeout: float | None = None,
            sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
            run_disk_bytes: int | None = None, build_budget_seconds: float | None = None,
+           build_rounds: int = DEFAULT_ROUNDS, build_budget: BuildBudget | None = None,
            extra_env: dict[str, str] | None = None, eval_mode: str = "train",
            reference_store: ReferenceStore | None = ReferenceStore()) -> KbVerdict:
     """Verify `candidate_src` (defines ModelNew) against `reference_src` (Model,
@@ -163,8 +161,11 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     beyond what the parent puts there (default: RUN_DISK_SLACK + twice the reference's
     outputs; `disk_limit` when full), mounted where mounting works (put `workdir` under a
     private mount, see cuset.execute.disk_quota.isolate); the sample's extension builds
-    share one budget (BuildBudget: MAX_EXTENSIONS builds, `build_budget_seconds`, default
-    `compile_timeout`, of build wall time in all). The reference's values come from this
+    share one budget (budget.BuildBudget: MAX_EXTENSIONS builds, `build_budget_seconds`,
+    default `compile_timeout`, of wall and of CPU time over all builds, each build stopped
+    where it runs out, and `build_rounds` request rounds; pass `build_budget` to share one
+    between the verifications of a sample, else its spending is in this verdict's timings).
+    The reference's values come from this
     process's memory, else from `reference_store` (on disk, shared by the machine's
     processes; None: not used), else from a run of the reference (then kept in both)."""
     t0 = time.perf_counter()
@@ -185,6 +186,9 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
         return KbVerdict(Status.INFRA_ERROR, "load_inline needs ninja on the evaluating machine's PATH "
                                              "(pip install ninja, or apt-get install ninja-build)")
     checks = checks or plain_checks(n_trials, seed, constant_overrides, value_variant, backward)
+    own_budget = build_budget is None
+    budget = build_budget or BuildBudget(build_budget_seconds if build_budget_seconds is not None else compile_timeout,
+                                         build_rounds)
     own_cache = cache is None and backend == "cpu"
     if own_cache:
         cache = CompileCache(ExtensionBuilder(sandbox_mode=sandbox.mode), timeout=compile_timeout)
@@ -206,14 +210,19 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
             timings["total"] = time.perf_counter() - t0
             return _verdict(failure[0], tuple(steps), timings)
         manifest: dict[str, dict] = {}
-        budget = BuildBudget(build_budget_seconds if build_budget_seconds is not None else compile_timeout)
-        if backend == "cpu":   # the calls found in the source, up to what the budget allows before any run
-            budget.build(cache, extract_specs(candidate_src)[:MAX_STATIC_BUILDS], manifest, steps, timings)
+        asked_failed: dict[str, dict] = {}   # failed builds the candidate asked for: raised in its next runs
+        over = None
+        if backend == "cpu":   # the calls found in the source (up to MAX_STATIC_BUILDS) and those it asked
+            # for in this sample's earlier verifications, before any run
+            static = extract_specs(candidate_src)[:MAX_STATIC_BUILDS]
+            asked = [s for k, s in budget.requested.items() if k not in {t.key() for t in static}]
+            over = budget.build(cache, static + asked, manifest, steps, timings)
+            asked_failed.update({s.key(): manifest[s.key()] for s in asked
+                                 if manifest.get(s.key(), {}).get("status") == Status.COMPILE_ERROR.value})
         quota = run_disk_bytes if run_disk_bytes is not None else \
             RUN_DISK_SLACK + 2 * sum(tensor_bytes(t) for _, t in expected.values())
         # 2. The candidate alone, on copies of the inputs; 3. the comparison, here.
-        asked_failed: dict[str, dict] = {}   # failed builds the candidate asked for: raised in its next runs
-        for _ in range(MAX_BUILD_ROUNDS):
+        while over is None:
             shown = {k: e for k, e in manifest.items() if "path" in e or k in asked_failed}
             run_dir = _candidate_dir(run_root, candidate_src, inputs, shown, quota)
             record, step = _run_harness("candidate", run_dir, shown, *common)
@@ -230,16 +239,19 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
                 record = _after_failed_build(record, asked_failed, evidence)
                 break
             _discard(run_dir)
-            record = _serve(record, backend, manifest, shown, asked_failed, budget, cache, steps, timings)
-            if record is not None:
-                break
-        else:
-            record = {"status": "runtime_error", "detail": f"still asking for new extensions after "
-                                                           f"{MAX_BUILD_ROUNDS} runs of the candidate"}
+            over = budget.next_round()
+            if over is None:
+                record = _serve(record, backend, manifest, shown, asked_failed, budget, cache, steps, timings)
+                if record is not None:
+                    break
+        if over is not None:   # the parent's decision, whatever the candidate would have done next
+            record = {"status": "compile_error", "detail": over}
     finally:
         if own_cache:
             cache.close()
         _discard(run_root, run_root=True)
+    if own_budget:
+        timings.update(budget.report())
     timings["total"] = time.perf_counter() - t0
     return dataclasses.replace(_verdict(record, tuple(steps), timings), kernel=evidence)
 
@@ -254,10 +266,10 @@ def _serve(record: dict, backend: str, manifest: dict, shown: dict, asked_failed
                                                      "(sources that change between runs?)"}
     new = [s for s in specs if s.key() not in manifest]
     if new:
-        over = budget.refuses(new, manifest)
+        over = budget.refuses(new, manifest) or budget.build(cache, new, manifest, steps, timings)
         if over is not None:
             return {"status": "compile_error", "detail": over}
-        budget.build(cache, new, manifest, steps, timings)
+        budget.requested.update((s.key(), s) for s in new)
     for spec in specs:
         entry = manifest[spec.key()]
         if "path" in entry:
@@ -506,46 +518,6 @@ def _const(node, env):
 
 
 # ---------------------------------------------------------------- build + run
-class BuildBudget:
-    """The extension builds of one sample: at most MAX_EXTENSIONS distinct ones, and
-    `seconds` of build wall time in all (cache hits cost nothing). A candidate whose
-    source names many load_inline calls it never makes gets only the first
-    MAX_STATIC_BUILDS built before it runs; what it then asks for at run time is built
-    while the budget lasts, else its verdict is `compile_error`."""
-
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-        self.spent = 0.0
-
-    def refuses(self, new: list[ExtensionSpec], manifest: dict) -> str | None:
-        """Why building `new` as well is over the budget; None when it is not."""
-        if len(manifest) + len(new) > MAX_EXTENSIONS:
-            return (f"the candidate asks for {len(manifest) + len(new)} load_inline extensions, more than the "
-                    f"{MAX_EXTENSIONS} one sample may build")
-        if self.spent >= self.seconds:
-            return (f"the candidate's extension builds took {self.spent:.0f} s, its whole budget of "
-                    f"{self.seconds:g} s, and it asks for {len(new)} more")
-        return None
-
-    def build(self, cache: CompileCache, specs: list[ExtensionSpec], manifest: dict, steps: list,
-              timings: dict) -> None:
-        tb = time.perf_counter()
-        futures = {s.key(): (s, cache.submit(json.dumps(s.to_json(), sort_keys=True))) for s in specs
-                   if s.key() not in manifest}
-        for key, (spec, fut) in futures.items():
-            outcome = fut.result()
-            steps.append(outcome.step)
-            if outcome.ok:
-                manifest[key] = {"path": str(outcome.executable), "module": spec.module_name()}
-            else:
-                manifest[key] = {"status": (outcome.status or Status.COMPILE_ERROR).value,
-                                 "detail": f"load_inline({spec.name!r}): {outcome.detail}",
-                                 "log": truncate_log(outcome.step.stderr)}
-        elapsed = time.perf_counter() - tb
-        self.spent += elapsed
-        timings["compile"] = timings.get("compile", 0.0) + elapsed
-
-
 def _policy(base: SandboxPolicy, backend: str, timeout: float, program_memory_bytes: int | None) -> SandboxPolicy:
     # No RLIMIT_AS: torch and the CPU runtime reserve large address ranges; the
     # process tree's memory is bounded by the cgroup instead.
