@@ -249,31 +249,6 @@ def masked_dirs(policy: "SandboxPolicy", visible: tuple = ()) -> list[Path]:
     return masks
 
 
-def _traversable_parents(path: Path, masks: list[Path]) -> list[str]:
-    """bwrap arguments creating the parents of a bind target that lie on a masking
-    tmpfs with mode 0755 (bwrap would make them 0700, untraversable by the sandbox
-    uid); they stay empty, so nothing else of what is masked shows."""
-    argv: list[str] = []
-    mask = next((m for m in reversed(masks) if path.is_relative_to(m) and path != m), None)
-    if mask is None:
-        return argv
-    for parent in reversed(path.parents):
-        if parent.is_relative_to(mask) and parent != mask:
-            argv += ["--perms", "0755", "--dir", str(parent)]
-    return argv
-
-
-def _masked_interpreter_binds(masks: list[Path]) -> list[str]:
-    """bwrap arguments binding the Python installation (a venv, its base) back read-only
-    when it lives under a masked dir (e.g. a checkout in /tmp or the home dir), so
-    sandboxed scripts (gen.py) still find their interpreter and packages."""
-    argv: list[str] = []
-    for path in sorted({Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}):
-        if any(path.is_relative_to(m) for m in masks):
-            argv += _traversable_parents(path, masks) + ["--ro-bind", str(path), str(path)]
-    return argv
-
-
 @functools.lru_cache(maxsize=1)
 def _bwrap_has(option: str) -> bool:
     try:
@@ -291,12 +266,42 @@ MINIMAL_ROOT = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
                 "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
 
 
-def _minimal_root_binds() -> tuple[list[str], list[Path]]:
-    """bwrap arguments building the minimal root, and the paths it makes visible."""
+# What a run step sees besides MINIMAL_ROOT, its run dir and its `readonly` paths: the
+# kernel's view of the machine (/sys, read-only: torch's cpuinfo and the GPU driver read
+# it) and the evaluating interpreter's installation (`interpreter_paths`). Nothing else of
+# the host: no checkout, no generations file, no results being written, no home.
+RUN_SYSTEM = ("/sys",)
+
+
+def interpreter_paths() -> tuple[Path, ...]:
+    """The evaluating Python installation as a sandboxed harness or gen.py reaches it: its
+    prefixes and the directory of sys.executable, each as named (a venv reached through a
+    link) and resolved, where it lies outside MINIMAL_ROOT."""
+    found: dict[Path, None] = {}
+    for name in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, Path(sys.executable).parent):
+        for path in (Path(os.path.abspath(name)), Path(name).resolve()):
+            if path != Path("/") and not any(path.is_relative_to(r) for r in MINIMAL_ROOT):
+                found[path] = None
+    return tuple(found)
+
+
+def _outermost(paths) -> list[Path]:
+    """`paths` without those lying inside another one (bound once, with what is below)."""
+    unique = sorted(set(paths), key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for path in unique:
+        if not any(path.is_relative_to(k) for k in kept):
+            kept.append(path)
+    return kept
+
+
+def _minimal_root_binds(extra: tuple[str, ...] = ()) -> tuple[list[str], list[Path]]:
+    """bwrap arguments building the minimal root (and the `extra` system paths), and the
+    paths it makes visible."""
     argv: list[str] = []
     visible: list[Path] = []
     made: set[Path] = set()
-    for name in MINIMAL_ROOT:
+    for name in (*MINIMAL_ROOT, *extra):
         path = Path(name)
         argv += _new_parents(path, [], made)   # /etc itself 0755 (bwrap would make it 0700)
         if path.is_symlink():   # /bin -> usr/bin on merged-/usr systems: the same link inside
@@ -320,38 +325,41 @@ def _new_parents(path: Path, present: list[Path], made: set[Path]) -> list[str]:
 
 
 def _bwrap_root(policy: SandboxPolicy, readonly: tuple[Path, ...], run_dir: Path) -> tuple[list[str], list[Path]]:
-    """The root filesystem: the host's read-only, or (policy.minimal_root) only MINIMAL_ROOT
-    and the readonly paths, with the masks that fall inside what is visible."""
+    """The root filesystem: MINIMAL_ROOT (and RUN_SYSTEM for a run step) with the readonly
+    paths, and the masks that fall inside what is visible."""
     masks = masked_dirs(policy, (*readonly, run_dir))
-    if not policy.minimal_root:
-        return ["--ro-bind", "/", "/"], masks
-    argv, present = _minimal_root_binds()
+    argv, present = _minimal_root_binds(() if policy.minimal_root else RUN_SYSTEM)
     visible = present + list(readonly)
     return argv, [m for m in masks if any(m.is_relative_to(v) and m != v for v in visible)]
 
 
+def _visible_paths(policy: SandboxPolicy, readonly: tuple[Path, ...]) -> tuple[Path, ...]:
+    """What a step sees besides its root and run dir: its `readonly` paths, and for a run
+    step the evaluating interpreter (and on the GPU a CUDA toolkit outside /usr, for
+    load_inline's nvcc)."""
+    if policy.minimal_root:
+        return tuple(readonly)
+    extra = interpreter_paths()
+    if policy.gpu_devices:
+        extra += _toolchain_outside_root("nvcc")
+    return tuple(_outermost((*readonly, *extra)))
+
+
 def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...],
                   seccomp_fd: int | None = None) -> list[str]:
+    readonly = _visible_paths(policy, readonly)
     root, masks = _bwrap_root(policy, readonly, run_dir)
     argv = ["bwrap", *root]
     argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm"] if policy.gpu_devices else ["--dev", "/dev"]
     argv += ["--proc", "/proc"]
-    if policy.minimal_root:
-        # nothing else of the host: the read-only paths and the run dir on new parents
-        present, made = [Path(p) for p in MINIMAL_ROOT if Path(p).exists()], set()
-        argv += ["--tmpfs", "/tmp"]
-        for path in sorted(readonly, key=lambda p: len(p.parts)):
-            argv += _new_parents(path, present, made) + ["--ro-bind", str(path), str(path)]
-        for masked in masks:   # a protected path inside what is visible (after the binds: on top of them)
-            argv += ["--tmpfs", str(masked)]
-        argv += _new_parents(run_dir, present, made)
-    else:
-        for masked in masks:
-            argv += ["--tmpfs", str(masked)]
-        argv += _masked_interpreter_binds(masks)
-        for path in readonly:
-            argv += _traversable_parents(path, masks) + ["--ro-bind", str(path), str(path)]
-        argv += _traversable_parents(run_dir, masks)
+    # nothing else of the host: the read-only paths and the run dir on new parents
+    present, made = [Path(p) for p in (*MINIMAL_ROOT, *RUN_SYSTEM) if Path(p).exists()], set()
+    argv += ["--tmpfs", "/tmp"]
+    for path in sorted(readonly, key=lambda p: len(p.parts)):
+        argv += _new_parents(path, present, made) + ["--ro-bind", str(path), str(path)]
+    for masked in masks:   # a protected path inside what is visible (after the binds: on top of them)
+        argv += ["--tmpfs", str(masked)]
+    argv += _new_parents(run_dir, present, made)
     argv += ["--bind", str(run_dir), str(run_dir), "--chdir", str(run_dir)]
     argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
              "--die-with-parent", "--new-session"]
