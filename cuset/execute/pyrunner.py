@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 
 from cuset.execute.process import Limits, clean_env, run_step
@@ -121,6 +123,10 @@ class PyForkServer:
         self._pending: dict[int, dict] = {}
         self._events: dict[int, threading.Event] = {}
         self._tmp = Path(tempfile.mkdtemp(prefix="cuset-py-"))
+        # The server and its dir of script logs go with this object, at the latest when the
+        # interpreter exits (a module-level server is never closed by hand): nothing of it
+        # outlives the evaluation that started it.
+        self._finalizer = weakref.finalize(self, _shut_down, self._proc, self._tmp)
         self._reader = threading.Thread(target=self._read, daemon=True, name="pyforkserver")
         self._reader.start()
 
@@ -186,16 +192,22 @@ class PyForkServer:
         return StepResult(name, code, seconds, timed_out, truncate_log(stdout), truncate_log(stderr))
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            self._proc.stdin.close()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-                self._proc.wait()
-        import shutil
+        self._finalizer()
 
-        shutil.rmtree(self._tmp, ignore_errors=True)
+
+def _shut_down(proc: subprocess.Popen, tmp: Path) -> None:
+    """End a fork server (stdin closed, killed after 5 s) and remove its dir of script logs."""
+    if proc.poll() is None:
+        try:
+            proc.stdin.close()
+            proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            proc.wait()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _read_head(path: Path, limit: int) -> bytes:

@@ -75,6 +75,8 @@ def _fork_server():
 
     with _server_lock:
         if _server is None or not _server.alive:
+            if _server is not None:
+                _server.close()   # a dead server's dir of logs goes with it
             _server = PyForkServer(PRELOAD, env=_env())
         return _server
 
