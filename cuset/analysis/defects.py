@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from cuset.analysis.mdsafe import code, inline
 from cuset.analysis.results import RunResults
 from cuset.evaluate.taskcheck.record import CheckFile
 
@@ -40,22 +41,22 @@ def defects_section(check: CheckFile, mode: str, runs: Sequence[RunResults]) -> 
 
 def defects_markdown(section: dict) -> list[str]:
     tasks, mode = section["tasks"], section["mode"]
-    lines = [f"## Benchmark defects ({len(tasks)} task(s) of `{section['tasks_file']}`, {mode}d)", "",
-             f"From the task check `{section['file']}` (`cuset tasks check`): these tasks' own reference fails the "
+    lines = [f"## Benchmark defects ({len(tasks)} task(s) of {code(section['tasks_file'])}, {mode}d)", "",
+             f"From the task check {code(section['file'])} (`cuset tasks check`): these tasks' own reference fails the "
              "evaluation, or their checker accepts corrupted outputs. "
              + ("Their samples are left out of every number in this report." if mode == "exclude" else
                 "They are counted in every number in this report; the table below says how much they carry."), ""]
     if not tasks:
         return lines + ["The check lists no defective task.", ""]
     lines += ["| task | name | defects | why |", "|---|---|---|---|"]
-    lines += [f"| {t['task_id']} | {t['task_name']} | {', '.join(t['defects'])} | "
-              f"{' '.join(t['why'].split()).replace('|', '/')[:300]} |" for t in tasks]
+    lines += [f"| {inline(t['task_id'])} | {inline(t['task_name'])} | {inline(', '.join(t['defects']))} | "
+              f"{inline(' '.join(t['why'].split())[:300])} |" for t in tasks]
     lines.append("")
     if mode == "exclude":
         lines += [f"- run {r['run']}: excluded {len(r['excluded'])} task(s)"
-                  + (f" ({', '.join(r['excluded'])})" if r["excluded"] else "") for r in section["runs"]]
+                  + (f" ({inline(', '.join(r['excluded']))})" if r["excluded"] else "") for r in section["runs"]]
     else:
         lines += [f"- run {r['run']}: scores {len(r['flagged'])} flagged task(s)"
-                  + (f" ({', '.join(r['flagged'])})" if r["flagged"] else "")
+                  + (f" ({inline(', '.join(r['flagged']))})" if r["flagged"] else "")
                   + f"; they carry {r['function@1_points']:.1f} points of its function@1" for r in section["runs"]]
     return lines + [""]

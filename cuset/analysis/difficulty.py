@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from cuset.analysis.mdsafe import inline
 from cuset.errors import CusetError
 from cuset.io import JsonlError, iter_jsonl, atomic_write_text
 
@@ -311,13 +312,13 @@ def difficulty_markdown(result: DifficultyResult, unit: str, *, title: str = "Ta
               f"| family | tasks | attempts | passed | pass rate | mean reasoning of passing answers [{unit}] |",
               "|---|---:|---:|---:|---:|---:|"]
     for f in result.families:
-        lines.append(f"| {f.family} | {f.tasks} | {f.attempts} | {f.passed} | {100 * f.pass_rate:.1f}% | {_num(f.mean_passing_tokens)} |")
+        lines.append(f"| {inline(f.family)} | {f.tasks} | {f.attempts} | {f.passed} | {100 * f.pass_rate:.1f}% | {_num(f.mean_passing_tokens)} |")
     hardest = result.hardest()
     lines += ["", f"{h}# Hardest tasks by pass rate (top {len(hardest)})", "",
               f"| task | family | attempts | passed | pass rate | mean reasoning of passing answers [{unit}] | "
               f"mean reasoning of all answers [{unit}] |", "|---|---|---:|---:|---:|---:|---:|"]
     for t in hardest:
-        lines.append(f"| {t.task} | {t.family} | {t.attempts} | {t.passed} | {100 * t.pass_rate:.1f}% | "
+        lines.append(f"| {inline(t.task)} | {inline(t.family)} | {t.attempts} | {t.passed} | {100 * t.pass_rate:.1f}% | "
                      f"{_num(t.mean_passing_tokens)} | {_num(t.mean_tokens)} |")
     return "\n".join(lines) + "\n"
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from cuset.analysis.mdsafe import code, inline
 from cuset.analysis import plots
 from cuset.analysis.defects import defects_markdown
 from cuset.analysis.difficulty import DifficultyResult, difficulty_markdown, difficulty_table, plot_difficulty
@@ -192,16 +193,18 @@ def report_markdown(doc: dict) -> str:
              "## Runs", "",
              "| # | Run | Labels | Tasks | Samples | Skipped tasks |", "|---:|---|---|---:|---:|---:|"]
     for i, r in enumerate(doc["runs"], 1):
-        labels = ", ".join(f"{k}={v}" for k, v in r["labels"].items())
+        labels = inline(", ".join(f"{k}={v}" for k, v in r["labels"].items()))
         c = r["counts"]
-        lines.append(f"| {i} | `{r['source']}` | {labels} | {c.get('n_tasks')} | {c.get('n_samples')} | {c.get('n_skipped_tasks', 0)} |")
+        lines.append(f"| {i} | {code(r['source'])} | {labels} | {c.get('n_tasks')} | {c.get('n_samples')} | "
+                     f"{c.get('n_skipped_tasks', 0)} |")
     lines.append("")
     if doc.get("task_check"):
         lines += defects_markdown(doc["task_check"])
     lines += ["## Main results (shaped like Table 2)", "", table2_markdown(doc["table2"]), ""]
     lines += perf_runs_markdown(doc["runs"])
     for cmp in doc.get("paired", []):
-        lines += [f"## Paired comparison: {cmp['b']} (runs {cmp['runs_b']}) vs {cmp['a']} (runs {cmp['runs_a']})", "",
+        lines += [f"## Paired comparison: {inline(cmp['b'])} (runs {cmp['runs_b']}) vs {inline(cmp['a'])} "
+                  f"(runs {cmp['runs_a']})", "",
                   PAIRED_METHOD_TEXT + (f" Holm-adjusted p (column p_Holm) over the {cmp['n_comparisons']} comparisons "
                                         "in this report; 'significant' uses it." if cmp.get("n_comparisons", 1) > 1
                                         else ""), "",
@@ -211,14 +214,14 @@ def report_markdown(doc: dict) -> str:
             interval = ("none (no variation)" if r["low"] is None
                         else f"[{100 * r['low']:+.1f}, {100 * r['high']:+.1f}]")
             runs_note = "" if r["run_variance"] == "estimated" else " *"
-            lines.append(f"| {r['metric']} | {r['n_tasks']} | {r['n_seeds'][0]}/{r['n_seeds'][1]}{runs_note} | "
+            lines.append(f"| {inline(r['metric'])} | {r['n_tasks']} | {r['n_seeds'][0]}/{r['n_seeds'][1]}{runs_note} | "
                          f"{100 * r['mean_a']:.1f} | {100 * r['mean_b']:.1f} | {100 * r['delta']:+.1f} | {interval} | "
                          f"{format_p(r['p_value'])[2:]} | "
                          f"{'' if r.get('p_holm') is None else format_p(r['p_holm'])[2:]} | "
                          f"{'yes' if r['significant'] else 'no'} |")
         notes = sorted({r["run_variance"] for r in cmp["rows"]} - {"estimated"})
         lines += [f"\\* {RUN_VARIANCE[n]}." for n in notes]
-        lines += [""] + [f"- {r['sentence']}" for r in cmp["rows"]] + [""]
+        lines += [""] + [f"- {inline(r['sentence'])}" for r in cmp["rows"]] + [""]
     if "table2" in doc["figures"]:
         lines += [f"![Table 2]({doc['figures']['table2']})", ""]
     lines += ["## Models, size and generation cost (shaped like Table 3)", "", table3_markdown(doc["table3"]), ""]
@@ -233,7 +236,7 @@ def report_markdown(doc: dict) -> str:
         if "figure4" in doc["figures"]:
             lines += [f"![Figure 4]({doc['figures']['figure4']})", ""]
     for d in doc.get("difficulty", []):
-        labels = ", ".join(f"{k}={v}" for k, v in doc["runs"][d["run"] - 1]["labels"].items())
+        labels = inline(", ".join(f"{k}={v}" for k, v in doc["runs"][d["run"] - 1]["labels"].items()))
         lines += [difficulty_markdown(DifficultyResult.from_json(d), d["unit"], figure=d["figure"],
                                       title=f"Task difficulty from reasoning length (ConCuR), run {d['run']} ({labels})")]
     statuses = {}
@@ -241,7 +244,7 @@ def report_markdown(doc: dict) -> str:
         for k, v in (r["counts"].get("statuses") or {}).items():
             statuses.setdefault(k, []).append(v)
     if statuses:
-        lines += ["## Sample outcomes per run", "", "| Run | " + " | ".join(sorted(statuses)) + " |",
+        lines += ["## Sample outcomes per run", "", "| Run | " + " | ".join(inline(k) for k in sorted(statuses)) + " |",
                   "|---" * (len(statuses) + 1) + "|"]
         for i, r in enumerate(doc["runs"], 1):
             st = r["counts"].get("statuses") or {}
@@ -261,11 +264,11 @@ def perf_runs_markdown(runs: list[dict]) -> list[str]:
              "CUDABench mean score | BU | CE |", "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     for i, p in rows:
         if not p.get("measured"):
-            lines.append(f"| {i} | {p.get('reason') or 'no'} | n/a | n/a | n/a | n/a | n/a | n/a | n/a |")
+            lines.append(f"| {i} | {inline(p.get('reason') or 'no')} | n/a | n/a | n/a | n/a | n/a | n/a | n/a |")
             continue
         kb, cb = p.get("kernelbench") or {}, p.get("cudabench") or {}
         eager = kb.get("speedup_eager") or {}
-        lines.append(f"| {i} | on {', '.join(p.get('devices') or ['?'])} | {num(eager.get('median'))} | "
+        lines.append(f"| {i} | on {inline(', '.join(p.get('devices') or ['?']))} | {num(eager.get('median'))} | "
                      f"{num(eager.get('geomean'))} | {num((kb.get('fast_p') or {}).get('1'), '{:.1%}')} | "
                      f"{num((kb.get('fast_p_compile') or {}).get('1'), '{:.1%}')} | "
                      f"{num(cb.get('mean_score'), '{:.3f}')} | {num(cb.get('mean_bandwidth_utilisation'), '{:.3f}')} | "

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
+from cuset.analysis.mdsafe import inline
 from cuset.analysis.published import PUBLISHED_LABEL, published_figure4, published_rows
 from cuset.analysis.results import METHOD_ORDER, METRIC_KEYS, ResultsError, RunResults, method_name
 
@@ -275,16 +276,22 @@ def markdown_table(headers: Sequence[str], body: Sequence[Sequence[str]], align:
     return "\n".join(lines)
 
 
+def _text(row: dict, *keys: str) -> list[str]:
+    """The row's texts from records (model, method, setting, ...), inert in Markdown."""
+    return [inline(row.get(k, "")) for k in keys]
+
+
 def table2_markdown(rows: list[dict]) -> str:
     cols = [c for c, _ in METRIC_COLUMNS]
     marks = _best_marks(rows, "model", cols)
-    body = [[r["model"], r["method"], r.get("setting", ""), _source(r), *(_fmt_marked(r[c], marks.get((i, c))) for c in cols)]
+    body = [[*_text(r, "model", "method", "setting"), inline(_source(r)),
+             *(_fmt_marked(r[c], marks.get((i, c))) for c in cols)]
             for i, r in enumerate(rows)]
     return markdown_table(["Model", "Method", "Setting", "Source", *(h for _, h in METRIC_COLUMNS)], body, "llll" + "r" * 4)
 
 
 def table3_markdown(rows: list[dict]) -> str:
-    body = [[r["model"], r["method"], r.get("setting", ""), str(r["type"]), r["params"], _source(r),
+    body = [[*_text(r, "model", "method", "setting", "type", "params"), inline(_source(r)),
              *(_cell(r[c]) for c, _ in METRIC_COLUMNS), "n/a" if r["avg_tokens"] is None else f"{r['avg_tokens']:,.0f}"]
             for r in rows]
     return markdown_table(["Model", "Method", "Setting", "Type", "#Params", "Source", *(h for _, h in METRIC_COLUMNS),
@@ -297,7 +304,7 @@ def table5_markdown(rows: list[dict]) -> str:
     body = []
     for i, r in enumerate(rows):
         switches = [_cell(r[k]) + ("?" if r.get("switches_inferred") else "") for k in SWITCHES]
-        body.append([r["model"], *switches, r.get("setting", ""), _source(r),
+        body.append([inline(r["model"]), *switches, inline(r.get("setting", "")), inline(_source(r)),
                      *(_fmt_marked(r[c], marks.get((i, c))) for c in cols)])
     return markdown_table(["Model", "Confidence mask", "CUDA mask", "Region-aware sample reweighting", "Setting", "Source",
                            *(h for _, h in METRIC_COLUMNS)], body, "lcccll" + "r" * 4)
@@ -306,7 +313,7 @@ def table5_markdown(rows: list[dict]) -> str:
 def hparam_markdown(series: list[dict], param: str) -> str:
     body = []
     for s in series:
-        fixed = ", ".join(f"{k}={v}" for k, v in s["key"].items())
+        fixed = inline(", ".join(f"{k}={v}" for k, v in s["key"].items()))
         for j, x in enumerate(s["x"]):
             n = s["n_runs"][j]
             source = MEASURED if n == 1 else f"{MEASURED} (mean of {n} runs)"

@@ -88,7 +88,8 @@ def test_report_excludes_or_flags_the_tasks_a_check_lists_as_defective(tmp_path,
     assert doc["runs"][0]["counts"]["n_tasks"] == 3 and doc["task_check"]["runs"] == [{"run": 1, "excluded": ["1"]}]
     md = (tmp_path / "ex" / "report.md").read_text()
     assert "## Benchmark defects (1 task(s) of `tasks.jsonl`, excluded)" in md
-    assert "| 1 | task1 | checker_cannot_fail | compare.py accepts y:one_element (cuset's strict check" in md
+    # texts from the check file escaped for Markdown (underscores could open emphasis)
+    assert "| 1 | task1 | checker\\_cannot\\_fail | compare.py accepts y:one\\_element (cuset's strict check" in md
     assert "- run 1: excluded 1 task(s) (1)" in md and "1 defective task(s)" in res.output
 
     res = runner.invoke(app, ["report", run, "--label", "model=m,method=sft", "--out", str(tmp_path / "fl"),
@@ -104,3 +105,23 @@ def test_report_excludes_or_flags_the_tasks_a_check_lists_as_defective(tmp_path,
     assert res.exit_code == 2 and "--defective must be one of exclude, flag" in res.output
     res = runner.invoke(app, ["report", run, "--out", str(tmp_path / "x"), "--task-check", str(tmp_path / "none")])
     assert res.exit_code == 2 and "no such task check file" in " ".join(res.output.split())
+
+
+def test_texts_from_records_come_out_inert(tmp_path, make_run):
+    """Issue 59: a generation record's model name holding HTML and Markdown markup is written
+    as its characters: rendered (markdown-it, CommonMark with tables), no element comes of it."""
+    from markdown_it import MarkdownIt
+
+    hostile = "<img src=x onerror=alert(1)>[click](javascript:alert(1))![i](x.png)*em*`code`|cell~~s~~"
+    gens = tmp_path / "gens.jsonl"
+    gens.write_text(json.dumps({"model": hostile}) + "\n")
+    run = make_run("hostile", pattern(1), meta={"generations": str(gens)})
+    res = runner.invoke(app, ["report", str(run), "--out", str(tmp_path / "rep"), "--published", "none"])
+    assert res.exit_code == 0, res.output
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert ("| &lt;img src=x onerror=alert(1)&gt;\\[click\\](javascript:alert(1))!\\[i\\](x.png)\\*em\\*\\`code\\`"
+            "\\|cell\\~\\~s\\~\\~ |") in md
+    html = MarkdownIt("commonmark").enable("table").render(md)
+    assert "<img src=x" not in html and "<em>" not in html and "<code>code" not in html and "<del>" not in html
+    assert "javascript:" not in " ".join(a for a in html.split("<a ")[1:])   # no link made of it
+    assert "&lt;img src=x onerror=alert(1)&gt;[click](javascript:alert(1))![i](x.png)*em*`code`|cell~~s~~" in html
