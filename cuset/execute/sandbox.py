@@ -22,13 +22,14 @@ What it covers
   and a pids limit (v2, else the v1 controllers; cuset.execute.cgroup); a kill by
   that limit marks the step `limit="memory_limit"`. Without usable cgroups only the
   per-process RLIMIT_AS applies (cgroup.unavailable() says why).
-- Filesystem (bwrap mode): the root filesystem is mounted read-only; /tmp, /var/tmp, /dev/shm,
-  /run, the home dir, every path registered with `protect` (workspaces and data caches,
-  wherever they live) and every `hide` path are replaced by empty root-owned tmpfs; only
-  the run dir is writable (and is owned by the sandbox uid); `readonly` paths (the
-  executable's cache entry) and a Python installation living under /tmp are bound
-  back read-only. /dev is a minimal devtmpfs
-  (null, zero, urandom, ...) unless `gpu_devices` binds the host's /dev for the driver.
+- Filesystem (bwrap mode): the least readable world. The root holds MINIMAL_ROOT (the
+  system's programs, libraries and headers), for a run step also RUN_SYSTEM (/sys) and the
+  evaluating Python installation (`interpreter_paths`), all read-only, the `readonly`
+  paths and the run dir, the only writable place (owned by the sandbox uid); nothing else
+  of the host exists (no tasks, generations or results files, checkouts, home, /tmp).
+  Paths registered with `protect` or `hide` that lie inside what is visible are masked by
+  empty tmpfs. /dev is a minimal devtmpfs (null, zero, urandom, ...) unless `gpu_devices`
+  binds the host's /dev for the driver.
 
 Compile steps (`run_compiler`, `compile_policy`) run in the same sandbox with the build
 dir as their only writable place, CPU-time, memory (RLIMIT_AS and cgroup), file-size
@@ -46,8 +47,9 @@ masked, so the workspace is created 0711/0700 to keep references unreadable),
 
 What it does not cover
 ----------------------
-- Reading world-readable files outside the hidden paths (system files, the task
-  JSONL if it lies elsewhere): the program can read but never change them.
+- Reading world-readable files in /usr, /sys and the Python installation (bwrap mode), or
+  anywhere outside what permissions protect (unshare mode: the generations file and the
+  results being written included): the program can read but never change them.
 - Kernel exploits, side channels, GPU memory left over by other processes, and
   wall-clock abuse inside the timeout (that is what the timeout is for).
 - Disk usage: RLIMIT_FSIZE per file here; the evaluation workspace mounts a
