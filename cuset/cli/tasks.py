@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-
+import dataclasses
 from pathlib import Path
 from typing import Optional
 
@@ -146,6 +146,7 @@ def check(
     extra = list(ctx.args) + ([f"execution.backend={backend}"] if backend is not None else [])
     probe = stage_config(ctx, EvalConfig, config, extra)
     cfg = probe if probe.compat else stage_config(ctx, EvalConfig, config, extra, base={"robust": True})
+    cfg = dataclasses.replace(cfg, trusted_programs=True)  # the tasks' own references (check_tasks says so too)
     backend_ = cfg.make_backend()  # no GPU, no nvcc or g++, bad backend options: CusetErrors
     # a bad task file, an output dir of other settings: CusetErrors, one line (file:line) each
     result = check_tasks(file, out_dir, cfg, backend=backend_)

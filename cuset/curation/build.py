@@ -120,7 +120,7 @@ def _validation(cfg, run: Path, bar, synth, ok: list[dict], evaluate, backend) -
     on_ray = execution.executor == "ray"
     with ExitStack() as stack:
         if evaluate is None and not on_ray and any(store.get(task_key(r["task"])) is None for r in ok):
-            evaluate = stack.enter_context(pipeline_evaluator(execution, backend))
+            evaluate = stack.enter_context(pipeline_evaluator(execution, backend, trusted_programs=True))
         with bar(f"3/5 validation ({backend.name}{', ray' if on_ray else ''})", len(ok)) as advance:
             return validate_tasks(synth.records, store, evaluate=evaluate, backend=backend,
                                   cases=tuple(cfg.validation.cases), execution=execution, advance=advance)

@@ -91,15 +91,17 @@ def _gen_sandbox():
 
 @contextmanager
 def pipeline_evaluator(execution: ExecutionConfig, backend, *, cache_dir: str | Path | None = None,
-                       sandbox_gen: bool = True) -> Iterator[Evaluate]:
+                       sandbox_gen: bool = True, trusted_programs: bool = False) -> Iterator[Evaluate]:
     """`cuset.evaluate.evaluate_program` under `execution`'s options (timeouts, sandbox limits),
     with one compile cache (in `cache_dir`, default the cuset cache) and one workspace shared by
     every validation (identical sources compile once; gen.py runs once per task and case).
-    sandbox_gen=False runs gen.py unsandboxed: only for scripts of our own, such as the task families'."""
+    sandbox_gen=False runs gen.py unsandboxed: only for scripts of our own, such as the task families'.
+    trusted_programs: the programs are task references (validation), not model answers (the
+    reasoning stage): only then does the CPU runtime's order proof skip thread orders."""
     from cuset.evaluate import Workspace, evaluate_program
     from cuset.execute.compile_cache import CompileCache
 
-    options = execution.options((0,))
+    options = execution.options((0,), trusted_programs=trusted_programs)
     with CompileCache(backend, cache_dir, workers=execution.n_workers, timeout=options.timeouts.compile) as cache, \
             Workspace(gen_timeout=options.timeouts.gen, gen_sandbox=_gen_sandbox() if sandbox_gen else None) as workspace:
         def evaluate(task, code: str | None, *, backend, cases) -> ExecResult:
@@ -226,7 +228,8 @@ def _run(todo: list[tuple[str, dict, tuple[int, ...]]], execution: ExecutionConf
 
 @contextmanager
 def _local_pipeline(execution: ExecutionConfig, backend, cache_dir, sandbox_gen: bool):
-    with pipeline_evaluator(execution, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen) as evaluate:
+    with pipeline_evaluator(execution, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen,
+                            trusted_programs=True) as evaluate:
         yield evaluate, backend
 
 
@@ -234,7 +237,8 @@ def _local_pipeline(execution: ExecutionConfig, backend, cache_dir, sandbox_gen:
 def _worker_pipeline(execution: ExecutionConfig, cache_dir, sandbox_gen: bool):
     """A Ray worker's backend and pipeline, built from the driver's execution section."""
     backend = make_backend(execution)
-    with pipeline_evaluator(execution, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen) as evaluate:
+    with pipeline_evaluator(execution, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen,
+                            trusted_programs=True) as evaluate:
         yield evaluate, backend
 
 

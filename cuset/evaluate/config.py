@@ -128,10 +128,12 @@ class ExecutionConfig:
                                     "toolkit or set execution.compile_judge=backend")
         return "nvcc" if have else "backend"
 
-    def make_backend(self, compat: bool = False):
+    def make_backend(self, compat: bool = False, order_proofs: bool = True):
         """The execution backend, wrapped so nvcc judges compilation when `compile_judge` says so
         (`compat`: the official harness's nvcc, without flags). A GPU backend that finds no
-        answering GPU raises `GpuUnavailable` before anything runs."""
+        answering GPU raises `GpuUnavailable` before anything runs. `order_proofs`: the CPU
+        backend's default for `skip_independent_orders` (false for model answers, whose
+        proofs are not believed: EvalOptions.trusted_programs)."""
         from cuset.execute.registry import get_backend, gpu_available
 
         name = self.backend_name()
@@ -155,6 +157,7 @@ class ExecutionConfig:
             # Programs run `n_workers` at a time: each run gets its share of the
             # cores for its blocks, so parallel programs do not oversubscribe.
             kwargs["workers"] = self.program_threads or max(1, usable_cores() // self.n_workers)
+            kwargs.setdefault("skip_independent_orders", order_proofs)
         backend = get_backend(name, **kwargs)
         if self.judge_name(name) == "nvcc" and name != "gpu":
             from cuset.execute.nvcc_checked import NvccCheckedBackend
@@ -200,6 +203,11 @@ class EvalConfig:
                                                    "costs a run of the candidate); asking again after that is a "
                                                    "compile_error. Its builds share the compile timeout as one "
                                                    "budget of wall and CPU time")
+    trusted_programs: bool = option(False, help="the programs are task references or your own code, never model "
+                                                "answers: the CPU backend may skip the random and parallel orders "
+                                                "when its runtime proves every kernel launch order-independent (the "
+                                                "proof is written from inside the program's process, so a hostile "
+                                                "program could forge it; `cuset tasks check` sets it)")
     perf: bool = option(False, help="time every program that passed on the GPU backend (KernelBench: CUDA events, "
                                     "speedup vs eager and torch.compile, fast_p; CUDABench: a run under Nsight "
                                     "Compute, the official roofline score, BU and CE); on the CPU backend the report "
@@ -253,7 +261,8 @@ class EvalConfig:
                                       robust=self.robust, robust_cases=self.robust_cases,
                                       strict_kernels=self.strict_kernels, eval_mode=self.eval_mode,
                                       reference_store=self.reference_store(),
-                                      build_rounds=self.kernelbench_build_rounds)
+                                      build_rounds=self.kernelbench_build_rounds,
+                                      trusted_programs=self.trusted_programs)
 
     def reference_store(self) -> ReferenceStore | None:
         """Where KernelBench reference runs are kept on disk (None: reference_cache=false)."""
@@ -264,8 +273,10 @@ class EvalConfig:
         return ReferenceStore(root=root, max_bytes=budget)
 
     def make_backend(self):
-        """`execution.make_backend` under this config's compat setting."""
-        return self.execution.make_backend(self.compat)
+        """`execution.make_backend` under this config's compat setting. Model answers
+        (`trusted_programs` false) are built without the CPU backend's order proofs, which
+        would not be believed (cuset.evaluate.cudabench._orders_to_skip)."""
+        return self.execution.make_backend(self.compat, order_proofs=self.trusted_programs)
 
 
 class GpuUnavailable(CusetError, RuntimeError):

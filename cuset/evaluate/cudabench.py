@@ -11,7 +11,9 @@ in its own subprocess with a timeout, its process group killed on expiry:
    backend (e.g. `unsupported`, `warp_sync`) or as runtime_error/timeout; the later
    orders are skipped when the backend shows they cannot change the outputs (the CPU
    backend's order proof: every kernel launch of the first run proven
-   order-independent), with an `orders[case=<i>]` step saying so;
+   order-independent), with an `orders[case=<i>]` step saying so; only for trusted
+   programs (`EvalOptions.trusted_programs`: references, the project's own tasks), since
+   the proof comes from the program's own process;
 4. check that every declared output exists, has the declared size, was written by
    this run and is not a copy of an input (unless the reference output equals that
    input, as in identity tasks); then run compare.py on copies of the
@@ -303,8 +305,9 @@ def _run_case(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData,
                 return failure[0], f"case {case}, order {order}: {failure[1]}"
             runs.append((order, outputs_digest(task, run_dir),
                          output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data"), run_dir))
-            skip, why = _orders_to_skip(backend, step, inv) if order == backend.run_orders[0] else ((), "")
-            if skip:   # the runtime proved the other orders cannot change the outputs
+            first = order == backend.run_orders[0]
+            skip, why = _orders_to_skip(backend, step, inv) if first and opts.trusted_programs else ((), "")
+            if skip:   # the runtime proved the other orders cannot change the outputs (a trusted program)
                 log.add(StepResult(f"{prefix}orders[case={case}]", 0, 0.0,
                                    stdout=f"orders skipped: {', '.join(skip)} - {why}"))
                 break
@@ -336,7 +339,9 @@ def _run_case(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData,
 
 def _orders_to_skip(backend: Backend, step: StepResult, inv) -> tuple[tuple[str, ...], str]:
     """The backend's later orders that cannot change this successful run's outputs (none
-    unless the backend can tell: the CPU backend's order proof)."""
+    unless the backend can tell: the CPU backend's order proof). Asked only for trusted
+    programs (`EvalOptions.trusted_programs`): the proof is written from inside the
+    program's process, where a hostile program can write the same lines with the same token."""
     skip = getattr(backend, "orders_to_skip", None)
     return skip(step, inv) if skip is not None else ((), "")
 

@@ -47,6 +47,11 @@ class EvalOptions:
     strict_kernels: bool = False
     # KernelBench: request rounds (candidate runs ending in a load_inline request) per sample
     build_rounds: int = 4
+    # The programs are the tasks' own references or the project's own task programs, not
+    # model answers. Only then may evidence that a program's own process reports save work:
+    # the CPU runtime's order proof skipping the other thread orders. Anything that process
+    # writes, a hostile program can write too (docs/sandbox.md, "Verdict channels").
+    trusted_programs: bool = False
     # KernelBench: where each reference run's inputs and expected outputs are kept on disk
     # for every process of the machine (None: only in this process's memory)
     reference_store: ReferenceStore | None = ReferenceStore()

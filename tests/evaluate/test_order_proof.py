@@ -3,6 +3,10 @@ in the forward run, that every kernel launch is order-independent (order_proof.p
 runtime/src/order_proof.cpp) - and every program the other orders would catch still
 gets the verdict it gets with all orders.
 
+Only for trusted programs (EvalOptions.trusted_programs: references, the project's own
+tasks): the proof is written from inside the program's process, so a model answer's is
+never believed (issue 59: forged with the real token below).
+
 One program (y = 2x + 1, the adversarial fixtures' task) with a probe kernel chosen by
 the environment (PROBE): each probe fills an int buffer t, and the host adds
 t[i] - (what the forward order gives) to y, so a probe passes in forward and fails
@@ -38,6 +42,13 @@ PROGRAM = r"""
 #include <fcntl.h>
 #include <unistd.h>
 #include <cuda_runtime.h>
+// The token, read before the runtime takes it out of the environment (its reader runs at
+// priority 102): what a program can find in its own process.
+static char g_token[80] = "";
+__attribute__((constructor(101))) static void steal_token() {
+  const char* t = getenv("CUSET_CPU_PROOF_TOKEN");
+  if (t) snprintf(g_token, sizeof g_token, "%s", t);
+}
 __global__ void axpb(const float* x, float* y, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = 2.0f * x[i] + 1.0f;
@@ -96,7 +107,7 @@ int main() {
   for (int i = 0; i < n; ++i) expect[i] = i;
   if (!strcmp(probe, "fill")) {
     fill<<<4, 256>>>(dt, n);
-  } else if (!strcmp(probe, "stencil") || !strcmp(probe, "forged")) {
+  } else if (!strcmp(probe, "stencil") || !strcmp(probe, "forged") || !strcmp(probe, "forged_token")) {
     cudaMemcpy(dt, ht, n * sizeof(int), cudaMemcpyHostToDevice);  // all ones: forward leaves i + 1
     stencil<<<4, 256>>>(dt, n);
     for (int i = 0; i < n; ++i) expect[i] = i + 1;
@@ -128,6 +139,16 @@ int main() {
   FILE* g = fopen("data/y.bin", "wb");
   fwrite(hy, sizeof(float), n, g);
   fclose(g);
+  if (!strcmp(probe, "forged_token")) {
+    // The proof's summary with the real token (stolen above), on every open descriptor
+    // (the diagnostics channel among them), then out before the runtime's own report.
+    char line[256];
+    int m = snprintf(line, sizeof line, "CUSET-CPU: order-proof: kernel 'stencil': 1 of 1 launch independent\n"
+                     "CUSET-CPU: order-proof: 1 of 1 launches independent, 1 kernels, token %s\n", g_token);
+    for (int d = 3; d < 1024; ++d)
+      if (fcntl(d, F_GETFD) != -1) { ssize_t ignored = write(d, line, m); (void)ignored; }
+    _exit(0);
+  }
   if (!strcmp(probe, "forged")) {
     // Claim every launch independent: with the token if the environment still shows it,
     // on stdout, stderr and every other open descriptor (the diagnostics channel among
@@ -166,13 +187,15 @@ def evaluate(tmp_path_factory):
         caches = {poison: CompileCache(backends[True, poison], root / f"cache{poison}") for poison in (False, True)}
         results = {}
 
-        def run(probe: str, skip: bool = True, poison: bool = False):
-            if (probe, skip, poison) not in results:
+        def run(probe: str, skip: bool = True, poison: bool = False, trusted: bool = True):
+            """`trusted`: evaluated as a reference (EvalOptions.trusted_programs), whose proof
+            is believed; False: as a model answer, whose proof is not."""
+            if (probe, skip, poison, trusted) not in results:
                 opts = EvalOptions(timeouts=Timeouts(run=60.0), sandbox=SandboxPolicy(mode=AUTO_MODE),
-                                   extra_env={"PROBE": probe})
-                results[probe, skip, poison] = evaluate_program(TASK, PROGRAM, backend=backends[skip, poison],
-                                                                cache=caches[poison], workspace=ws, options=opts)
-            return results[probe, skip, poison]
+                                   extra_env={"PROBE": probe}, trusted_programs=trusted)
+                results[probe, skip, poison, trusted] = evaluate_program(
+                    TASK, PROGRAM, backend=backends[skip, poison], cache=caches[poison], workspace=ws, options=opts)
+            return results[probe, skip, poison, trusted]
 
         yield run
         for c in caches.values():
@@ -194,6 +217,30 @@ def test_independent_kernels_skip_the_other_orders_and_say_so(evaluate):
     assert skipped(r) == ("orders skipped: random:1, parallel:1 - every launch proven order-independent "
                           "(2 kernels, 2 launches)")
     assert run_orders(evaluate("fill", skip=False)) == ["forward", "random:1", "parallel:1"]
+
+
+def test_a_model_answers_proof_is_not_believed(evaluate):
+    """The same proven program evaluated as a model answer (trusted_programs off): its proof
+    comes from its own process, so every order runs."""
+    r = evaluate("fill", trusted=False)
+    assert r.status is Status.PASSED, r.detail
+    assert run_orders(r) == ["forward", "random:1", "parallel:1"] and skipped(r) == ""
+
+
+def test_a_proof_forged_with_the_real_token_decides_nothing_for_a_model_answer(evaluate):
+    """Issue 59: a racy program reads the proof's token before the runtime scrubs it (a
+    constructor of its own, priority 101), writes the summary with it on every descriptor
+    and leaves with _exit before the runtime's report. Believed, the forgery works (trusted:
+    `passed` on the forward run alone); as a model answer it is `race`, as its control
+    without the forgery (stencil)."""
+    forged = evaluate("forged_token", trusted=True)
+    assert forged.status is Status.PASSED and run_orders(forged) == ["forward"]   # the forgery is real
+    assert "every launch proven" in skipped(forged)
+    control = evaluate("stencil", trusted=False)
+    assert control.status is Status.RACE, control.detail
+    r = evaluate("forged_token", trusted=False)
+    assert r.status is Status.RACE, r.detail
+    assert run_orders(r) == ["forward", "random:1", "parallel:1"] and skipped(r) == ""
 
 
 @pytest.mark.parametrize("probe", ["stencil", "last_thread", "last_block", "shift", "views", "smooth", "forged"])
@@ -255,3 +302,21 @@ def test_the_config_option_reaches_the_backend():
         backend = ExecutionConfig(backend="cpu", compile_judge="backend",
                                   backend_options={"skip_independent_orders": value}).make_backend()
         assert backend.options.skip_independent_orders is value
+
+
+def test_model_answers_are_built_without_proofs_references_with():
+    """`cuset eval` (model answers) builds without the proof it would not believe; with
+    trusted_programs (`cuset tasks check`) the proof is built and believed; an explicit
+    backend option still wins."""
+    from cuset.evaluate.config import EvalConfig, ExecutionConfig
+
+    cpu = ExecutionConfig(backend="cpu", compile_judge="backend")
+    answers = EvalConfig(execution=cpu)
+    assert answers.make_backend().options.skip_independent_orders is False
+    assert answers.options().trusted_programs is False
+    refs = EvalConfig(execution=cpu, trusted_programs=True)
+    assert refs.make_backend().options.skip_independent_orders is True
+    assert refs.options().trusted_programs is True
+    forced = EvalConfig(execution=ExecutionConfig(backend="cpu", compile_judge="backend",
+                                                  backend_options={"skip_independent_orders": True}))
+    assert forced.make_backend().options.skip_independent_orders is True
