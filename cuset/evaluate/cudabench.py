@@ -300,6 +300,8 @@ def _run_case(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData,
                                     {"CUSET_CASE": str(case), **opts.extra_env, **inv.env})
             log.add(step)
             failure = _limit_failure(step, run_dir, quota, opts) or _run_failure(step, backend, opts.timeouts.run)
+            if failure is not None and failure[0] is Status.UNSUPPORTED:
+                failure = _outputs_first(ev, log, case, prepared, run_dir, started, input_digests, prefix, failure)
             if failure is not None:
                 ws.discard(run_dir)
                 return failure[0], f"case {case}, order {order}: {failure[1]}"
@@ -335,6 +337,21 @@ def _run_case(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData,
     finally:
         for *_, run_dir in runs:
             ws.discard(run_dir)
+
+
+def _outputs_first(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData, run_dir: Path, started: int,
+                   input_digests: dict[str, str], prefix: str, failure: tuple[Status, str]) -> tuple[Status, str]:
+    """A run that failed as `unsupported`, reported from inside the program's process (the
+    runtime's marker, which the program can write itself): the one failure that blames the
+    backend, so the parent's own check decides first. Outputs this run wrote that compare.py
+    rejects make it `wrong`; with no outputs to check, the marker names the failure."""
+    task = ev.task
+    if output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data") is not None:
+        return failure
+    ok, why = _judge(ev, log, case, prepared, run_dir, outputs_digest(task, run_dir), prefix)
+    if ok:
+        return failure
+    return Status.WRONG, f"{why} (its run then reported from its own process: unsupported: {failure[1]})"
 
 
 def _orders_to_skip(backend: Backend, step: StepResult, inv) -> tuple[tuple[str, ...], str]:
