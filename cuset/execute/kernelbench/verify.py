@@ -13,7 +13,9 @@ exception it could catch): the parent builds it, within the sample's BuildBudget
 and runs the candidate again. The parent decides what a request it cannot serve
 means: a build it refuses (features the CPU cannot run, pybind11 bindings) is
 `unsupported`, one over the budget `compile_error`, whatever the candidate would
-have done next. A build that failed (the compiler rejected the sources) is raised
+have done next; a refused build of a call found in the source decides before any
+run (a request is made in the candidate's process, which can keep it from ending
+the run: a replaced exit hook). A build that failed (the compiler rejected the sources) is raised
 in the candidate's next run as torch's own error, as on a GPU: a candidate that
 falls back to torch and passes is a pass without its own kernels
 (`KernelEvidence.without_kernel` = "build_failed"); one that fails anyway fails
@@ -211,7 +213,7 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
             return _verdict(failure[0], tuple(steps), timings)
         manifest: dict[str, dict] = {}
         asked_failed: dict[str, dict] = {}   # failed builds the candidate asked for: raised in its next runs
-        over = None
+        over = refusal = None
         if backend == "cpu":   # the calls found in the source (up to MAX_STATIC_BUILDS) and those it asked
             # for in this sample's earlier verifications, before any run
             static = extract_specs(candidate_src)[:MAX_STATIC_BUILDS]
@@ -219,10 +221,11 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
             over = budget.build(cache, static + asked, manifest, steps, timings)
             asked_failed.update({s.key(): manifest[s.key()] for s in asked
                                  if manifest.get(s.key(), {}).get("status") == Status.COMPILE_ERROR.value})
+            refusal = _static_refusal(manifest)
         quota = run_disk_bytes if run_disk_bytes is not None else \
             RUN_DISK_SLACK + 2 * sum(tensor_bytes(t) for _, t in expected.values())
         # 2. The candidate alone, on copies of the inputs; 3. the comparison, here.
-        while over is None:
+        while over is None and refusal is None:
             shown = {k: e for k, e in manifest.items() if "path" in e or k in asked_failed}
             run_dir = _candidate_dir(run_root, candidate_src, inputs, shown, quota)
             record, step = _run_harness("candidate", run_dir, shown, *common)
@@ -246,6 +249,8 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
                     break
         if over is not None:   # the parent's decision, whatever the candidate would have done next
             record = {"status": "compile_error", "detail": over}
+        elif refusal is not None:
+            record = refusal
     finally:
         if own_cache:
             cache.close()
@@ -278,6 +283,18 @@ def _serve(record: dict, backend: str, manifest: dict, shown: dict, asked_failed
             return {**entry, "detail": f"{entry['detail']} (asked for by the candidate: a refusal decides the "
                                        "verdict, whatever its code does next)"}
         asked_failed[spec.key()] = entry
+    return None
+
+
+def _static_refusal(manifest: dict) -> dict | None:
+    """The verdict of a build the parent refused (features the CPU cannot run, pybind11
+    bindings) for a load_inline call it found in the source, before any run: the request a
+    run would make comes from the candidate's process, which can keep it from ending the run
+    (a patched exit hook) and fall back to torch. None when every such build was served."""
+    for entry in manifest.values():
+        if "path" not in entry and entry["status"] != Status.COMPILE_ERROR.value:
+            return {**entry, "detail": f"{entry['detail']} (a load_inline call of the answer's source: a refusal "
+                                       "decides the verdict, whatever its code does next)"}
     return None
 
 
