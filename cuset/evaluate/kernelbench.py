@@ -93,6 +93,8 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOption
             plain = _thread_order_check(task, code, plain, common)
         if opts.strict_kernels:
             plain = strict_kernel_verdict(plain)
+            if plain.passed and name == "cpu":
+                plain = _without_own_kernels_check(task, code, plain, common)
         robust = None
         if opts.robust and plain.passed:
             robust = verify(task.reference_src, code, checks=robust_checks(task, opts.robust_cases), **common)
@@ -130,6 +132,9 @@ def kernelbench_run_meta(backend, cfg, kinds: set[str]) -> dict:
 
 
 STRICT_KERNELS_DETAIL = "strict_kernels: the answer passed, but reward-hack rules fired"
+SKIP_LAUNCHES_ENV = "CUSET_CPU_SKIP_LAUNCHES"   # runtime/src/api.cpp: launches validated, counted, not run
+WITHOUT_OWN_KERNELS = ("the answer still passes with every launch of its own kernels skipped (run again by the "
+                       "evaluator): its outputs are not computed by its kernels")
 
 
 def static_hack_verdict(task, code: str | None, plain: KbVerdict, opts) -> tuple[Status, str, tuple[str, ...]]:
@@ -160,6 +165,24 @@ def strict_kernel_verdict(v: KbVerdict) -> KbVerdict:
                                           "answer passed on its torch fallback")
     return dataclasses.replace(v, status=Status.WRONG, detail=f"strict_kernels: passed without its own kernels: "
                                                               f"{WITHOUT_KERNEL[why]}")
+
+
+def _without_own_kernels_check(task, code: str, plain: KbVerdict, common: dict) -> KbVerdict:
+    """strict_kernels on the CPU backend: the parent runs the answer again with every launch
+    of its own kernels skipped (the CPU runtime's CUSET_CPU_SKIP_LAUNCHES, set for the
+    candidate's run only) on the order check's two trials. Outputs its kernels compute then
+    come out wrong; an answer that still passes computed them some other way (torch in
+    Python however it is spelled, ATen in its extension's C++, an empty kernel launched for
+    show) and is `wrong`. Decided from outputs the parent compares, never from counts the
+    candidate's process reports."""
+    skipped = verify(task.reference_src, code, checks=[Check("without_own_kernels", (DEFAULT_SEED, DEFAULT_SEED + 1))],
+                     candidate_env={SKIP_LAUNCHES_ENV: "1"}, **common)
+    steps = plain.steps + tuple(dataclasses.replace(s, name=f"{s.name}[own kernels skipped]") for s in skipped.steps)
+    timings = {**plain.timings, **{f"without_own_kernels_{k}": v for k, v in skipped.timings.items()}}
+    if not skipped.passed:   # wrong, or failing some other way, without them: its kernels matter
+        return dataclasses.replace(plain, steps=steps, timings=timings)
+    return dataclasses.replace(plain, status=Status.WRONG, steps=steps, timings=timings,
+                               detail=f"strict_kernels: {WITHOUT_OWN_KERNELS}")
 
 
 def _thread_order_check(task, code: str, forward: KbVerdict, common: dict) -> KbVerdict:

@@ -4,9 +4,14 @@ never from the candidate's process alone.
 - A refusal of an extension the parent finds in the source is the parent's: a candidate
   that replaces the harness's exit hook in `__main__` (so its request for the refused build
   no longer ends its run) and falls back to torch is still `unsupported`.
+- strict_kernels: a pass needs outputs its own kernels computed, shown by a run the parent
+  makes with every launch of its kernels skipped (the answer must then fail). Answers whose
+  torch work no static rule sees (an empty kernel launched for show, `getattr(torch, "re" +
+  "lu")`, `torch::relu` in the extension's C++, launch counts forged to 1,000) pass
+  strict_kernels without it and fail with it; a real kernel still passes.
 
-Every kernel is relu_ok's source (one build, shared with the other KernelBench tests
-through the user cache dir).
+The kernels are relu_ok's source (one build, shared with the other KernelBench tests
+through the user cache dir) and SHOW's (one build for every strict_kernels attack).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cuset.evaluate.kernelbench import evaluate_kernelbench
+from cuset.evaluate.kernelbench import WITHOUT_OWN_KERNELS, evaluate_kernelbench
 from cuset.evaluate.options import EvalOptions, Timeouts
 from cuset.execute.result import Status
 from cuset.tasks import KernelBenchTask
@@ -52,3 +57,56 @@ def test_a_refusal_survives_a_patched_exit_hook():
     patched = kb(with_fallback(REFUSED_LOAD, EXIT_HOOK))
     assert patched.status is Status.UNSUPPORTED, patched.detail
     assert "pybind11 bindings are not provided by the CPU backend" in patched.detail
+
+
+# An extension whose kernel does nothing: launched for show, while torch computes.
+SHOW = r'''
+show_source = """
+#include <torch/extension.h>
+__global__ void nothing_kernel(int* unused) {}
+void show() { nothing_kernel<<<1, 32>>>(nullptr); }
+torch::Tensor relu_aten(torch::Tensor x) { show(); return torch::relu(x); }
+"""
+show_cpp = "void show();\ntorch::Tensor relu_aten(torch::Tensor x);"
+ext = load_inline(name="show", cpp_sources=show_cpp, cuda_sources=show_source, functions=["show", "relu_aten"])
+'''
+HEAD = "import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n"
+FORWARD = "\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+STRICT_ATTACKS = {
+    # one empty launch per call; torch computes, spelled so that no static rule sees it
+    "empty_launch": HEAD + SHOW + FORWARD + '        ext.show()\n        return getattr(torch, "re" + "lu")(x)\n',
+    # torch::relu inside the extension's C++ (with an empty launch beside it)
+    "aten_in_cpp": HEAD + SHOW + FORWARD + "        return ext.relu_aten(x)\n",
+    # a real extension loaded, never called, its process reporting 1,000 launches and calls
+    "forged_counts": SOURCES + "relu = load_inline(name='relu', cpp_sources=relu_cpp_source, cuda_sources=relu_source, "
+                     "functions=['relu_cuda', 'leaky_cuda'], verbose=False, extra_cflags=['-O3'], "
+                     "extra_cuda_cflags=['-O3', '--use_fast_math'])\n"
+                     "import sys\n_harness = sys.modules['__' + 'main__']\n"
+                     "type.__setattr__(_harness.CpuExtensions, 'launches', lambda self: self.counted.calls)\n" + FORWARD +
+                     "        counted = _harness.EXTENSIONS.counted\n"
+                     "        counted.calls += 1000\n"
+                     '        return getattr(torch, "re" + "lu")(x)\n',
+}
+
+
+@pytest.mark.parametrize("name", list(STRICT_ATTACKS))
+def test_torch_work_behind_kernels_for_show_fails_strict_kernels(name):
+    loose = kb(STRICT_ATTACKS[name])
+    assert loose.status is Status.PASSED and loose.hack == (), (loose.detail, loose.hack)   # no static rule fires
+    assert loose.kernel.launches > 0 and loose.kernel.without_kernel() == ""   # the counts look like kernel work
+    strict = kb(STRICT_ATTACKS[name], strict_kernels=True)
+    assert strict.status is Status.WRONG, strict.detail
+    assert strict.detail == "strict_kernels: " + WITHOUT_OWN_KERNELS
+    assert any(s.name.endswith("[own kernels skipped]") for s in strict.steps)
+
+
+HONEST = (SOURCES + "relu = load_inline(name='relu', cpp_sources=relu_cpp_source, cuda_sources=relu_source, "
+          "functions=['relu_cuda', 'leaky_cuda'], verbose=False, extra_cflags=['-O3'], "
+          "extra_cuda_cflags=['-O3', '--use_fast_math'])\n" + FORWARD + "        return relu.relu_cuda(x)\n")
+
+
+def test_an_answer_computing_with_its_own_kernel_passes_strict_kernels():
+    honest = kb(HONEST, strict_kernels=True)
+    assert honest.status is Status.PASSED, honest.detail
+    skipped = [s for s in honest.steps if s.name.endswith("[own kernels skipped]")]
+    assert skipped and "plain_without_own_kernels_total" in honest.timings

@@ -154,7 +154,8 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
            run_disk_bytes: int | None = None, build_budget_seconds: float | None = None,
            build_rounds: int = DEFAULT_ROUNDS, build_budget: BuildBudget | None = None,
            extra_env: dict[str, str] | None = None, eval_mode: str = "train",
-           reference_store: ReferenceStore | None = ReferenceStore()) -> KbVerdict:
+           reference_store: ReferenceStore | None = ReferenceStore(),
+           candidate_env: dict[str, str] | None = None) -> KbVerdict:
     """Verify `candidate_src` (defines ModelNew) against `reference_src` (Model,
     get_inputs, get_init_inputs). `checks` replaces the single check built from
     n_trials/seed/constant_overrides/value_variant/backward.
@@ -169,7 +170,9 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     between the verifications of a sample, else its spending is in this verdict's timings).
     The reference's values come from this
     process's memory, else from `reference_store` (on disk, shared by the machine's
-    processes; None: not used), else from a run of the reference (then kept in both)."""
+    processes; None: not used), else from a run of the reference (then kept in both).
+    `candidate_env`: variables of the candidate's runs only (the reference's values stay
+    the ones every other verify shares)."""
     t0 = time.perf_counter()
     if backend not in ("cpu", "gpu"):
         raise ValueError(f"backend={backend!r}: KernelBench verification runs on 'cpu' or 'gpu'")
@@ -202,6 +205,7 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     os.chmod(run_root, 0o711)
     common = (backend, checks, run_root, atol, rtol, compile_timeout, step_timeout, import_timeout, sandbox,
               program_memory_bytes, extra_env or {}, timings, eval_mode)
+    candidate_common = common[:10] + ({**(extra_env or {}), **(candidate_env or {})},) + common[11:]
     evidence = None
     try:
         # 1. The reference alone: inputs (shared) and expected outputs (read into this process, then deleted).
@@ -228,7 +232,7 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
         while over is None and refusal is None:
             shown = {k: e for k, e in manifest.items() if "path" in e or k in asked_failed}
             run_dir = _candidate_dir(run_root, candidate_src, inputs, shown, quota)
-            record, step = _run_harness("candidate", run_dir, shown, *common)
+            record, step = _run_harness("candidate", run_dir, shown, *candidate_common)
             steps.append(step)
             if disk_quota.is_mounted(run_dir) and disk_quota.is_full(run_dir):  # whatever it did after ENOSPC
                 record = {"status": "disk_limit", "detail": f"the candidate filled its {quota / (1 << 20):.0f} MiB "
