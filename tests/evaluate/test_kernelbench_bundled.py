@@ -1,5 +1,5 @@
 """Every bundled KernelBench task (suites/kernelbench) through `evaluate_program` on the
-CPU backend: each correct answer passes, each wrong answer fails, and the robust checks
+CPU backend: each correct answer passes (under strict_kernels), each wrong answer fails, and the robust checks
 (other seeds, shape and value variants, gradients) accept every correct answer."""
 
 from __future__ import annotations
@@ -41,7 +41,10 @@ def verdicts():
             task, which = job
             code = (BUNDLE / "solutions" / f"{task.id}.{which}.py").read_text()
             task = dataclasses.replace(task, n_trials=2)   # 2 seeded trials instead of 5: the same code paths
-            opts = dataclasses.replace(OPTIONS, robust=which == "correct", robust_cases=1)
+            # the correct answers under strict_kernels too: each must also fail with its own
+            # kernels skipped (issue 59), with no reward-hack rule firing
+            opts = dataclasses.replace(OPTIONS, robust=which == "correct", robust_cases=1,
+                                       strict_kernels=which == "correct")
             return evaluate_program(task, code, backend=backend, options=opts, cache=cache)
         with ThreadPoolExecutor(max_workers=2) as pool:
             results = list(pool.map(one, jobs))
@@ -55,6 +58,7 @@ def test_the_bundle_covers_the_six_families_with_at_least_20_tasks(verdicts):
 
 
 def test_every_correct_answer_passes_plain_and_robust(verdicts):
+    """...under strict_kernels: their outputs need their own kernels."""
     tasks, results = verdicts
     bad = {t.id: (results[t.id, "correct"].status.value, results[t.id, "correct"].robust_status,
                   results[t.id, "correct"].detail[:300] + results[t.id, "correct"].robust_detail[:300])
