@@ -6,7 +6,7 @@ import typer
 from typer.core import TyperGroup
 
 from cuset import __version__
-from cuset.cli import analyze, data, demo, evaluate, generate, inspect, report, tasks, train, view
+from cuset.cli import analyze, data, demo, evaluate, fuzz, generate, inspect, report, tasks, train, view
 from cuset.cli.common import config_error, fail, setup_logging
 from cuset.config import ConfigError
 from cuset.errors import CusetError
@@ -57,7 +57,7 @@ def main_callback(
     setup_logging(verbose)
 
 
-for module in (tasks, data, inspect, train, generate, evaluate, analyze, report, view, demo):
+for module in (tasks, data, inspect, train, generate, evaluate, analyze, report, view, demo, fuzz):
     module.register(app)
 
 

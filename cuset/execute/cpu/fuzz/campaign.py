@@ -42,6 +42,7 @@ class Tally:
     parallel_only: int = 0
     disagreements: list = dataclasses.field(default_factory=list)
     compile_errors: list = dataclasses.field(default_factory=list)
+    strict_not_passed: list = dataclasses.field(default_factory=list)   # generator rule gaps (not a backend fault)
     seconds: float = 0.0
 
     def add(self, index: int, program: Program, check: ProgramCheck, found: list[dict]) -> None:
@@ -54,6 +55,8 @@ class Tally:
         feats = Counter(self.features)
         for k in program.kernels:
             feats.update(k.features)
+            if k.strict and check.reference.get(k.name, "passed") != "passed":
+                self.strict_not_passed.append(f"{k.seed}: {check.reference[k.name]}")
         self.features = dict(feats)
         self.paths = dict(sorted((Counter(self.paths) + Counter(check.paths.values())).items()))
         self.proven += len(check.proven)
@@ -70,7 +73,8 @@ class Tally:
                 "features": dict(sorted(self.features.items())), "default_paths": self.paths,
                 "proven_kernels": self.proven, "parallel_only_differences": self.parallel_only,
                 "disagreements": len(self.disagreements), "disagreement_list": self.disagreements,
-                "compile_errors": self.compile_errors, "seconds": round(self.seconds, 1),
+                "compile_errors": self.compile_errors,
+                "strict_kernels_not_passing": self.strict_not_passed, "seconds": round(self.seconds, 1),
                 "kernels_per_s": round(self.kernels / self.seconds, 3) if self.seconds else None}
 
 

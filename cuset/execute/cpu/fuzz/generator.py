@@ -447,7 +447,7 @@ class _KernelGen:
 
     def warp_op(self) -> list[Stmt]:
         v = self.pick(*self.values)
-        kind = self.pick("shfl", "shfl", "vote", "syncwarp", "partial", "reduce", "uniform_if")
+        kind = self.pick("shfl", "shfl", "vote", "vote", "syncwarp", "partial", "reduce", "uniform_if")
         if kind == "shfl":
             return [Stmt(self.shuffle(v, FULL_MASK, 32), features=frozenset({"shuffle"}))]
         if kind == "vote":
@@ -534,6 +534,9 @@ class _KernelGen:
         """The statements between two barriers."""
         out: list[Stmt] = []
         for _ in range(n):
+            if self.use_warp and self.st.warp_ok and self.chance(0.3):
+                out += self.warp_op()
+                continue
             roll = self.rng.random()
             if roll < 0.45:
                 out += self.simple_stmts(1)
