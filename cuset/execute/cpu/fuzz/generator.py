@@ -23,6 +23,7 @@ must give the fibers' bytes, not values an ulp apart.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 
@@ -37,7 +38,7 @@ FEATURES = (
     "restrict", "ldg", "ldcs", "ldca", "ldlu", "ldcv", "store_intrinsic", "atomic", "atomic_return",
     "atomic_shared", "shuffle", "vote", "syncwarp", "partial_mask", "warp_uniform_if", "early_return",
     "warp_uniform_return", "block_stride_loop", "grid_stride_loop", "uniform_loop", "divergent_branch",
-    "multi_launch", "partial_warp_block", "strict", "loose",
+    "multi_launch", "partial_warp_block", "helper_call", "strict", "loose",
 )
 
 
@@ -93,9 +94,11 @@ class Kernel:
     launch: Launch
     length: int                # elements per buffer (a power of two; PAD more are allocated)
     launch_features: frozenset[str] = frozenset()
+    helpers: str = ""          # __device__ functions the body calls (defined before the kernel)
 
     def source(self) -> str:
         lines = [f"// fuzz kernel {self.name}: seed {self.seed!r}, {'strict' if self.strict else 'loose'}",
+                 *([self.helpers] if self.helpers else []),
                  f"__global__ void {self.name}({self.params}) {{"]
         for s in self.body:
             lines += s.lines()
@@ -110,8 +113,7 @@ class Kernel:
         return frozenset(found)
 
     def with_body(self, body: tuple[Stmt, ...]) -> "Kernel":
-        return Kernel(self.name, self.seed, self.strict, self.params, body, self.launch, self.length,
-                      self.launch_features)
+        return dataclasses.replace(self, body=body)
 
 
 @dataclass(frozen=True)
@@ -448,6 +450,8 @@ class _KernelGen:
     def warp_op(self) -> list[Stmt]:
         v = self.pick(*self.values)
         kind = self.pick("shfl", "shfl", "vote", "vote", "syncwarp", "partial", "reduce", "uniform_if")
+        if self.warp_helper and self.chance(0.3):   # a helper with shuffles (inline_calls.py)
+            return [Stmt(f"{v} = {self.name}_warp_sum({v});", features=frozenset({"shuffle", "helper_call"}))]
         if kind == "shfl":
             return [Stmt(self.shuffle(v, FULL_MASK, 32), features=frozenset({"shuffle"}))]
         if kind == "vote":
@@ -628,6 +632,8 @@ class _KernelGen:
                             Stmt(f"unsigned v1 = tid + {self.const()};")]
         if self.use_shared:
             body += self.declare_shared()
+        self.warp_helper = self.use_warp and self.chance(0.35)
+        self.sync_helper = self.use_barriers and bool(self.storages) and self.chance(0.35)
         if self.strict and self.storages:   # strict kernels fill their shared memory first
             for st in self.storages:
                 c = self.fresh("c")
@@ -641,6 +647,8 @@ class _KernelGen:
             if k + 1 < stretches:
                 if not self.strict and self.chance(0.2):
                     body.append(Stmt("// barrier left out", features=frozenset({"missing_barrier"})))
+                elif self.sync_helper and self.chance(0.5) and not (self.strict and self.storages[0].read_any):
+                    body.append(self.fill_and_sync())
                 else:
                     body.append(self.barrier())
                 if self.chance(0.25):
@@ -648,7 +656,31 @@ class _KernelGen:
         final = self.pick("a", "b")
         body.append(Stmt(f"{final}[{self.global_index(own=self.strict)}] = v0 ^ (v1 << 1);"))
         return Kernel(self.name, self.seed, self.strict, self.params(), tuple(body), self.launch(), self.length,
-                      self.launch_features())
+                      self.launch_features(), self.helpers())
+
+    def helpers(self) -> str:
+        out = []
+        if self.warp_helper:
+            out.append(f"__device__ unsigned {self.name}_warp_sum(unsigned v) {{\n"
+                       f"    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync({FULL_MASK}, v, o);\n"
+                       "    return v;\n}")
+        if self.sync_helper:
+            size = self.storages[0].size
+            out.append(f"__device__ void {self.name}_fill(unsigned* s, const unsigned* src, unsigned k) {{\n"
+                       f"    for (unsigned j = threadIdx.x; j < {size}u; j += blockDim.x) s[j] = src[(k + j) & {self.mask}u];\n"
+                       "    __syncthreads();\n}")
+        return "\n".join(out)
+
+    def fill_and_sync(self) -> Stmt:
+        """A helper filling the first storage and meeting at a barrier, called where a barrier stands."""
+        st = self.storages[0]
+        src = "c" if self.strict else self.pick("c", "a")
+        if self.strict:
+            st.written = True
+            st.full_write_pending = st.full_write_pending or not self.st.returned
+        self.barrier()
+        return Stmt(f"{self.name}_fill({st.names[0]}, {src}, blockIdx.x * 7u);",
+                    features=frozenset({"helper_call", "barrier", "block_stride_loop"}))
 
     def params(self) -> str:
         q = " __restrict__" if self.restrict else ""
