@@ -113,6 +113,22 @@ def test_a_run_resumes_only_with_its_own_seed_and_program_size(tmp_path):
         run_campaign(7, 0, tmp_path)
 
 
+@needs_gxx
+def test_a_failing_kernel_is_charged_its_own_failure_and_the_others_still_compared(tmp_path):
+    from cuset.execute.cpu.fuzz.generator import Program
+    from cuset.execute.cpu.fuzz.runner import check_program
+
+    launch = Launch(2, 32, 0, ("d[0]", "d[1]", "d[2]", "d[3]"), 1)
+    params = "unsigned* a, unsigned* b, const unsigned* c, unsigned* acc, unsigned n"
+    ok = Kernel("fine", "t:0", True, params, (Stmt("a[blockIdx.x * 32u + threadIdx.x] = c[threadIdx.x];"),), launch, 64)
+    racy = Kernel("racy", "t:1", False, params, (Stmt("a[threadIdx.x] = a[threadIdx.x + 1u] + 1u;"),), launch, 64)
+    trap = Kernel("trap", "t:2", False, params, (Stmt("if (blockIdx.x == 1u) __trap();"),), launch, 64)
+    check = check_program(Program((ok, trap, racy)), tmp_path)
+    assert not check.compile_error and not check.disagreements, check
+    assert check.reference == check.default == {"fine": "passed", "trap": "runtime_error", "racy": "race"}
+    assert "fine" in check.proven and check.paths["fine"] == "block loop"
+
+
 # ---------------------------------------------------------------- bounded runs
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_generated_programs_are_valid_cuda(tmp_path):

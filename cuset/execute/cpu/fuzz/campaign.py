@@ -127,7 +127,9 @@ def run_campaign(seed: int, kernels: int, out: Path, *, per_program: int = 25, j
 
 
 def _reproduce(d: Disagreement, program: Program, out: Path, sides: Sides, budget: int) -> dict:
-    """Minimise one disagreement and save it; its record for the tally."""
+    """Minimise one disagreement and save it; its record for the tally. A kernel that
+    disagrees only inside its program (the random orders' stream depends on the launches
+    before it) is saved with its whole program."""
     kernel = next(k for k in program.kernels if k.name == d.kernel)
     scratch = out / "work" / f"min-{d.kernel}"
 
@@ -135,10 +137,12 @@ def _reproduce(d: Disagreement, program: Program, out: Path, sides: Sides, budge
         check = check_program(Program((candidate,)), scratch, sides)
         return any(x.what == d.what for x in check.disagreements)
 
-    small, checks = minimise(kernel, same_kind, budget) if budget else (kernel, 0)
+    alone = same_kind(kernel)
+    small, checks = minimise(kernel, same_kind, budget) if budget and alone else (kernel, 0)
     info = {"what": d.what, "reference": d.reference, "default": d.default, "detail": d.detail,
             "strict": d.strict, "features": list(d.features), "statements": sum(s.size() for s in kernel.body),
-            "statements_minimised": sum(s.size() for s in small.body), "minimise_checks": checks}
-    path = save_reproducer(out / "repro", small, info)
+            "statements_minimised": sum(s.size() for s in small.body), "minimise_checks": checks,
+            "reproduces_alone": alone}
+    path = save_reproducer(out / "repro", small, info, None if alone else program)
     shutil.rmtree(scratch, ignore_errors=True)
     return {**info, "kernel_seed": d.seed, "reproducer": str(path)}

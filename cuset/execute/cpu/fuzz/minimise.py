@@ -48,17 +48,19 @@ def minimise(kernel: Kernel, still_fails: Callable[[Kernel], bool], budget: int 
     return current, checks
 
 
-def save_reproducer(directory: Path, kernel: Kernel, info: dict) -> Path:
-    """`<directory>/<name>.cu` (the one-kernel program, its verdicts in a comment) and
-    `<name>.json` (seed, verdicts, what differs, features); returns the .cu path."""
+def save_reproducer(directory: Path, kernel: Kernel, info: dict, program: Program | None = None) -> Path:
+    """`<directory>/<name>.cu` (the one-kernel program, or `program` when the kernel
+    disagrees only there; its verdicts in a comment) and `<name>.json` (seed, verdicts,
+    what differs, features); returns the .cu path."""
     directory.mkdir(parents=True, exist_ok=True)
     stem = kernel.seed.replace(":", "-")
     head = (f"// cuset cpu-fuzz reproducer: {info['what']}\n"
             f"// expected verdict (every kernel on the fibers, every thread order): {info['reference']}\n"
             f"// default backend (fast paths and order proof): {info['default']}\n"
-            f"// {info['detail']}\n")
+            f"// {info['detail']}\n"
+            + (f"// kernel {kernel.name} of this program (it does not disagree alone)\n" if program else ""))
     path = directory / f"{stem}.cu"
-    atomic_write_text(path, head + Program((kernel,)).source())
+    atomic_write_text(path, head + (program or Program((kernel,))).source())
     atomic_write_json(directory / f"{stem}.json", {**info, "source": path.name, "kernel": kernel.name,
                                                    "seed": kernel.seed}, indent=1)
     return path

@@ -113,10 +113,16 @@ def check_program(program: Program, workdir: Path, sides: Sides | None = None) -
                "the block-loop variants or the proofs' checked pointers did not compile: every kernel on the fibers")
         return ProgramCheck(len(names), {}, {}, (), (), compile_error=why, seconds=time.perf_counter() - started)
     exe = compiled.executable
-    ref_runs = [_run_order(sides.reference, exe, order, names, workdir / f"ref-{i}") for i, order in
-                enumerate(sides.reference.run_orders)]
-    def_runs = [_run_order(sides.default, exe, order, names, workdir / f"def-{i}") for i, order in
-                enumerate(sides.default.run_orders)]
+    for split in (False, True):
+        # A failed run is run again kernel by kernel; then every run is, on both sides: the
+        # random orders draw from one stream per process, so a kernel's random-order bytes
+        # depend on the launches before it, which must be the same on both sides.
+        ref_runs = [_run_order(sides.reference, exe, order, names, workdir / f"ref-{i}", split) for i, order in
+                    enumerate(sides.reference.run_orders)]
+        def_runs = [_run_order(sides.default, exe, order, names, workdir / f"def-{i}", split) for i, order in
+                    enumerate(sides.default.run_orders)]
+        if not any(run.failures for run in ref_runs + def_runs):
+            break
     disagreements, parallel_only = [], []
     ref_verdicts, def_verdicts = {}, {}
     for k in program.kernels:
@@ -175,13 +181,14 @@ def kernel_verdict(name: str, runs: list[OrderRun], proven: bool, expected: byte
     return KernelVerdict("passed", tuple(used))
 
 
-def _run_order(backend: CpuBackend, exe: Path, order: str, names: list[str], run_dir: Path) -> OrderRun:
-    """The whole program in one order; when it fails, each kernel on its own (one run per
-    kernel) so that a failure is charged to the kernel that caused it."""
+def _run_order(backend: CpuBackend, exe: Path, order: str, names: list[str], run_dir: Path,
+               split: bool = False) -> OrderRun:
+    """The whole program in one order; when it fails (or with `split`), each kernel on its
+    own (one run per kernel) so that a failure is charged to the kernel that caused it."""
     inv = backend.invocation(exe, order)
-    step = _run(inv, run_dir / "all", [])
-    outputs, failures = {}, {}
-    if _ok(step):
+    step = _run(inv, run_dir / "all", []) if not split else None
+    outputs, failures, diagnostics = {}, {}, []
+    if step is not None and _ok(step):
         outputs = {n: _read(run_dir / "all" / f"out_{n}.bin") for n in names}
     else:
         for n in names:
@@ -192,12 +199,16 @@ def _run_order(backend: CpuBackend, exe: Path, order: str, names: list[str], run
                 classified = backend.classify_failure(one)
                 failures[n] = ("timeout" if one.timed_out else classified[0].value if classified
                                else "runtime_error")
-    skip, _ = backend.orders_to_skip(step, inv) if _ok(step) else ((), "")
-    proven = frozenset(m.group(1) for m in _PROVEN_RE.finditer(step.diagnostics or "")
+            diagnostics.append(one.diagnostics or "")
+    if step is not None and _ok(step):
+        diagnostics.append(step.diagnostics or "")
+    skip, _ = backend.orders_to_skip(step, inv) if step is not None and _ok(step) else ((), "")
+    said = "\n".join(diagnostics)
+    proven = frozenset(m.group(1) for m in _PROVEN_RE.finditer(said)
                        if m.group(2) == m.group(3) and int(m.group(3)) > 0) if inv.secret else frozenset()
     shutil.rmtree(run_dir, ignore_errors=True)
     return OrderRun(order, {n: o for n, o in outputs.items() if o is not None}, failures, proven, bool(skip),
-                    kernel_paths(step.diagnostics or ""))
+                    kernel_paths(said))
 
 
 def _run(inv, run_dir: Path, args: list[str]) -> StepResult:
