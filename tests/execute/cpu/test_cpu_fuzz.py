@@ -109,6 +109,9 @@ def test_a_run_resumes_only_with_its_own_seed_and_program_size(tmp_path):
     assert load_tally(tmp_path, 7, 25).kernels == 25
     with pytest.raises(ConfigError, match="seed 7 and 25 kernels per program"):
         load_tally(tmp_path, 8, 25)
+    atomic_write_json(tmp_path / "state.json", dataclasses.asdict(Tally(7, 25, "0123456789abcdef", kernels=25)))
+    with pytest.raises(ConfigError, match="the kernel generator changed"):
+        load_tally(tmp_path, 7, 25)
     with pytest.raises(ConfigError, match="must be >= 1"):
         run_campaign(7, 0, tmp_path)
 

@@ -9,6 +9,7 @@ the same seed and program size; kernels already checked are never checked again.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import shutil
 import time
@@ -32,6 +33,7 @@ class Tally:
 
     seed: int
     per_program: int
+    generator: str = ""        # digest of the run's first program: a changed generator is another run
     programs_done: list[int] = dataclasses.field(default_factory=list)
     kernels: int = 0
     reference_verdicts: dict = dataclasses.field(default_factory=dict)
@@ -78,16 +80,24 @@ class Tally:
                 "kernels_per_s": round(self.kernels / self.seconds, 3) if self.seconds else None}
 
 
+def generator_digest(seed: int, per_program: int) -> str:
+    return hashlib.sha256(generate_program(seed, 0, per_program).source().encode()).hexdigest()[:16]
+
+
 def load_tally(out: Path, seed: int, per_program: int) -> Tally:
     path = out / STATE
+    digest = generator_digest(seed, per_program)
     if not path.exists():
-        return Tally(seed, per_program)
+        return Tally(seed, per_program, digest)
     data = json.loads(path.read_text())
     if (data.get("seed"), data.get("per_program")) != (seed, per_program):
         raise ConfigError([f"{path}: a run with seed {data.get('seed')} and {data.get('per_program')} kernels per "
                            f"program, not seed {seed} with {per_program}: resume it with those, or give another "
                            "--out"], "the fuzzing run")
-    return Tally(**data)
+    if data.get("generator", digest) not in ("", digest):
+        raise ConfigError([f"{path}: the kernel generator changed since this run started (its first program is "
+                           "another): give another --out for a new run"], "the fuzzing run")
+    return Tally(**{**data, "generator": digest})
 
 
 def run_campaign(seed: int, kernels: int, out: Path, *, per_program: int = 25, jobs: int = 1,

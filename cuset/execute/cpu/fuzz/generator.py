@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 FULL_MASK = "0xffffffffu"
 PAD = 64            # elements past each buffer's end: offset launches (d + 1) and aliases (p + k) stay inside
@@ -193,8 +193,8 @@ class _Storage:
     """A shared-memory storage (one `__shared__` array, or all the `extern __shared__`
     arrays together) and what the strict rules know of it."""
 
-    names: list[str]                    # arrays (and aliases) into it: (name, offset in elements)
-    offsets: dict[str, int]
+    names: list[str]                    # the arrays and local pointers into it
+    offsets: dict[str, int]             # name -> the element it points at
     size: int                           # elements the threads use (2 * block); declared larger
     initialised: bool = False           # every element written by every thread before the last barrier
     written: bool = False               # written in this stretch (own elements)
@@ -207,8 +207,7 @@ class _State:
     warp_ok: bool = True                # full-mask warp operations allowed (no thread-dependent exit yet)
     in_branch: bool = False
     loop_var: str | None = None          # a block-uniform loop's variable in scope
-    returned: bool = False
-    features: set[str] = field(default_factory=set)
+    returned: bool = False               # an early return was generated (strict: shared memory stays as it is)
 
 
 class _KernelGen:
