@@ -130,6 +130,16 @@ def test_a_failing_kernel_is_charged_its_own_failure_and_the_others_still_compar
     assert not check.compile_error and not check.disagreements, check
     assert check.reference == check.default == {"fine": "passed", "trap": "runtime_error", "racy": "race"}
     assert "fine" in check.proven and check.paths["fine"] == "block loop"
+    assert check.plans["fine"].startswith("block loop") and set(check.plans) == {"fine", "trap", "racy"}
+
+
+def test_the_plans_are_read_from_the_compile_log():
+    from cuset.execute.cpu.fuzz.runner import compile_plans
+
+    log = ("warning\ncuset-cpu: kernel paths: k1: block loop; k2: fibers (a warp shuffle whose mask is not the full "
+           "warp (0x0000ffffu)); k3: block loop with barrier regions (1 barrier(s))\ncuset-cpu: order proofs: k1: checked")
+    assert compile_plans(log) == {"k1": "block loop", "k3": "block loop with barrier regions (1 barrier(s))",
+                                  "k2": "fibers (a warp shuffle whose mask is not the full warp (0x0000ffffu))"}
 
 
 # ---------------------------------------------------------------- bounded runs
@@ -154,6 +164,7 @@ def test_a_bounded_run_finds_no_disagreement(tmp_path):
     assert not s["strict_kernels_not_passing"]
     # every path the fuzzer is meant to check was taken, and the proof skipped orders
     assert {"block loop", "block loop with barrier regions", "fibers"} <= set(s["default_paths"]), s["default_paths"]
+    assert all(s["default_plans"].values()), s["default_plans"]   # every plan the planners make, at least once
     assert s["proven_kernels"] > 10
 
 

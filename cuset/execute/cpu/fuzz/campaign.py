@@ -21,7 +21,7 @@ from typing import Callable
 from cuset.config import ConfigError
 from cuset.execute.cpu.fuzz.generator import FEATURES, Program, generate_program
 from cuset.execute.cpu.fuzz.minimise import minimise, save_reproducer
-from cuset.execute.cpu.fuzz.runner import Disagreement, ProgramCheck, Sides, check_program
+from cuset.execute.cpu.fuzz.runner import PLAN_MARKERS, Disagreement, ProgramCheck, Sides, check_program
 from cuset.io import atomic_write_json
 
 STATE = "state.json"
@@ -40,6 +40,7 @@ class Tally:
     default_verdicts: dict = dataclasses.field(default_factory=dict)
     features: dict = dataclasses.field(default_factory=lambda: {f: 0 for f in FEATURES})
     paths: dict = dataclasses.field(default_factory=dict)
+    plans: dict = dataclasses.field(default_factory=lambda: {m: 0 for m in PLAN_MARKERS})
     proven: int = 0
     parallel_only: int = 0
     disagreements: list = dataclasses.field(default_factory=list)
@@ -61,6 +62,7 @@ class Tally:
                 self.strict_not_passed.append(f"{k.seed}: {check.reference[k.name]}")
         self.features = dict(feats)
         self.paths = dict(sorted((Counter(self.paths) + Counter(check.paths.values())).items()))
+        self.plans = {m: self.plans.get(m, 0) + sum(m in plan for plan in check.plans.values()) for m in PLAN_MARKERS}
         self.proven += len(check.proven)
         self.parallel_only += len(check.parallel_only)
         self.disagreements += found
@@ -73,6 +75,7 @@ class Tally:
                 "kernels_per_program": self.per_program,
                 "reference_verdicts": self.reference_verdicts, "default_verdicts": self.default_verdicts,
                 "features": dict(sorted(self.features.items())), "default_paths": self.paths,
+                "default_plans": self.plans,
                 "proven_kernels": self.proven, "parallel_only_differences": self.parallel_only,
                 "disagreements": len(self.disagreements), "disagreement_list": self.disagreements,
                 "compile_errors": self.compile_errors,

@@ -44,6 +44,9 @@ from cuset.execute.result import StepResult
 
 RUN_TIMEOUT_S = 120.0
 FALLBACK_NOTE = "all fibers, no order proofs"   # backend.compile's log when the variants did not build
+# What the compile log says of a kernel's plan (block_loop.KernelPlan.describe), counted per kernel.
+PLAN_MARKERS = ("block loop", "threads innermost", "barrier regions", "warp operation(s)",
+                "loop(s) with barriers hoisted", "helpers with barriers inlined", "threads side by side", "fibers")
 COMPILE_TIMEOUT_S = 300.0
 _PROVEN_RE = re.compile(r"^CUSET-CPU: order-proof: kernel '([^']*)': (\d+) of (\d+) launch(?:es)? independent$", re.M)
 
@@ -89,6 +92,7 @@ class ProgramCheck:
     compile_error: str = ""            # the program did not build (a generator bug: reported, never hidden)
     proven: tuple[str, ...] = ()
     paths: dict[str, str] = dataclasses.field(default_factory=dict)   # default side, forward: kernel -> path
+    plans: dict[str, str] = dataclasses.field(default_factory=dict)   # kernel -> its plan in the compile log
     seconds: float = 0.0
 
 
@@ -138,7 +142,19 @@ def check_program(program: Program, workdir: Path, sides: Sides | None = None) -
     shutil.rmtree(workdir / "build", ignore_errors=True)
     return ProgramCheck(len(names), ref_verdicts, def_verdicts, tuple(disagreements), tuple(parallel_only),
                         proven=tuple(n for n in names if n in def_runs[0].proven), paths=dict(def_runs[0].paths),
+                        plans=compile_plans(compiled.step.stdout),
                         seconds=time.perf_counter() - started)
+
+
+def compile_plans(log: str) -> dict[str, str]:
+    """kernel -> its plan, from the compile step's `cuset-cpu: kernel paths: k: ...; m: ...` line."""
+    line = next((ln for ln in log.splitlines() if ln.startswith("cuset-cpu: kernel paths: ")), "")
+    plans = {}
+    for part in line.removeprefix("cuset-cpu: kernel paths: ").split("; "):
+        name, _, description = part.partition(": ")
+        if description:
+            plans[name] = description
+    return plans
 
 
 def compare_kernel(k: Kernel, ref_runs: list[OrderRun], def_runs: list[OrderRun], ref_all: KernelVerdict,
