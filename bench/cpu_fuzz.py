@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's cuset
@@ -54,22 +55,27 @@ def main(argv: list[str]) -> int:
     def progress(tally) -> None:
         print(f"{tally.kernels}/{args.kernels} kernels, {len(tally.disagreements)} disagreement(s), "
               f"{tally.seconds:.0f} s", flush=True)
+        segments[-1]["to_kernel"] = tally.kernels   # saved with the state: a stopped run keeps its segment
+        segments[-1]["wall_s"] = round(time.perf_counter() - started, 1)
+        atomic_write_json(state / SEGMENTS, segments, indent=1)
 
+    started = time.perf_counter()
     if not args.partial:
+        state.mkdir(parents=True, exist_ok=True)
         before = _kernels_done(state)
         segments.append({"commit": record.git.get("commit"), "dirty": record.git.get("dirty"),
-                         "date_utc": record.date_utc, "from_kernel": before})
+                         "date_utc": record.date_utc, "from_kernel": before, "to_kernel": before})
     if args.partial:
         tally = load_tally(state, args.seed, args.per_program)
     else:
         tally = run_campaign(args.seed, args.kernels, state, per_program=args.per_program, jobs=args.jobs,
                              minimise_budget=args.minimise_budget, progress=progress)
-    if not args.partial:
-        segments[-1]["to_kernel"] = tally.kernels
-        atomic_write_json(state / SEGMENTS, segments, indent=1)
     summary = tally.summary()
+    wall = sum(seg.get("wall_s", 0.0) for seg in segments)
+    # `seconds`: the segments' wall time; the tally's own sums each program's time (jobs overlap)
     summary.update(kernels_requested=args.kernels, complete=tally.kernels >= args.kernels, segments=segments,
-                   state=str(state))
+                   state=str(state), seconds=round(wall, 1), program_seconds_summed=summary["seconds"],
+                   kernels_per_s=round(tally.kernels / wall, 3) if wall else None, jobs=args.jobs)
     record.write(summary)
     return 1 if summary["disagreements"] else 0
 
