@@ -4,6 +4,7 @@ never disagree with the fibers) and the same run finding a planted defect."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -83,7 +84,8 @@ def test_a_proof_that_skips_orders_the_fibers_tell_apart_is_a_disagreement():
 
 def test_other_bytes_under_forward_or_random_are_a_disagreement_and_parallel_alone_is_not():
     ref = _runs(b"x", b"y", b"x")
-    for dflt, what in ((_runs(b"z", b"y", b"x"), "bytes under forward"), (_runs(b"x", b"z", b"x"), "bytes under random:1")):
+    for dflt, what in ((_runs(b"z", b"y", b"x"), "bytes under forward"),
+                       (_runs(b"x", b"z", b"x"), "bytes under random:1")):
         d = compare_kernel(KERNEL, ref, dflt, kernel_verdict("k", ref, False, b"x"),
                            kernel_verdict("k", dflt, False, b"x"), False, b"x")
         assert d is not None and d.what == what
@@ -145,7 +147,8 @@ def test_the_plans_are_read_from_the_compile_log():
     from cuset.execute.cpu.fuzz.runner import compile_plans
 
     log = ("warning\ncuset-cpu: kernel paths: k1: block loop; k2: fibers (a warp shuffle whose mask is not the full "
-           "warp (0x0000ffffu)); k3: block loop with barrier regions (1 barrier(s))\ncuset-cpu: order proofs: k1: checked")
+           "warp (0x0000ffffu)); k3: block loop with barrier regions (1 barrier(s))\n"
+           "cuset-cpu: order proofs: k1: checked")
     assert compile_plans(log) == {"k1": "block loop", "k3": "block loop with barrier regions (1 barrier(s))",
                                   "k2": "fibers (a warp shuffle whose mask is not the full warp (0x0000ffffu))"}
 
@@ -213,3 +216,28 @@ def test_the_bounded_run_finds_a_planted_defect(tmp_path, monkeypatch):
     assert planted, "the planted defect went unnoticed"
     found = planted[0]   # the same kernels agree without the plant (the test above)
     assert found["reference"] == "race" and "__ld" in open(found["reproducer"]).read(), found
+
+
+# ---------------------------------------------------------------- the CLI
+@pytest.mark.parametrize("disagreements, code", [([], 0), ([{"what": "proof", "reference": "race", "default":
+                                                             "passed", "reproducer": "r.cu"}], 1)])
+def test_the_cli_writes_the_summary_and_fails_on_a_disagreement(tmp_path, monkeypatch, disagreements, code):
+    from typer.testing import CliRunner
+
+    from cuset.cli.main import app
+    from cuset.execute.cpu.fuzz import campaign
+
+    calls = []
+
+    def fake(seed, kernels, out, **kw):
+        calls.append((seed, kernels, out, kw["per_program"], kw["jobs"]))
+        return Tally(seed, kw["per_program"], kernels=kernels, disagreements=list(disagreements))
+
+    monkeypatch.setattr(campaign, "run_campaign", fake)
+    res = CliRunner().invoke(app, ["cpu-fuzz", "--seed", "5", "--kernels", "30", "--out", str(tmp_path),
+                                   "--per-program", "10", "--jobs", "2"])
+    assert res.exit_code == code, res.output
+    assert calls == [(5, 30, tmp_path, 10, 2)]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert (summary["kernels_generated"], summary["disagreements"]) == (30, len(disagreements))
+    assert ("disagreement (proof): fibers race, default passed: r.cu" in res.output) == bool(disagreements)

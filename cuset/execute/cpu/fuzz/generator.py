@@ -295,7 +295,8 @@ class _KernelGen:
                          *([f"(({var} + {self.st.loop_var}) & {m}u)"] if self.st.loop_var else []))
 
     def global_load(self, buf: str, index: str) -> tuple[str, set[str]]:
-        form = self.load_style if self.chance(0.8) else self.pick("sub", "ldg", "ldg_addr", "ldcs", "ldca", "ldlu", "ldcv")
+        forms = ("sub", "ldg", "ldg_addr", "ldcs", "ldca", "ldlu", "ldcv")
+        form = self.load_style if self.chance(0.8) else self.pick(*forms)
         if form == "sub":
             return f"{buf}[{index}]", set()
         fn = "__ldg" if form.startswith("ldg") else f"__{form}"
@@ -320,7 +321,8 @@ class _KernelGen:
             base = st.names[0]
             off = self.pick(1, self.block) if not self.strict else self.block
             alias = self.fresh("sp")
-            out.append(Stmt(f"unsigned* {alias} = {base} + {off};", features=frozenset({"shared_alias", "pointer_arith"})))
+            out.append(Stmt(f"unsigned* {alias} = {base} + {off};",
+                            features=frozenset({"shared_alias", "pointer_arith"})))
             st.names.append(alias)
             st.offsets[alias] = off
         return out
@@ -443,7 +445,8 @@ class _KernelGen:
         target = self.pick("acc", "acc", "a")
         if self.chance(0.5):
             v = self.pick(*self.values)
-            return Stmt(f"{v} += {op}(&{target}[{idx}], {val});", features=frozenset(feats | {"atomic", "atomic_return"}))
+            return Stmt(f"{v} += {op}(&{target}[{idx}], {val});",
+                        features=frozenset(feats | {"atomic", "atomic_return"}))
         return Stmt(f"{op}(&{target}[{idx}], {val});", features=frozenset(feats | {"atomic"}))
 
     def warp_op(self) -> list[Stmt]:
@@ -666,7 +669,8 @@ class _KernelGen:
         if self.sync_helper:
             size = self.storages[0].size
             out.append(f"__device__ void {self.name}_fill(unsigned* s, const unsigned* src, unsigned k) {{\n"
-                       f"    for (unsigned j = threadIdx.x; j < {size}u; j += blockDim.x) s[j] = src[(k + j) & {self.mask}u];\n"
+                       f"    for (unsigned j = threadIdx.x; j < {size}u; j += blockDim.x) "
+                       f"s[j] = src[(k + j) & {self.mask}u];\n"
                        "    __syncthreads();\n}")
         return "\n".join(out)
 
