@@ -34,6 +34,7 @@ from cuset.cachedir import cache_root  # noqa: E402
 from cuset.execute.cpu.fuzz.campaign import load_tally, run_campaign  # noqa: E402
 from cuset.io import atomic_write_json  # noqa: E402
 
+MEASURES = ("cuset/execute/cpu",)   # the backend under test and the fuzzer (cuset/execute/cpu/fuzz)
 SEGMENTS = "segments.json"
 
 
@@ -73,9 +74,13 @@ def main(argv: list[str]) -> int:
     summary = tally.summary()
     wall = sum(seg.get("wall_s", 0.0) for seg in segments)
     # `seconds`: the segments' wall time; the tally's own sums each program's time (jobs overlap)
-    summary.update(kernels_requested=args.kernels, complete=tally.kernels >= args.kernels, segments=segments,
+    complete = tally.kernels >= args.kernels
+    summary.update(kernels_requested=args.kernels, complete=complete, segments=segments,
                    state=str(state), seconds=round(wall, 1), program_seconds_summed=summary["seconds"],
-                   kernels_per_s=round(tally.kernels / wall, 3) if wall else None, jobs=args.jobs)
+                   kernels_per_s=round(tally.kernels / wall, 3) if wall else None, jobs=args.jobs,
+                   verdict=(f"{summary['disagreements']} disagreement(s) in {tally.kernels:,} kernels"
+                            + ("" if complete else f" (incomplete: {tally.kernels:,} of {args.kernels:,} checked)")),
+                   meets_target=complete and summary["disagreements"] == 0)
     record.write(summary)
     return 1 if summary["disagreements"] else 0
 
