@@ -373,6 +373,8 @@ class _KernelGen:
             return None
         val, feats = self.value()
         if self.strict:
+            if st.read_any:   # the value read this storage at other threads' elements: no write before a barrier
+                return Stmt(f"{self.values[0]} ^= {val};", features=frozenset(feats))
             st.written = True
         elif self.chance(0.15):
             return Stmt(f"atomicAdd(&{name}[{idx}], {val});", features=frozenset(feats | {"atomic", "atomic_shared"}))
