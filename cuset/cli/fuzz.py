@@ -37,7 +37,8 @@ def cpu_fuzz(
                       f"{tally.seconds:.0f} s", highlight=False)
 
     tally = run_campaign(seed, kernels, out_dir, per_program=per_program, jobs=jobs,
-                         minimise_budget=minimise_budget, stop_at_first=stop_at_first, progress=progress)
+                         minimise_budget=minimise_budget, progress=progress,
+                         stop_when=(lambda t: bool(t.disagreements)) if stop_at_first else None)
     summary = tally.summary()
     atomic_write_json(out_dir / "summary.json", summary, indent=1)
     shown = {k: v for k, v in summary.items() if k not in ("disagreement_list", "features")}

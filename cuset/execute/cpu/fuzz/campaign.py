@@ -104,12 +104,13 @@ def load_tally(out: Path, seed: int, per_program: int) -> Tally:
 
 
 def run_campaign(seed: int, kernels: int, out: Path, *, per_program: int = 25, jobs: int = 1,
-                 minimise_budget: int = 40, stop_at_first: bool = False, sides: Sides | None = None,
+                 minimise_budget: int = 40, stop_when: Callable[[Tally], bool] | None = None,
+                 sides: Sides | None = None,
                  progress: Callable[[Tally], None] | None = None) -> Tally:
     """Check kernels 0 .. `kernels` - 1 of `seed` (resuming a run saved in `out`), in
     programs of `per_program` kernels, `jobs` programs at a time. Every disagreement is
     minimised (at most `minimise_budget` checks; 0: kept as generated) into
-    `<out>/repro/`. `stop_at_first`: stop after the batch with the first disagreement."""
+    `<out>/repro/`. `stop_when(tally)`: checked after every batch, True stops the run."""
     if kernels < 1 or per_program < 1 or jobs < 1:
         raise ConfigError([f"kernels={kernels}, per_program={per_program}, jobs={jobs}: each must be >= 1"],
                           "the fuzzing run")
@@ -133,7 +134,7 @@ def run_campaign(seed: int, kernels: int, out: Path, *, per_program: int = 25, j
             atomic_write_json(out / STATE, dataclasses.asdict(tally), indent=1)
             if progress:
                 progress(tally)
-            if stop_at_first and tally.disagreements:
+            if stop_when is not None and stop_when(tally):
                 break
     shutil.rmtree(work, ignore_errors=True)
     return tally
