@@ -50,8 +50,11 @@ def main(argv: list[str]) -> int:
                     "(complete: false unless every kernel is checked), checking no more kernels")
     args = ap.parse_args(argv)
     state = args.state or cache_root() / "cpu-fuzz" / f"seed-{args.seed}"
-    record = start_record()
     segments = json.loads((state / SEGMENTS).read_text()) if (state / SEGMENTS).exists() else []
+    # a partial record names the command of the run it reports (its last segment's), not `--partial`
+    ran = next((seg["argv"] for seg in reversed(segments) if "argv" in seg), None) if args.partial else None
+    record = start_record(argv=[sys.argv[0], *ran] if ran else None)
+    run = ap.parse_args(ran) if ran else args   # the run's own --kernels and --jobs
 
     def progress(tally) -> None:
         print(f"{tally.kernels}/{args.kernels} kernels, {len(tally.disagreements)} disagreement(s), "
@@ -65,7 +68,8 @@ def main(argv: list[str]) -> int:
         state.mkdir(parents=True, exist_ok=True)
         before = _kernels_done(state)
         segments.append({"commit": record.git.get("commit"), "dirty": record.git.get("dirty"),
-                         "date_utc": record.date_utc, "from_kernel": before, "to_kernel": before})
+                         "date_utc": record.date_utc, "argv": list(argv), "from_kernel": before,
+                         "to_kernel": before})
     if args.partial:
         tally = load_tally(state, args.seed, args.per_program)
     else:
@@ -74,12 +78,13 @@ def main(argv: list[str]) -> int:
     summary = tally.summary()
     wall = sum(seg.get("wall_s", 0.0) for seg in segments)
     # `seconds`: the segments' wall time; the tally's own sums each program's time (jobs overlap)
-    complete = tally.kernels >= args.kernels
-    summary.update(kernels_requested=args.kernels, complete=complete, segments=segments,
-                   state=str(state), seconds=round(wall, 1), program_seconds_summed=summary["seconds"],
-                   kernels_per_s=round(tally.kernels / wall, 3) if wall else None, jobs=args.jobs,
+    complete = tally.kernels >= run.kernels
+    summary.update(kernels_requested=run.kernels, complete=complete, segments=segments, state=str(state),
+                   written_by="--partial" if args.partial else "the run", seconds=round(wall, 1),
+                   program_seconds_summed=summary["seconds"],
+                   kernels_per_s=round(tally.kernels / wall, 3) if wall else None, jobs=run.jobs,
                    verdict=(f"{summary['disagreements']} disagreement(s) in {tally.kernels:,} kernels"
-                            + ("" if complete else f" (incomplete: {tally.kernels:,} of {args.kernels:,} checked)")),
+                            + ("" if complete else f" (incomplete: {tally.kernels:,} of {run.kernels:,} checked)")),
                    meets_target=complete and summary["disagreements"] == 0)
     record.write(summary)
     return 1 if summary["disagreements"] else 0
