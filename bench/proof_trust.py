@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# What this record measures (docs/tools/perf_table.py marks it stale when these change).
+MEASURES = ("cuset/execute", "cuset/evaluate")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -222,6 +222,16 @@ def _verdicts_match(r: dict) -> str:
             f"over {len(pairs)} pairs of evaluations; all identical: {'yes' if r['all_identical'] else 'no'}")
 
 
+def _proof_trust(r: dict) -> str:
+    parts = []
+    for group, label in (("all", "all"), ("proven", "the samples the proof let skip orders")):
+        g = r["summary"][group]
+        parts.append(f"{label} ({g['samples']}): cold {_n(g['cold']['reference_s'])} -> {_n(g['cold']['answer_s'])} s "
+                     f"(x{_n(g['cold']['answer_over_reference'], 3)}), compile cached {_n(g['warm']['reference_s'])} -> "
+                     f"{_n(g['warm']['answer_s'])} s (x{_n(g['warm']['answer_over_reference'], 2)})")
+    return "per sample, believed proof -> every order run: " + "; ".join(parts)
+
+
 def _demo_same(r: dict) -> str:
     return (f"{r['fields_compared']} fields compared, {len(r['result_differences'])} results differ, "
             f"{len(r['bookkeeping_differences'])} bookkeeping fields differ; identical results: "
@@ -289,6 +299,9 @@ ROWS = (
         "-", _worker_threads),
     Row("verdicts_match.json", "the same generations evaluated before and after a refactoring, sample by sample",
         "the same status everywhere", _verdicts_match),
+    Row("proof_trust.json", "CPU backend, the bundled CPU suite's references evaluated as trusted programs (the "
+        "order proof believed) and as model answers (every order run), alternately", "<= 1.10x per honest sample",
+        _proof_trust),
     Row("demo_same_numbers.json", "`cuset demo` with one config before and after a refactoring, field by field",
         "identical results", _demo_same),
 )
