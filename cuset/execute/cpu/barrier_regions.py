@@ -73,16 +73,27 @@ _FOR_EACH_LANE = ("::cuset::rt::for_each_lane(cuset_bl, cuset_lo, [&](const unsi
                   "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
 
 
-def plan_kernels(src: str) -> list[KernelPlan]:
+def plan_kernels(src: str, ticking: frozenset[int] | None = None) -> list[KernelPlan]:
     """A plan per `__global__` definition of `src`: a block loop (block_loop.py) where
-    it qualifies, else, for a kernel with `__syncthreads()`, barrier regions where they do."""
-    return block_loop.plan_kernels(src, barrier_planner=plan_barrier_kernel)
+    it qualifies, else, for a kernel with `__syncthreads()`, barrier regions where they do
+    (`ticking`: the rewriter's ticking loops, see block_loop.plan_kernels)."""
+    return block_loop.plan_kernels(src, barrier_planner=plan_barrier_kernel, ticking=ticking)
 
 
 def plan_barrier_kernel(unit: _Unit, fn, name: str, line: int) -> KernelPlan:
     """The plan of a kernel with barriers; raises _NotCollapsible where it needs the fibers.
     A kernel whose barriers sit in helpers it calls is planned with those calls inlined
-    (inline_calls.py): the variant is written from that text, the fibers keep the calls."""
+    (inline_calls.py): the variant is written from that text, the fibers keep the calls.
+    The regions run each stretch between barriers without a switch, so no loop the kernel
+    runs may tick on the fibers (the rewriter's own list, checked last: `_ticking_loop`)."""
+    plan = _plan_barrier_kernel(unit, fn, name, line)
+    where = _ticking_loop(unit, fn.child_by_field_name("body"), set())
+    if where:
+        raise _NotCollapsible(f"a loop that ticks on the fibers ({where})")
+    return plan
+
+
+def _plan_barrier_kernel(unit: _Unit, fn, name: str, line: int) -> KernelPlan:
     try:
         return _BarrierVariant(unit, fn).plan(name, line)
     except _NotCollapsible:
@@ -96,6 +107,22 @@ def plan_barrier_kernel(unit: _Unit, fn, name: str, line: int) -> KernelPlan:
     [new_fn] = [k for k in new_unit.kernels if k.start_byte == fn.start_byte]
     plan = _BarrierVariant(new_unit, new_fn).plan(name, line)
     return replace(plan, inlined=calls)
+
+
+def _ticking_loop(unit: _Unit, body, seen: set[str]) -> str:
+    """Where `body`, or a function of the file it calls (at any depth), has a loop that
+    ticks on the fibers (`_Unit.ticks`): "" for none."""
+    for n in _walk(body) if body is not None else ():
+        if n.type in _LOOPS and unit.ticks(n):
+            return f"line {n.start_point[0] + 1}"
+        name = block_loop._called_name(unit, n) if n.type == "call_expression" else ""
+        if name in unit.functions and name not in seen:
+            seen.add(name)
+            for f in unit.functions[name]:
+                where = _ticking_loop(unit, f.child_by_field_name("body"), seen)
+                if where:
+                    return f"{where}, in {name}"
+    return ""
 
 
 class _BarrierVariant(_KernelVariant):

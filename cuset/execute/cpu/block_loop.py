@@ -155,15 +155,20 @@ class _NotCollapsible(Exception):
     pass
 
 
-def plan_kernels(src: str, barrier_planner=None) -> list[KernelPlan]:
+def plan_kernels(src: str, barrier_planner=None, ticking: frozenset[int] | None = None) -> list[KernelPlan]:
     """A plan per `__global__` definition of `src` (a variant where it qualifies).
     `barrier_planner(unit, fn, name, line)` plans the kernels with `__syncthreads()` or warp shuffles
-    this module leaves on the fibers (barrier_regions.plan_kernels passes its own)."""
+    this module leaves on the fibers (barrier_regions.plan_kernels passes its own). `ticking`:
+    the offsets (in `src`) of the loops that tick on the fibers, as the rewriter found them
+    (`rewriter.ticking_loops`, computed here when not given)."""
     if "__global__" not in src:
         return []
+    if ticking is None:
+        from cuset.execute.cpu.rewriter import ticking_loops  # the rewriter imports the planners
+        ticking = ticking_loops(src)
     data = src.encode()
     tree = parser().parse(data)
-    unit = _Unit(data, tree.root_node)
+    unit = _Unit(data, tree.root_node, _byte_offsets(src, ticking))
     plans = []
     for fn in unit.kernels:
         name = unit.function_name(fn) or "?"
@@ -181,6 +186,13 @@ def plan_kernels(src: str, barrier_planner=None) -> list[KernelPlan]:
             except _NotCollapsible as why:
                 plans.append(KernelPlan(name, line, False, reason=str(why)))
     return plans
+
+
+def _byte_offsets(src: str, offsets: frozenset[int]) -> frozenset[int]:
+    """Offsets into `src` (a str) as offsets into its UTF-8 bytes (tree-sitter's)."""
+    if src.isascii():
+        return frozenset(offsets)
+    return frozenset(len(src[:o].encode()) for o in offsets)
 
 
 def _called_name(unit: _Unit, call) -> str:
@@ -227,8 +239,10 @@ def summary(plans: list[KernelPlan]) -> str:
 
 # ---------------------------------------------------------------- the translation unit
 class _Unit:
-    def __init__(self, data: bytes, root):
+    def __init__(self, data: bytes, root, ticking: frozenset[int] = frozenset()):
         self.data = data
+        # byte offsets of the keywords of the loops that tick on the fibers (see `ticks`)
+        self.ticking = ticking
         self.kernels = []
         self.functions: dict[str, list] = {}   # device/host functions defined here, by name
         self.macros: dict[str, str] = {}       # macro name -> replacement text
@@ -271,6 +285,15 @@ class _Unit:
             if t in ("template_declaration", "namespace_definition", "declaration_list", "linkage_specification",
                      "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
                 self._walk(child)
+
+    def ticks(self, loop) -> bool:
+        """Whether the fibers' thread switches at `loop`'s condition (`loop_tick()`, which
+        the rewriter puts in the loops it names: not in `for` loops of functions that meet
+        at barriers, loops with a small literal trip count, under `#pragma unroll`...)."""
+        if loop.type == "do_statement":
+            keyword = next((c for c in loop.children if c.type == "while"), None)
+            return keyword is not None and keyword.start_byte in self.ticking
+        return loop.type in _LOOPS and loop.start_byte in self.ticking
 
     def function_name(self, fn) -> str | None:
         d = _function_declarator(fn)

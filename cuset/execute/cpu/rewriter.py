@@ -38,6 +38,7 @@ at the user's lines):
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, field
 
 from cuset.execute.cpu.barrier_regions import plan_kernels
@@ -85,9 +86,9 @@ def rewrite(src: str, block_loops: bool = False, order_proofs: bool = False) -> 
     kernels = _registration_edits(tokens, decls, edits)
     dropped = _library_include_edits(tokens, edits)
     _empty_asm_edits(src, tokens, decls, edits)
-    _loop_tick_edits(tokens, code, decls, edits)  # last: it steps around the edits above
+    ticking = _loop_tick_edits(tokens, code, decls, edits)  # last: it steps around the edits above
     plain = _apply(src, edits)
-    plans = tuple(plan_kernels(src)) if block_loops else ()
+    plans = tuple(plan_kernels(src, ticking=ticking)) if block_loops else ()
     proofs = tuple(plan_proofs(src)) if order_proofs else ()
     # The checked pointers' lines go in before the block-loop variants at the same offset
     # (a stable sort in _apply): the variants use them too.
@@ -548,13 +549,33 @@ _TICK = "::cuset::rt::loop_tick()"
 SMALL_TRIP_COUNT = 64  # `i < 64` and below: the loop ends before it would yield more than once
 
 
-def _loop_tick_edits(tokens: list[Token], code: list[int], decls: list[Decl], edits: list[Edit]) -> None:
+def ticking_loops(src: str) -> frozenset[int]:
+    """The offsets in `src` of the `for`/`while` keywords whose loops tick on the fibers
+    (`rewrite` puts `loop_tick() &&` in their conditions; a `do ... while` is named by
+    its `while`): the planners' one source of truth for where the fibers switch."""
+    tokens = tokenize(src)
+    decls = declarations(tokens)
+    code = significant(tokens)
+    edits: list[Edit] = []
+    _launch_edits(src, tokens, code, edits)
+    _shared_edits(src, tokens, code, edits)
+    _volatile_edits(tokens, code, decls, edits)
+    _shared_size_checks(tokens, code, decls, edits)
+    _registration_edits(tokens, decls, edits)
+    _library_include_edits(tokens, edits)
+    _empty_asm_edits(src, tokens, decls, edits)
+    return _loop_tick_edits(tokens, code, decls, edits)
+
+
+def _loop_tick_edits(tokens: list[Token], code: list[int], decls: list[Decl], edits: list[Edit]) -> frozenset[int]:
+    """Adds the loop ticks; returns the offsets of the keywords of the loops that got one."""
     device = [d for d in decls if d.device and d.body is not None]
     if not device:
-        return
+        return frozenset()
     code = [k for k in code if not tokens[k].directive]
     taken = [(e.start, e.end) for e in edits]
-    synced = [d for d in device if _uses_block_sync(tokens, code, d)]
+    synced = _synced_functions(tokens, code, device)
+    ticking = set()
     for n, k in enumerate(code):
         t = tokens[k]
         if t.kind != IDENT or t.text not in ("for", "while") or n + 1 >= len(code):
@@ -579,6 +600,31 @@ def _loop_tick_edits(tokens: list[Token], code: list[int], decls: list[Decl], ed
         if inserts is None or any(s < at < e for at, _ in inserts for s, e in taken):
             continue
         edits.extend(Edit(at, at, text) for at, text in inserts)
+        ticking.add(t.start)
+    return frozenset(ticking)
+
+
+def _synced_functions(tokens: list[Token], code: list[int], device: list[Decl]) -> list[Decl]:
+    """The device functions that meet at barriers or warp operations, themselves
+    (`_uses_block_sync`) or through a function of the file they call (by name, at any
+    depth): a kernel whose `__syncthreads()` sits in a helper meets its threads there
+    as one that calls it itself, and the barrier planner runs it so (inline_calls.py)."""
+    synced = {id(d) for d in device if _uses_block_sync(tokens, code, d)}
+    names = {d.name for d in device if id(d) in synced and d.name}
+    words = {id(d): {tokens[k].text for k in code[bisect.bisect_right(code, d.body):bisect.bisect_left(code, d.last)]
+                     if tokens[k].kind == IDENT} for d in device}
+    changed = True
+    while changed:
+        changed = False
+        for d in device:
+            if id(d) in synced:
+                continue
+            if words[id(d)] & names:
+                synced.add(id(d))
+                if d.name:
+                    names.add(d.name)
+                changed = True
+    return [d for d in device if id(d) in synced]
 
 
 # Calls after which every thread of a block (or warp) has caught up with the others.

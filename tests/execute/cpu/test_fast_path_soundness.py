@@ -106,6 +106,21 @@ __global__ void inc_macro(float* o, int n) {
 }
 """
 
+# the barrier sits in a helper: the kernel meets at it as if it called __syncthreads()
+# itself, so its `for` loop does not tick on the fibers (it did: with the tick count of
+# the threads resumed before it, a thread switched in the middle of the stretch), and
+# the stretch after the barrier runs thread after thread on both paths: the last thread
+# of the block's order writes a[blockIdx.x]
+HELPER_BARRIER = r"""
+__device__ void meet(float* s) { __syncthreads(); }
+__global__ void helper_barrier(float* a) {
+  __shared__ float s0[8];
+  meet(s0);
+  for (unsigned c = threadIdx.x; c < 128u; c += blockDim.x) {}
+  a[blockIdx.x] = threadIdx.x;
+}
+"""
+
 # in and out promise not to alias; the launch passes one buffer for both
 RESTRICT = r"""
 __global__ void restrict_shift(const float* __restrict__ in, float* __restrict__ out, int n) {
@@ -194,7 +209,7 @@ def test_restrict_parameters_are_checked_to_be_apart_when_a_block_starts():
 # ---------------------------------------------------------------- runs on both paths
 PROGRAM = "#include <cstdio>\n#include <cstring>\n#include <vector>\n#define B 256\n" + "".join(
     (SMOOTH, LANES_ALIAS, EXTERN_TILES, REVERSE, BROADCAST, HOIST, RESTRICT, SET_MACRO,
-                                                              INC_MACRO)) + r"""
+                                                              INC_MACRO, HELPER_BARRIER)) + r"""
 int main(int argc, char** argv) {
   const char* what = argv[1];
   const int n = 64 * 256;
@@ -212,7 +227,8 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "set_macro")) set_macro<<<4, 64>>>(d, o);
   if (!strcmp(what, "inc_macro")) inc_macro<<<4, 64>>>(o, 64);
   if (!strcmp(what, "restrict_shift")) restrict_shift<<<1, 64>>>(d, d, 256);
-  const bool to_o = !strcmp(what, "lanes_alias") || !strcmp(what, "extern_tiles") || !strcmp(what, "broadcast_ldg")
+  if (!strcmp(what, "helper_barrier")) helper_barrier<<<4, 64>>>(o);
+  const bool to_o = !strcmp(what, "helper_barrier") || !strcmp(what, "lanes_alias") || !strcmp(what, "extern_tiles") || !strcmp(what, "broadcast_ldg")
                     || !strcmp(what, "hoist_ldg") || !strcmp(what, "set_macro") || !strcmp(what, "inc_macro");
   out.resize(n + 1);
   cudaMemcpy(out.data(), to_o ? o : d, (n + 1) * 4, cudaMemcpyDeviceToHost);
@@ -302,3 +318,36 @@ def test_a_race_written_through_a_macro_is_not_certified(run):
 def test_a_local_a_macro_increments_keeps_its_value(run):
     [out] = _same_verdict_as_the_fibers(run, "inc_macro")
     assert floats(out)[:256 * 64] == [float(k + 1) for k in range(256) for _ in range(64)]
+
+
+def test_a_kernel_meeting_at_a_helpers_barrier_has_no_ticking_loop():
+    """The rewriter's ticking loops are the planners' one list: a `for` in a kernel that
+    meets at barriers through a helper ticks no more than one in a kernel calling
+    `__syncthreads()` itself, and a loop that still ticks keeps the kernel on the fibers."""
+    from cuset.execute.cpu.rewriter import ticking_loops
+
+    assert ticking_loops(HELPER_BARRIER) == frozenset()
+    assert _plan(HELPER_BARRIER).loop
+    ticking = HELPER_BARRIER.replace("{}\n", "{}\n  for (int w = 0; w < (int)a[0]; ) {}\n")
+    assert len(ticking_loops(ticking)) == 0   # a `for`: the kernel meets at barriers
+    spin = HELPER_BARRIER.replace("{}\n", "{}\n  while (a[0] < 0.0f) {}\n")
+    [at] = ticking_loops(spin)
+    assert spin[at:at + 5] == "while"
+    plan = _plan(spin)
+    assert not plan.loop and "a while loop" in plan.reason, plan.describe()
+    helper = ("__device__ float total(const float* a, int n) { float s = 0; for (int i = 0; i < n; ++i) s += a[i]; "
+              "return s; }\n" + HELPER_BARRIER.replace("a[blockIdx.x] = threadIdx.x;", "a[blockIdx.x] = total(a, 9);"))
+    plan = _plan(helper)
+    assert not plan.loop and "calls a function with a loop" in plan.reason, plan.describe()
+    # whatever the planner's own checks let through, a loop the rewriter ticks keeps the fibers
+    [plan] = plan_kernels(HELPER_BARRIER, ticking=frozenset({HELPER_BARRIER.index("for (")}))
+    assert not plan.loop and plan.reason == "a loop that ticks on the fibers (line 6)", plan.describe()
+
+
+@needs_gxx
+def test_a_barrier_in_a_helper_orders_the_stretch_after_it_alike_on_both_paths(run):
+    """Fuzzer finding F3 (issue 58): bytes differed under forward."""
+    outputs = _same_verdict_as_the_fibers(run, "helper_barrier")
+    forward = run(("helper_barrier",), "forward", True)[1]
+    assert floats(forward)[:4] == [63.0] * 4   # thread 63 of each block writes last
+    assert len(outputs) > 1   # the last writer depends on the order: a race
