@@ -19,9 +19,9 @@ of a block (`::cuset::rt::take_block_loop`, runtime core.h):
   `if (in range) { ... }` into a guard) whose header every thread computes
   alike (`_uniform_loop`) is hoisted out of the thread loop, as the CPU-CUDA
   compilers do (MCUDA, COX): the kernel becomes regions, each a loop over the
-  threads, and the hoisted loop runs in chunks of CHUNK iterations, each chunk
-  such a region (every thread runs the chunk with its own copy of the loop
-  variable, as the fibers' loop ticks would interleave them). Locals
+  threads, and the hoisted loop runs in chunks, each chunk such a region (every
+  thread runs the chunk with its own copy of the loop variable), cut exactly where
+  the fibers' loop ticks switch threads (`_hoisted_region`). Locals
   declared before a hoisted loop are either recomputed in every region (pure
   values of the thread and block index, and guards on them: "remat") or kept
   per thread in runtime scratch arrays ("replicated"). So a naive column sum
@@ -58,11 +58,13 @@ g++ may contract a*b+c into fused multiply-adds differently in the two
 it did. So every thread order runs the same version of a kernel: `forward` in
 index order (x innermost), `random` and `parallel` with the threads of every
 region in the random start order of the block, which for a hoisted loop means
-every chunk of 32 iterations (where the fibers switch, in the same order); a loop
-writing no memory runs alike in every order (its order cannot matter). Races that
-depend on the order of the threads within a region, or on blocks running
-concurrently, stay visible; what a block loop no longer has is the
-fibers' switch inside a loop nested in a hoisted one.
+every chunk (where the fibers switch, in the same order); a loop writing nothing
+another thread sees runs alike in every order (its order cannot matter) and counts
+the checks the fibers' ticks count. Races that depend on the order of the threads
+within a region, or on blocks running concurrently, stay visible, in the same
+interleaving as on the fibers: a kernel whose switches cannot be reproduced (a
+ticking loop nested in a hoisted loop that writes memory, a call of a function with
+a loop in a hoisted loop) stays on the fibers.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ _TYPE_WORDS = frozenset("int unsigned signed long short char float double bool s
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _LOOP_KINDS = ("loop", "ploop")  # a uniform loop (hoisted), a loop of each thread's own (private)
 _MAX_REPLICATED = 48
-CHUNK = 32  # iterations of a hoisted loop a thread runs before the next one (the fibers' kLoopTicks)
+CHUNK = 32  # condition checks of a thread's ticking loops between two switches (the fibers' kLoopTicks)
 UNROLL = 8  # iterations of a loop writing no memory each thread runs in turn, unrolled (see writes_no_memory)
 LANES = 8   # threads of such a loop g++ sees side by side (a constant trip count: -O2 vectorises it)
 _MAX_UNROLLED_BODY = 2000  # characters of a loop body unrolled UNROLL times; longer ones are not unrolled
@@ -669,8 +671,39 @@ class _KernelVariant:
             return False
         return self._assigns_only(body, self._kernel_locals())
 
-    def _assigns_only(self, node, locals_: set[str]) -> bool:
-        """`node` writes no variable but `locals_` and no memory, through what it calls too."""
+    def writes_only_its_own(self, loop) -> bool:
+        """A hoisted loop that writes nothing another thread can see: as `writes_no_memory`,
+        and it may also write elements of the kernel's local arrays (each thread's own)
+        that the kernel only ever subscripts (no pointer to one can reach another thread).
+        Any interleaving of the threads gives it the same outcome."""
+        body = loop.child_by_field_name("body")
+        if any(n.type == "return_statement" for n in _walk(body)):
+            return False
+        return self._assigns_only(body, self._kernel_locals(), self._own_arrays())
+
+    def _own_arrays(self) -> set[str]:
+        """The kernel's local arrays (`T a[N];` in its body) whose name appears only as the
+        array of a subscript `a[i]`."""
+        arrays = set()
+        for n in _walk(self.body):
+            if n.type == "declaration":
+                for d in n.children_by_field_name("declarator"):
+                    if d.type == "array_declarator":
+                        name = declared_identifier(d)
+                        if name is not None:
+                            arrays.add(self.u.text(name))
+        for n in _walk(self.body):
+            if n.type == "identifier" and self.u.text(n) in arrays:
+                parent = n.parent
+                declared = parent.type == "array_declarator" and parent.child_by_field_name("declarator") == n
+                subscripted = parent.type == "subscript_expression" and parent.child_by_field_name("argument") == n
+                if not (declared or subscripted):
+                    arrays.discard(self.u.text(n))
+        return arrays
+
+    def _assigns_only(self, node, locals_: set[str], arrays: set[str] = frozenset()) -> bool:
+        """`node` writes no variable but `locals_`, no memory but elements of `arrays`
+        (`a[i]`, `a[i][j]`), through what it calls too."""
         for n in _walk(node):
             t = n.type
             targets = []
@@ -681,6 +714,12 @@ class _KernelVariant:
             elif t == "pointer_expression" and operator_text(self.u, n) == "&":
                 return False  # an address taken may be written through later
             for target in targets:
+                base = target
+                while base is not None and base.type == "subscript_expression":
+                    base = base.child_by_field_name("argument")
+                if target.type == "subscript_expression" and base is not None and base.type == "identifier" \
+                        and self.u.text(base) in arrays:
+                    continue  # an element of the thread's own array
                 root = _variable_root(target)
                 if root is None or self.u.text(root) not in locals_ or self.u.text(root) in self.u.globals:
                     return False
@@ -1097,9 +1136,9 @@ class _VariantWriter:
             parts.append(self._bind(name))
         return " ".join(parts)
 
-    def _with_returns(self, node) -> str:
-        """`return;`: this thread is done (false: skipped in later regions)."""
-        replace = {}
+    def _with_returns(self, node, replace: dict[int, tuple[int, str]] | None = None) -> str:
+        """`return;`: this thread is done (false: skipped in later regions); `replace`: more cuts."""
+        replace = dict(replace or {})
         for n in _walk(node):
             if n.type == "return_statement":
                 if n.named_children:
@@ -1129,6 +1168,13 @@ class _Generator(_VariantWriter):
                                          if p.kind in ("other",) + _LOOP_KINDS for n in _walk(p.node))
         self.private_slots: list[str] = []  # storage of the private loops' per-thread state
         self.thread_innermost = 0  # hoisted loops run with the threads innermost (see writes_no_memory)
+        # The fibers' loop ticks (see _hoisted_region): a thread's count of its ticking loops'
+        # condition checks is `cuset_tk` (the hoisted loops every thread runs alike) plus its
+        # `cuset_tks[t]` (the rest: private loops, loops nested in a loop writing no memory),
+        # once `per_thread_ticks` some thread's own part may be nonzero.
+        self.tick_slot = ""
+        self.per_thread_ticks = False
+        self.counted: frozenset[int] = frozenset()  # start bytes of the nested loops the region counts
 
     def variant(self) -> str:
         for p in self.live:
@@ -1138,8 +1184,9 @@ class _Generator(_VariantWriter):
         if slots > _MAX_REPLICATED:
             raise _NotCollapsible("too many locals live across a hoisted loop")
         # The order is the runtime's: the threads of every region run in it unchanged.
+        ticks = "unsigned cuset_tk = 0; (void)cuset_tk; " if self.regions else ""
         return self._entry(f"{self._apart(self.apart)}::cuset::rt::take_block_loop()", "const ::cuset::rt::BlockLoop&",
-                           self._scratch() + "".join(self.private_slots), body)
+                           self._scratch() + "".join(self.private_slots) + ticks, body)
 
     def _replicate(self, decl) -> None:
         for name, type_text in replicated_types(self.u, decl):
@@ -1154,12 +1201,7 @@ class _Generator(_VariantWriter):
                 if current:
                     out.append(self._thread_region(start, current))
                     current = []
-                if p.kind == "loop" and not self.uses_done and self.kv.writes_no_memory(p.node):
-                    region = self._threads_innermost_region
-                    self.thread_innermost += 1
-                else:
-                    region = self._loop_region if p.kind == "loop" else self._private_loop_region
-                out.append(region(p, list(prologue), list(bound)))
+                out.append(self._hoisted_region(p, list(prologue), list(bound)))
                 continue
             if not current:
                 start = (list(prologue), list(bound))
@@ -1190,23 +1232,113 @@ class _Generator(_VariantWriter):
         return self._each_thread(inner, "if (cuset_done[cuset_t]) return; ", "cuset_done[cuset_t] = 1;")
 
     def _thread_region(self, start: tuple[list, list], stmts: list[_Stmt]) -> str:
+        """Statements each thread runs without a tick: in the block's order where every
+        thread has made as many ticks, else round by round (`_in_rounds`)."""
         prologue, bound = start
         text = " ".join(self._statement_text(p) for p in stmts)
-        return self._per_thread(self._prologue(prologue, bound) + " " + text)
+        inner = self._prologue(prologue, bound) + " " + text
+        if not self.per_thread_ticks:
+            return self._per_thread(inner)
+        at = (f"{{ const unsigned cuset_at = (cuset_tk + {self._tick_counts()}[cuset_t]) / {CHUNK}u; "
+              "if (cuset_at != cuset_r) { if (cuset_at > cuset_r && cuset_at < cuset_next) cuset_next = cuset_at; "
+              "return true; } } ")
+        return self._in_rounds(self._per_thread(at + inner))
+
+    @staticmethod
+    def _in_rounds(per_thread: str) -> str:
+        """`per_thread` (a loop over the block's threads in its order) once per round of the
+        fibers' ticks, from round 0 to the last one a thread is in: each thread runs what it
+        runs in round `cuset_r` and names in `cuset_next` the next round it has work in
+        (the fibers' threads run one slice each per round, in the block's order)."""
+        return ("for (unsigned cuset_r = 0, cuset_next = 0; cuset_next != ~0u; cuset_r = cuset_next) { "
+                f"cuset_next = ~0u; {per_thread} }}")
+
+    def _tick_counts(self) -> str:
+        """The per-thread part of the tick counts (zero when the block starts)."""
+        if not self.tick_slot:
+            slot = len(self.replicated) + (1 if self.uses_done else 0) + len(self.private_slots)
+            self.private_slots.append(
+                f"unsigned* const cuset_tks = static_cast<unsigned*>(::cuset::rt::block_loop_scratch({slot}, "
+                "sizeof(unsigned) * cuset_bl.n)); __builtin_memset(cuset_tks, 0, sizeof(unsigned) * cuset_bl.n); ")
+            self.tick_slot = "cuset_tks"
+        return self.tick_slot
+
+    def _counting_cuts(self, node) -> dict[int, tuple[int, str]]:
+        """The cuts that make each nested loop of `self.counted` under `node` count its
+        condition checks in the thread's `cuset_c`, as the fibers' `loop_tick()` does."""
+        cuts = {}
+        for n in _walk(node):
+            if n.type not in _LOOPS or n.start_byte not in self.counted:
+                continue
+            cond = n.child_by_field_name("condition")
+            if cond is None:
+                raise _NotCollapsible("a loop without a condition nested in a hoisted loop ticks on the fibers")
+            if n.type == "for_statement":
+                cuts[cond.start_byte] = (cond.end_byte, f"(++cuset_c, ({_flat(self.u, cond)}))")
+            else:
+                cuts[cond.start_byte] = (cond.end_byte, f"((++cuset_c, ({_cond_text(self.u, cond)})))")
+        return cuts
+
+    def _counter(self, thread: str) -> str:
+        """Binds `cuset_c` to the per-thread tick count of linear thread `thread` where the
+        region counts nested loops."""
+        if not self.counted:
+            return ""
+        return f"unsigned& cuset_c = {self._tick_counts()}[{thread}]; (void)cuset_c; "
+
+    def _hoisted_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
+        """A hoisted loop's region, its threads interleaved as the fibers' loop ticks
+        interleave them. On the fibers a thread lets the next one run at every CHUNK-th
+        condition check of its ticking loops (`loop_tick()`, counted across the thread's
+        loops, the first switch at its CHUNK-th check; the rewriter names the loops that
+        tick: `_Unit.ticks`), and the block's threads take turns in its order, one slice
+        each. A loop that writes memory runs exactly those slices; one that writes no
+        memory may run in any interleaving (no thread sees another's work in it) and only
+        counts the checks. A loop that writes memory and holds a ticking loop (a switch in
+        the middle of an iteration), or any hoisted loop calling a function with a loop
+        (checks that cannot be counted here), keeps the kernel on the fibers."""
+        node = p.node
+        body = node.child_by_field_name("body")
+        if self.kv._calls_looping_function(body):
+            raise _NotCollapsible("a hoisted loop calls a function with a loop (the fibers' ticks in it are not counted)")
+        nested = frozenset(n.start_byte for n in _walk(body) if n.type in _LOOPS and self.u.ticks(n))
+        order_free = self.kv.writes_only_its_own(node)
+        if nested and not order_free:
+            raise _NotCollapsible("a loop nested in a hoisted loop that writes memory ticks on the fibers "
+                                  "in the middle of an iteration")
+        self.counted = nested
+        if p.kind == "loop" and not self.uses_done and self.kv.writes_no_memory(node):
+            self.thread_innermost += 1
+            text = self._threads_innermost_region(p, prologue, bound)
+        elif p.kind == "loop" and (order_free or not self.per_thread_ticks):
+            text = self._loop_region(p, prologue, bound)
+        else:
+            text = self._private_loop_region(p, prologue, bound)
+        if nested or (p.kind == "ploop" and self.u.ticks(node)):
+            self.per_thread_ticks = True
+        self.counted = frozenset()
+        return text
 
     def _loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
-        """The hoisted loop in chunks of CHUNK iterations: each thread in turn runs a
-        chunk with its own copy of the loop variable (its locals in registers, the
-        block's threads walking memory side by side as the fibers' ticks make them),
-        then the shared copy advances past the chunk. `continue` keeps its meaning."""
+        """The hoisted loop in chunks, each the iterations whose condition checks fall in
+        one slice of the fibers (their CHUNK-th check switches: the first chunk of a first
+        loop is CHUNK - 1 iterations, and later loops go on from the count the earlier left;
+        a loop that does not tick is one chunk): each thread in turn runs a chunk with its
+        own copy of the loop variable (its locals in registers, the block's threads walking
+        memory side by side as on the fibers), then the shared copy advances past the chunk
+        and the count (`cuset_tk`) with it. Every thread has made the same checks (else
+        `_private_loop_region`). `continue` keeps its meaning."""
         h = _ForHeader.of(self.u, p.node)
         var, cond, step = h.var, h.cond, h.step
-        inner = " ".join(self._with_returns(n) for n in h.body)
-        per_thread = (f"{self._prologue(prologue, bound)} auto {var} = cuset_from; "
-                      f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{ {inner} }}")
-        return (f"{{ {h.init} while ({cond}) {{ const auto cuset_from = {var}; "
+        inner = " ".join(self._with_returns(n, self._counting_cuts(n)) for n in h.body)
+        ticks = self.u.ticks(p.node)
+        length = f"{CHUNK}u - (cuset_tk + 1u) % {CHUNK}u" if ticks else "~0u"
+        per_thread = (f"{self._prologue(prologue, bound)} {self._counter('cuset_t')}auto {var} = cuset_from; "
+                      f"for (unsigned cuset_k = 0; cuset_k < cuset_len && ({cond}); ++cuset_k, {step}) {{ {inner} }}")
+        return (f"{{ {h.init} while ({cond}) {{ const unsigned cuset_len = {length}; const auto cuset_from = {var}; "
                 f"{self._per_thread(per_thread)} "
-                f"for (unsigned cuset_k = 0; cuset_k < {CHUNK} && ({cond}); ++cuset_k, {step}) {{}} }} }}")
+                f"unsigned cuset_k = 0; for (; cuset_k < cuset_len && ({cond}); ++cuset_k, {step}) {{}} "
+                + ("cuset_tk += cuset_k; } cuset_tk += 1u; }" if ticks else "} }"))
 
     def _threads_innermost_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
         """A hoisted loop that writes no memory (`writes_no_memory`): its outcome does not
@@ -1222,13 +1354,15 @@ class _Generator(_VariantWriter):
         iteration, as in the kernel."""
         h = _ForHeader.of(self.u, p.node)
         init, var, cond, step = h.init, h.var, h.cond, h.step
-        inner = " ".join(_flat(self.u, n) for n in h.body)
+        inner = " ".join(_flat(self.u, n, self._counting_cuts(n)) for n in h.body)
         remat = " ".join(_flat(self.u, q.node) for q in prologue if q.kind == "remat")
+        counter = self._counter("cuset_t0 + cuset_x")
+        ticks = self.u.ticks(p.node)
 
         def thread(x: str, copy: str, iterations: str, unroll: str) -> str:
             binds = " ".join(f"cuset_t_{n}& {n} = {copy.format(n=n)}; (void){n};" for n in bound)
             return (f"const unsigned cuset_x = {x}; const uint3 threadIdx{{cuset_x, cuset_y, cuset_z}}; "
-                    f"(void)threadIdx; {remat} {binds} "
+                    f"(void)threadIdx; {remat} {binds} {counter}"
                     f"{unroll}for (unsigned cuset_u = 0; cuset_u < {iterations}; ++cuset_u) {{ "
                     f"auto {var} = cuset_v[cuset_u]; {{ {inner} }} }}")
 
@@ -1250,7 +1384,7 @@ class _Generator(_VariantWriter):
                 "for (unsigned cuset_y = 0; cuset_y < cuset_bd.y; ++cuset_y) { "
                 "const unsigned cuset_t0 = (cuset_z * cuset_bd.y + cuset_y) * cuset_bd.x; unsigned cuset_xs = 0; "
                 + " ".join(f"cuset_t_{n}* const cuset_q_{n} = cuset_r_{n} + cuset_t0;" for n in bound)
-                + f" {lanes}{rest} }} }} }}")
+                + f" {lanes}{rest} }} " + ("cuset_tk += cuset_n; } cuset_tk += 1u; }" if ticks else "} }"))
         chunked = self._loop_region(p, prologue, bound)
         guards = [q for q in prologue if q.kind == "guard"]
         if not guards:
@@ -1262,9 +1396,11 @@ class _Generator(_VariantWriter):
         return f"{all_in}if (cuset_all_in) {fast} else {chunked} }}"
 
     def _private_loop_region(self, p: _Stmt, prologue: list[_Stmt], bound: list[str]) -> str:
-        """A loop of each thread's own, as the fibers' ticks run it: every thread starts
-        it (its variable kept per thread), then rounds in which each unfinished thread
-        runs up to CHUNK more iterations, until every thread has left it."""
+        """A loop of each thread's own (or any hoisted loop once the threads' tick counts
+        differ), as the fibers' ticks run it: round by round (`_in_rounds`), each thread
+        starting it (its variable kept per thread) in the round its count is in, then
+        running the iterations whose condition checks fall in the round, until every
+        thread has left it. A loop that does not tick runs whole in the thread's round."""
         k = len(self.private_slots)
         slot = len(self.replicated) + (1 if self.uses_done else 0) + k
         h = _ForHeader.of(self.u, p.node)
@@ -1275,17 +1411,24 @@ class _Generator(_VariantWriter):
             raise _NotCollapsible("a loop variable whose type cannot be named")
         state = f"cuset_pl{k}"
         self.private_slots.append(
-            f"struct cuset_pl{k}_t {{ {base} v; bool running; }}; cuset_pl{k}_t* const {state} = "
+            f"struct cuset_pl{k}_t {{ {base} v; unsigned char started, left; }}; cuset_pl{k}_t* const {state} = "
             f"static_cast<cuset_pl{k}_t*>(::cuset::rt::block_loop_scratch({slot}, sizeof(cuset_pl{k}_t) * cuset_bl.n)); ")
+        tks = self._tick_counts()
         value = _flat(self.u, declarator.child_by_field_name("value"))
-        inner = " ".join(self._with_returns(n) for n in h.body)
-        pro = self._prologue(prologue, bound)
-        start = self._per_thread(f"{state}[cuset_t].running = false; {pro} {base} {var} = {value}; "
-                                 f"{state}[cuset_t].v = {var}; {state}[cuset_t].running = true;")
-        chunk = self._per_thread(
-            f"if (!{state}[cuset_t].running) return true; {pro} {base} {var} = {state}[cuset_t].v; "
-            f"for (unsigned cuset_k = 0;; ++cuset_k, {step}) {{ "
-            f"if (!({cond})) {{ {state}[cuset_t].running = false; break; }} "
-            f"if (cuset_k == {CHUNK}) {{ {state}[cuset_t].v = {var}; cuset_more = true; break; }} "
-            f"{{ {inner} }} }}")
-        return f"{start} for (bool cuset_more = true; cuset_more;) {{ cuset_more = false; {chunk} }}"
+        inner = " ".join(self._with_returns(n, self._counting_cuts(n)) for n in h.body)
+        me = f"{state}[cuset_t]"
+        # the round of the thread's next step: its start, or its next condition check
+        at = (f"{{ const unsigned cuset_at = (cuset_tk + cuset_c + ({me}.started ? 1u : 0u)) / {CHUNK}u; "
+              "if (cuset_at != cuset_r) { if (cuset_at > cuset_r && cuset_at < cuset_next) cuset_next = cuset_at; "
+              "return true; } } ")
+        tick = (f"{{ const unsigned cuset_at = (cuset_tk + cuset_c + 1u) / {CHUNK}u; if (cuset_at != cuset_r) {{ "
+                f"{me}.v = {var}; if (cuset_at < cuset_next) cuset_next = cuset_at; break; }} }} ++cuset_c; "
+                if self.u.ticks(p.node) else "")
+        # the count in a register while the thread runs (a thread that returns is done with it)
+        run = self._per_thread(
+            f"if ({me}.left) return true; unsigned cuset_c = {tks}[cuset_t]; {at}"
+            f"{self._prologue(prologue, bound)} {base} {var} = {me}.started ? {me}.v : ({value}); {me}.started = 1; "
+            f"for (;; {step}) {{ {tick}if (!({cond})) {{ {me}.left = 1; break; }} {{ {inner} }} }} "
+            f"{tks}[cuset_t] = cuset_c;")
+        reset = f"for (unsigned cuset_i = 0; cuset_i < cuset_bl.n; ++cuset_i) {state}[cuset_i].started = {state}[cuset_i].left = 0; "
+        return f"{{ {reset}{self._in_rounds(run)} }}"

@@ -105,7 +105,7 @@ def test_top_level_loops_run_in_chunks(body, kind):
     head = "#define TID (threadIdx.x + 0)\n#define LAST (2 * 16)\n"
     [plan] = plan_kernels(head + "__global__ void k(int* p, const int* q, int n) { " + body + " }\n")
     assert plan.loop and plan.hoisted == 1
-    assert ("running" in plan.text) == (kind == "private")  # a private loop keeps its state per thread
+    assert ("cuset_pl0" in plan.text) == (kind == "private")  # a private loop keeps its state per thread
 
 
 def test_a_called_function_with_a_barrier_or_threadIdx_blocks_the_loop():
