@@ -96,16 +96,26 @@ __global__ void stride(unsigned* c, unsigned* lg, int n) {
     unsigned t = c[0]; c[0] = t + 1u; lg[t] = (unsigned)i;
   }
 }
+// on the fibers (a while loop with a barrier): each thread's tick count is its own,
+// kept while it waits at the barrier (not the count of the thread that ran before it)
+__global__ void own_count(unsigned* c, unsigned* lg, int n) {
+  int i = 0;
+  while (i < n) { unsigned t = c[0]; c[0] = t + 1u; lg[t] = threadIdx.x * 1000u + i; ++i; }
+  __syncthreads();
+  int j = 0;
+  while (j < n) { unsigned t = c[0]; c[0] = t + 1u; lg[t] = threadIdx.x * 1000u + 100u + j; ++j; }
+}
 """
 
 NAMES = ("phase", "one", "carry", "own_then_ticket", "own_then_loop", "nested", "own_array", "small", "leave",
-         "stride")
+         "stride", "own_count")
+PATHS = {n: "fibers" if n == "own_count" else "block loop" for n in NAMES}
 SLOT = 8192   # words of output per kernel
 
 PROGRAM = "#include <cstdio>\n#include <cstring>\n#include <vector>\n" + KERNELS + r"""
 int main() {
   const int S = 8192;
-  std::vector<unsigned> out(S * 10, 0u);
+  std::vector<unsigned> out(S * 11, 0u);
   std::vector<float> h(256);
   for (int i = 0; i < 256; ++i) h[i] = (float)(i % 13);
   float *in, *o, *a, *r;
@@ -113,7 +123,7 @@ int main() {
   cudaMalloc(&in, 256 * 4); cudaMalloc(&o, 256 * 4); cudaMalloc(&a, 4); cudaMalloc(&r, 4);
   cudaMalloc(&c, 4); cudaMalloc(&lg, S * 4);
   cudaMemcpy(in, h.data(), 256 * 4, cudaMemcpyHostToDevice);
-  for (int k = 0; k < 10; ++k) {
+  for (int k = 0; k < 11; ++k) {
     cudaMemset(c, 0, 4); cudaMemset(lg, 0xff, S * 4); cudaMemset(o, 0, 256 * 4);
     cudaMemset(a, 0, 4); cudaMemset(r, 0, 4);
     switch (k) {
@@ -127,6 +137,7 @@ int main() {
       case 7: small<<<1, 64>>>(c, lg); break;
       case 8: leave<<<1, 64>>>(c, lg, 70); break;
       case 9: stride<<<2, 64>>>(c, lg, 6000); break;
+      case 10: own_count<<<1, 64>>>(c, lg, 20); break;
     }
     cudaMemcpy(out.data() + k * S, lg, S * 4, cudaMemcpyDeviceToHost);
     if (k == 2 || k == 3 || k == 5 || k == 6) cudaMemcpy(out.data() + k * S + S - 256, o, 256 * 4,
@@ -142,7 +153,7 @@ ORDERS = ("forward",) + tuple(f"random:{s}" for s in range(1, 13))
 
 def test_every_kernel_runs_as_a_block_loop():
     plans = {p.name: p for p in plan_kernels(KERNELS)}
-    assert all(plans[n].loop for n in NAMES), [p.describe() for p in plans.values() if not p.loop]
+    assert all(plans[n].loop == (PATHS[n] != "fibers") for n in NAMES), [p.describe() for p in plans.values()]
     assert plans["nested"].thread_innermost == 1 and plans["carry"].thread_innermost == 1
 
 
@@ -205,7 +216,7 @@ def outputs(run):
         assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
         differ = [n for n in NAMES if _log(out_on, n) != _log(out_off, n)]
         assert not differ, f"{order}: the block loops and the fibers disagree on {differ}"
-        assert all(paths[n] == "block loop" for n in NAMES), paths
+        assert paths == PATHS, paths
         out[order] = out_on
     return out
 
@@ -278,3 +289,13 @@ def test_the_chunks_count_the_runtimes_ticks():
     core = (Path(block_loop.__file__).parent / "runtime" / "include" / "cuset_rt" / "core.h").read_text()
     [ticks] = re.findall(r"constexpr unsigned kLoopTicks = (\d+);", core)
     assert int(ticks) == block_loop.CHUNK
+
+
+@needs_gxx
+def test_a_threads_tick_count_is_its_own_across_a_barrier(outputs):
+    """Each thread makes 21 checks before the barrier and goes on from there after it:
+    its 32nd check switches before j = 10, whatever the threads before it counted."""
+    log = _log(outputs["forward"], "own_count")
+    assert log[:64 * 40] == ([t * 1000 + i for t in range(64) for i in range(20)]
+                             + [t * 1000 + 100 + j for t in range(64) for j in range(10)]
+                             + [t * 1000 + 100 + j for t in range(64) for j in range(10, 20)])

@@ -421,7 +421,10 @@ __attribute__((always_inline)) static inline void prefetch_queued() {
 // READY and queued). Returns once something resumes it. Inlined into the
 // barrier and warp paths: every frame on a suspended fiber's stack is cache
 // footprint paid again at each switch.
+// The loop-tick count is the CUDA thread's own (core.h): kept on its stack while
+// other threads run, so what they tick never moves where it switches.
 __attribute__((always_inline)) static inline void switch_away(Thread& me) {
+  const unsigned ticks = loop_ticks;
   if (!B.q.empty()) {
     int n = B.q.front();
     Thread& nt = B.th[n];
@@ -437,10 +440,12 @@ __attribute__((always_inline)) static inline void switch_away(Thread& me) {
       asan_leave(&me.fake_stack, nt.stack);
       cuset_ctx_swap(&me.sp, nt.sp);
       asan_arrive(me.fake_stack);
+      loop_ticks = ticks;
       return;
     }
   }
   switch_to_new_worker(me);
+  loop_ticks = ticks;
 }
 
 [[noreturn]] static void report_deadlock();

@@ -87,7 +87,9 @@ void note_progress();
 // a time, as a GPU's warps do, instead of one thread finishing its whole loop before
 // the next starts: a naive kernel whose threads each walk a column reads neighbouring
 // addresses in one pass instead of striding through memory once per thread.
-// Threads with fewer iterations never switch (the count restarts with each thread).
+// Threads with fewer iterations never switch. The count is the CUDA thread's own: it
+// starts at 0 with the thread, restarts at each switch a tick makes and is kept while
+// the thread waits at a barrier (block_loop.py reproduces where it switches).
 constexpr unsigned kLoopTicks = 32;
 extern __thread unsigned loop_ticks;
 void loop_yield();
