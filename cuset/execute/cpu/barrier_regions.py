@@ -57,7 +57,6 @@ from cuset.spans.grammar import parser
 
 # Atomics that never switch threads on the fibers (a failing atomicCAS does: spin locks).
 _ATOMIC = re.compile(r"atomic(?!CAS)[A-Z]\w*")
-_RESTRICT = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
 _FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_system"})
 # Masks naming every lane: a shuffle in a region must have one (a partial mask leaves
 # lanes out, which only the fibers model).
@@ -778,7 +777,7 @@ class _BarrierVariant(_KernelVariant):
 
     def _restrict_params(self) -> set[str]:
         """Pointer parameters declared `__restrict__`: memory no other name reaches."""
-        return self._parameter_names(lambda p: _RESTRICT.search(self.u.text(p)) is not None)
+        return self._parameter_names(lambda p: block_loop.RESTRICT.search(self.u.text(p)) is not None)
 
     def _shared_scalars(self) -> set[str]:
         """`__shared__` variables that are no arrays: their name reads the memory."""

@@ -112,6 +112,7 @@ static_cast reinterpret_cast const_cast
 """.split())
 
 _BUILTINS = frozenset({"blockIdx", "blockDim", "gridDim", "warpSize"})
+RESTRICT = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
 _TYPE_WORDS = frozenset("int unsigned signed long short char float double bool size_t sizeof const true false".split())
 _LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _LOOP_KINDS = ("loop", "ploop")  # a uniform loop (hoisted), a loop of each thread's own (private)
@@ -816,6 +817,7 @@ class _KernelVariant:
             if p.kind not in _LOOP_KINDS and self._calls_looping_function(p.node):
                 raise _NotCollapsible("calls a function with a loop outside a top-level loop")
         apart = self._regions_apart(plan) if loops else []
+        apart = sorted(set(apart) | set(self._restrict_apart()))
         gen = _Generator(self, plan, loops > 0, apart)
         text = gen.variant()
         return KernelPlan(name, line, True, loops, gen.thread_innermost, "", self._insert_at(), text)
@@ -846,6 +848,28 @@ class _KernelVariant:
         if why:
             raise _NotCollapsible(why)
         return pairs
+
+    def _restrict_apart(self) -> list[tuple[str, str]]:
+        """The variant runs every thread of a block in one call of the kernel, whose
+        `__restrict__` parameters then promise g++ that no thread's access through one
+        meets another thread's through another pointer: a broken promise (one buffer
+        passed twice) would let g++ move one thread's load past another's store and hide
+        a race in every order. So each restrict parameter is checked, when a block starts,
+        to point into another allocation than every other pointer parameter where either
+        is written (`block_loop_apart`, else the fibers); memory reached otherwise (a
+        pointer loaded from memory, a file-scope variable) keeps the kernel on the fibers."""
+        from cuset.execute.cpu import region_memory
+
+        restricted = self._parameter_names(lambda p: _pointer_parameter(p) and RESTRICT.search(self.u.text(p)))
+        if not restricted:
+            return []
+        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), _walk, _PURE_FUNCTIONS)
+        written, accessed = memory.accesses(self.body)
+        if region_memory.ANY in accessed:
+            raise _NotCollapsible("memory it cannot trace beside a __restrict__ parameter (g++ would trust "
+                                  "the promise across the block's threads)")
+        return sorted({tuple(sorted((r, p))) for r in restricted for p in self._pointer_params()
+                       if p != r and (r in written or p in written)})
 
     def _pointer_params(self) -> set[str]:
         return self._parameter_names(_pointer_parameter)

@@ -121,6 +121,18 @@ __global__ void helper_barrier(float* a) {
 }
 """
 
+# a and b promise not to alias and the launch passes one buffer for both (fuzzer finding F4):
+# a block loop runs every thread in one call of the kernel, where g++ may trust the promise
+# across threads and move one thread's load past another's store
+RESTRICT_LOOP = r"""
+__global__ void restrict_loop(float* __restrict__ a, float* __restrict__ b) {
+  unsigned t = threadIdx.x;
+  float v = __ldg(a + t);
+  b[blockIdx.x] = fminf((float)(blockIdx.x * blockDim.x + t), __ldg(b + t));
+  a[(t + 3u) & 511u] = v + (float)t;
+}
+"""
+
 # in and out promise not to alias; the launch passes one buffer for both
 RESTRICT = r"""
 __global__ void restrict_shift(const float* __restrict__ in, float* __restrict__ out, int n) {
@@ -204,12 +216,16 @@ def test_extern_shared_arrays_are_one_memory_object_at_a_junction():
 def test_restrict_parameters_are_checked_to_be_apart_when_a_block_starts():
     text = _plan(RESTRICT).text
     assert "::cuset::rt::block_loop_apart({(const void*)(in), (const void*)(out)})" in text
+    plan = _plan(RESTRICT_LOOP)   # a block loop (no barrier) too
+    assert plan.loop and "::cuset::rt::block_loop_apart({(const void*)(a), (const void*)(b)})" in plan.text
+    untraced = _plan("__global__ void k(float* __restrict__ o, float** p) { o[threadIdx.x] = p[0][threadIdx.x]; }")
+    assert not untraced.loop and "cannot trace beside a __restrict__ parameter" in untraced.reason
 
 
 # ---------------------------------------------------------------- runs on both paths
 PROGRAM = "#include <cstdio>\n#include <cstring>\n#include <vector>\n#define B 256\n" + "".join(
     (SMOOTH, LANES_ALIAS, EXTERN_TILES, REVERSE, BROADCAST, HOIST, RESTRICT, SET_MACRO,
-                                                              INC_MACRO, HELPER_BARRIER)) + r"""
+                                                              INC_MACRO, HELPER_BARRIER, RESTRICT_LOOP)) + r"""
 int main(int argc, char** argv) {
   const char* what = argv[1];
   const int n = 64 * 256;
@@ -228,6 +244,7 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "inc_macro")) inc_macro<<<4, 64>>>(o, 64);
   if (!strcmp(what, "restrict_shift")) restrict_shift<<<1, 64>>>(d, d, 256);
   if (!strcmp(what, "helper_barrier")) helper_barrier<<<4, 64>>>(o);
+  if (!strcmp(what, "restrict_loop")) restrict_loop<<<4, 64>>>(d, d);
   const bool to_o = !strcmp(what, "helper_barrier") || !strcmp(what, "lanes_alias") || !strcmp(what, "extern_tiles") || !strcmp(what, "broadcast_ldg")
                     || !strcmp(what, "hoist_ldg") || !strcmp(what, "set_macro") || !strcmp(what, "inc_macro");
   out.resize(n + 1);
@@ -351,3 +368,11 @@ def test_a_barrier_in_a_helper_orders_the_stretch_after_it_alike_on_both_paths(r
     forward = run(("helper_barrier",), "forward", True)[1]
     assert floats(forward)[:4] == [63.0] * 4   # thread 63 of each block writes last
     assert len(outputs) > 1   # the last writer depends on the order: a race
+
+
+@needs_gxx
+def test_a_block_loop_with_a_broken_restrict_promise_runs_on_the_fibers(run):
+    """Fuzzer finding F4 (issue 58): bytes differed under random:1."""
+    _same_verdict_as_the_fibers(run, "restrict_loop")
+    _, _, paths = run(("restrict_loop",), "forward", True)
+    assert paths["restrict_loop"] == "fibers", paths   # every block refused: 0 of 4 as a loop
