@@ -216,8 +216,12 @@ class EvalConfig:
     max_data_mb: float | None = option(None, help="skip tasks whose declared data exceed this (default: the backend's budget)")
     cache_dir: str = option("", help="compile and data cache root; default $CUSET_CACHE or ~/.cache/cuset")
     compile_cache_gb: float | None = option(20.0, help="size budget of the compile cache: beyond it the entries "
-                                                       "used least recently are removed (never one used in the last "
-                                                       "hour); none = no budget")
+                                                       "used least recently are removed, however recent, except "
+                                                       "those a sample in flight is using; none = no budget")
+    compile_cache_entry_mb: float | None = option(256.0, help="largest build the compile cache stores (MiB): a "
+                                                              "larger one (e.g. a program with a huge initialised "
+                                                              "array) is used by the sample that built it and then "
+                                                              "removed, never kept; none = no cap")
     reference_cache: bool = option(True, help="KernelBench: keep each reference run's inputs and expected outputs "
                                               "under <cache_dir>/kernelbench-references, keyed by the reference, "
                                               "checks, harness, torch version and device, so another eval, Ray "
@@ -242,6 +246,9 @@ class EvalConfig:
                              "robust verification; drop one of the two (compat scores are the plain verdict)")
         if self.robust_cases < 1:
             raise ValueError(f"robust_cases must be >= 1 (case 0 is the original data), got {self.robust_cases}")
+        for name in ("compile_cache_gb", "compile_cache_entry_mb"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive (none = no limit), got {getattr(self, name)}")
         if self.kernelbench_build_rounds < 0:
             raise ValueError(f"kernelbench_build_rounds must be >= 0 (0: only the load_inline calls found in the "
                              f"source are built), got {self.kernelbench_build_rounds}")

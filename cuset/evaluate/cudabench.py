@@ -162,8 +162,19 @@ def _evaluate(ev: Evaluation, code: str | None, cache: CompileCache) -> ExecResu
     if code is None or not code.strip():  # after the task-level skips: they apply to every sample
         return done(Status.NO_CODE, "no code was extracted from the response")
 
-    # Compile while gen.py runs: both are subprocesses.
+    # Compile while gen.py runs: both are subprocesses. The entry stays pinned in the
+    # cache (never evicted) until this sample is done with its executable.
     compile_future = cache.submit(code)
+    try:
+        return _compiled(ev, log, compile_future, done)
+    finally:
+        cache.release(code)
+
+
+def _compiled(ev: Evaluation, log: "SampleLog", compile_future, done) -> ExecResult:
+    """The rest of `_evaluate` once the compile was submitted: gen.py, then every case."""
+    task, opts = ev.task, ev.opts
+    robust = opts.robust and not opts.compat
     prepared: list[PreparedData] = []
     for case in opts.cases:
         with log.timed("gen"):

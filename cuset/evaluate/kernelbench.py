@@ -78,7 +78,8 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOption
     if own and name == "cpu":
         cache = CompileCache(ExtensionBuilder(sandbox_mode=opts.sandbox.mode),
                              root=cache.root if cache is not None else None, timeout=opts.timeouts.compile,
-                             **({"max_bytes": cache.max_bytes} if cache is not None else {}))
+                             **({"max_bytes": cache.max_bytes, "max_entry_bytes": cache.max_entry_bytes}
+                                if cache is not None else {}))
     elif name != "cpu":
         cache = None
     # one build budget for the sample: its verifications (plain, thread order, robust) share it

@@ -164,7 +164,9 @@ class EvalContext:
         self.options = cfg.options(hide=(str(self.cache_root),))
         self.cache = CompileCache(self.backend, self.cache_root / "compile", workers=cfg.execution.n_workers,
                                   timeout=cfg.timeouts().compile,
-                                  max_bytes=int(cfg.compile_cache_gb * (1 << 30)) if cfg.compile_cache_gb else None)
+                                  max_bytes=int(cfg.compile_cache_gb * (1 << 30)) if cfg.compile_cache_gb else None,
+                                  max_entry_bytes=(int(cfg.compile_cache_entry_mb * (1 << 20))
+                                                   if cfg.compile_cache_entry_mb else None))
 
     def evaluate(self, rec: GenerationRecord, task: AnyTask | None, missing_reason: str = "") -> SampleResult:
         if task is None:

@@ -13,10 +13,21 @@ Compiles run on a pool of `workers` threads (default: one per core), each of
 which drives one compiler subprocess: the real work happens in processes.
 
 Size budget (`max_bytes`): after each new entry, while the cache holds more, the
-entries used least recently go (a hit marks an entry used; removal renames it away
-first, so a reader never sees half of one). An entry used within GRACE_SECONDS is
-never removed (an evaluation may still copy its executable), so the cache can exceed
-its budget for a while when everything in it is that recent (logged once).
+entries used least recently go, however recently that was (a hit marks an entry used;
+removal renames it away first, so a reader never sees half of one). Only entries in
+use are kept: each one handed out by `submit` is *pinned* (a shared flock on its
+`outcome.json`, which `evict` must take exclusively, without waiting, to remove it)
+until the caller `release`s it or the cache closes, in this process or any other. That
+matters: an evaluation copies the executable into each run dir for every case, order
+and robust case of its sample, so an entry evicted meanwhile would fail an honest
+sample. The cache exceeds its budget only by what is pinned right now (the samples in
+flight), logged once.
+
+Entry size cap (`max_entry_bytes`): a build whose directory holds more is not stored. A
+compile that failed keeps its `outcome.json` only (failures are deterministic); one that
+succeeded stays in its private staging dir, the executable of this process's requests
+for that source until they release it (then it is removed, and a later request builds
+again).
 """
 
 from __future__ import annotations
@@ -43,8 +54,8 @@ from cuset.execute.sandbox import protect
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 20 << 30     # a compile cache's size budget (EvalConfig.compile_cache_gb)
-GRACE_SECONDS = 3600.0           # an entry used this recently is never evicted
-OUTCOME = "outcome.json"         # its mtime: when the entry was last used
+DEFAULT_MAX_ENTRY_BYTES = 256 << 20   # larger builds are not stored (EvalConfig.compile_cache_entry_mb)
+OUTCOME = "outcome.json"         # its mtime: when the entry was last used; its flock: who uses it
 
 
 def default_root() -> Path:
@@ -62,9 +73,11 @@ def cache_key(source: str, fingerprint: str) -> str:
 
 class CompileCache:
     def __init__(self, backend: Backend, root: str | Path | None = None, workers: int | None = None,
-                 timeout: float = 120.0, max_bytes: int | None = DEFAULT_MAX_BYTES):
+                 timeout: float = 120.0, max_bytes: int | None = DEFAULT_MAX_BYTES,
+                 max_entry_bytes: int | None = DEFAULT_MAX_ENTRY_BYTES):
         self.backend = backend
         self.max_bytes = max_bytes   # None: no budget
+        self.max_entry_bytes = max_entry_bytes   # None: every build is stored
         # Absolute: compilers and programs run with their own working directories.
         self.root = Path(root or default_root()).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
@@ -75,8 +88,11 @@ class CompileCache:
         self.timeout = timeout
         self.fingerprint = backend.fingerprint()
         self._pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1, thread_name_prefix="compile")
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()   # re-entered: submit pins under it
         self._pending: dict[str, tuple[Future, float | None]] = {}   # key -> (future, its deadline)
+        self._uses: dict[str, int] = {}        # key -> hand-outs not released yet
+        self._pins: dict[str, int] = {}        # key -> fd of its outcome.json holding LOCK_SH
+        self._unstored: dict[str, list[Path]] = {}   # key -> staging dirs of builds over max_entry_bytes
         self.hits = 0
         self.misses = 0
 
@@ -89,15 +105,19 @@ class CompileCache:
     def submit(self, source: str, deadline: float | None = None) -> Future:
         """A future CompileOutcome; identical sources share one future. `deadline` (a
         time.monotonic() value): the build is stopped then (a timeout, not cached), or not
-        started when it has passed; a request never shares a build stopped earlier than its own."""
+        started when it has passed; a request never shares a build stopped earlier than its own.
+
+        The entry stays pinned (never evicted) until `release(source)` or `close()`."""
         key = self.key(source)
         with self._lock:
+            self._uses[key] = self._uses.get(key, 0) + 1
             fut, other = self._pending.get(key, (None, None))
             if fut is not None and not fut.done() and other is not None and (deadline is None or other < deadline):
                 fut = None   # another sample's build with less time: ours waits on the entry lock, then looks again
             if fut is not None and fut.done():
                 outcome = fut.result() if fut.exception() is None else None
-                if outcome is None or (outcome.executable is not None and not Path(outcome.executable).exists()):
+                if outcome is None or (outcome.executable is not None and not Path(outcome.executable).exists()) \
+                        or (key not in self._unstored and not self._pin(key)):
                     fut = None   # failed, or its entry was evicted since: look again
                 else:
                     mark_used(self.entry_dir(key))
@@ -107,10 +127,27 @@ class CompileCache:
             return fut
 
     def compile(self, source: str) -> CompileOutcome:
+        """`submit(source).result()`: the entry stays pinned until `release` or `close`."""
         return self.submit(source).result()
+
+    def release(self, source: str) -> None:
+        """One `submit(source)`'s use is over: when no other is left, the entry may be
+        evicted again (and a build too large to store is removed)."""
+        key = self.key(source)
+        with self._lock:
+            left = self._uses.get(key, 0) - 1
+            if left > 0:
+                self._uses[key] = left
+                return
+            self._uses.pop(key, None)
+            self._unpin_locked(key)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
+        with self._lock:
+            for key in list(self._pins) + list(self._unstored):
+                self._unpin_locked(key)
+            self._uses.clear()
 
     def __enter__(self):
         return self
@@ -122,21 +159,47 @@ class CompileCache:
 
     def _get_or_build(self, key: str, source: str, deadline: float | None = None) -> CompileOutcome:
         entry = self.entry_dir(key)
-        cached = _read_entry(entry)
-        if cached is not None:
-            self._count(hit=True)
-            mark_used(entry)
-            return cached
-        with entry_lock(entry):  # another process may be building the same key
+        while True:   # an entry evicted between reading and pinning it is looked up again
             cached = _read_entry(entry)
-            if cached is not None:
+            if cached is not None and self._pin(key):
+                self._count(hit=True)
+                mark_used(entry)
+                return cached
+            with entry_lock(entry):  # another process may be building the same key
+                cached = _read_entry(entry)
+                if cached is None:
+                    self._count(hit=False)
+                    outcome = self._build(entry, source, deadline)
+                    if not outcome.ok or key in self._unstored or self._pin(key):
+                        break   # pinned before `evict` below can see it (or not stored at all)
+                    continue
+            if self._pin(key):
                 self._count(hit=True)
                 return cached
-            self._count(hit=False)
-            outcome = self._build(entry, source, deadline)
         if self.max_bytes is not None:
-            evict(self.root, self.max_bytes)
+            evict(self.root, self.max_bytes, grace=0.0)
         return outcome
+
+    def _pin(self, key: str) -> bool:
+        """Hold this key's entry against eviction while this process has hand-outs of it
+        not released; False when the entry is gone (evicted meanwhile)."""
+        with self._lock:
+            if key in self._pins:
+                return True
+            if self._uses.get(key, 0) <= 0:
+                return True   # released before the build finished: nothing to hold
+            fd = pin_entry(self.entry_dir(key))
+            if fd is None:
+                return False
+            self._pins[key] = fd
+            return True
+
+    def _unpin_locked(self, key: str) -> None:
+        fd = self._pins.pop(key, None)
+        if fd is not None:
+            os.close(fd)
+        for unstored in self._unstored.pop(key, ()):
+            shutil.rmtree(unstored, ignore_errors=True)
 
     def _count(self, hit: bool) -> None:
         with self._lock:
@@ -177,6 +240,16 @@ class CompileCache:
                 "status": outcome.status.value if outcome.status else None, "detail": outcome.detail}
         (workdir / OUTCOME).write_text(json.dumps(meta))
         os.chmod(workdir, 0o755)
+        size = _tree_bytes(workdir)
+        if self.max_entry_bytes is not None and size > self.max_entry_bytes:
+            warn_entry_too_large(self.root, size, self.max_entry_bytes)
+            if outcome.ok:   # this process's requests use it from the staging dir; never stored
+                with self._lock:
+                    self._unstored.setdefault(entry.name, []).append(workdir)
+                    if self._uses.get(entry.name, 0) <= 0:   # every request released it already
+                        self._unpin_locked(entry.name)
+                return outcome
+            _keep_only(workdir, OUTCOME)   # a failure's verdict is all a later request needs
         publish(workdir, entry)
         cached = _read_entry(entry)
         return outcome if cached is None else dataclasses.replace(cached, built=True)
@@ -192,6 +265,31 @@ def _read_entry(entry: Path) -> CompileOutcome | None:
         return None
     status = Status(meta["status"]) if meta.get("status") else None
     return CompileOutcome(meta["ok"], exe, StepResult(**meta["step"]), status, meta.get("detail", ""))
+
+
+def pin_entry(entry: Path, marker: str = OUTCOME) -> int | None:
+    """An fd holding a shared flock on the entry's marker, which `evict` cannot remove
+    while it is held (by this process or any other); None when the entry is gone. The
+    marker checked again after locking: an entry evicted meanwhile was renamed away."""
+    path = entry / marker
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)   # waits only while an evictor removes it
+        if os.fstat(fd).st_ino == os.stat(path, follow_symlinks=False).st_ino:
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _keep_only(directory: Path, name: str) -> None:
+    for child in directory.iterdir():
+        if child.name != name:
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
 
 
 def mark_used(entry: Path, marker: str = OUTCOME) -> None:
@@ -268,10 +366,11 @@ _EVICT_LOCK = threading.Lock()
 
 
 def evict(root: Path, max_bytes: int, now: float | None = None, marker: str = OUTCOME,
-          grace: float = GRACE_SECONDS) -> list[str]:
+          grace: float = 0.0) -> list[str]:
     """Remove the least recently used entries under `root` until it holds at most
-    `max_bytes` (entries used within `grace` seconds stay); returns the removed keys.
-    `marker`: the file in each entry whose mtime says when it was last used."""
+    `max_bytes`; returns the removed keys. An entry pinned (`pin_entry`, by any process)
+    stays, and so does one used within `grace` seconds. `marker`: the file in each entry
+    whose mtime says when it was last used."""
     now = time.time() if now is None else now
     with _EVICT_LOCK:
         entries = []
@@ -288,13 +387,33 @@ def evict(root: Path, max_bytes: int, now: float | None = None, marker: str = OU
             if total <= max_bytes:
                 break
             if now - used < grace:
-                warn_over_budget(root, total, max_bytes, grace)
+                warn_over_budget(root, total, max_bytes, f"all of it used within the last {grace / 60:.0f} min")
                 break
-            if not discard_entry(entry):
+            if not _discard_unpinned(entry, marker):
                 continue
             total -= size
             removed.append(entry.name)
+        if total > max_bytes:
+            warn_over_budget(root, total, max_bytes, "what is left is in use")
         return removed
+
+
+def _discard_unpinned(entry: Path, marker: str) -> bool:
+    """Remove `entry` unless someone holds a pin on it (see `pin_entry`); the exclusive
+    lock is held across the removal, so a pin taken meanwhile finds the entry gone."""
+    try:
+        fd = os.open(entry / marker, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return False   # pinned: in use
+    try:
+        return discard_entry(entry)
+    finally:
+        os.close(fd)
 
 
 def _dirs(path: Path) -> list[Path]:
@@ -305,8 +424,15 @@ def _dirs(path: Path) -> list[Path]:
         return []
 
 
-def warn_over_budget(root: Path, total: int, max_bytes: int, grace: float = GRACE_SECONDS) -> None:
+def warn_over_budget(root: Path, total: int, max_bytes: int, why: str) -> None:
     if not getattr(warn_over_budget, "said", False):
         warn_over_budget.said = True
-        log.warning("cache %s holds %.1f GiB, over its budget of %.1f GiB, all of it used within the last "
-                    "%.0f min: nothing evicted yet", root, total / (1 << 30), max_bytes / (1 << 30), grace / 60)
+        log.warning("cache %s holds %.1f GiB, over its budget of %.1f GiB: %s", root, total / (1 << 30),
+                    max_bytes / (1 << 30), why)
+
+
+def warn_entry_too_large(root: Path, size: int, max_entry_bytes: int) -> None:
+    if not getattr(warn_entry_too_large, "said", False):
+        warn_entry_too_large.said = True
+        log.warning("compile cache %s: a build of %.0f MiB is over the %.0f MiB an entry may hold; not stored "
+                    "(compile_cache_entry_mb)", root, size / (1 << 20), max_entry_bytes / (1 << 20))

@@ -174,44 +174,98 @@ def test_the_default_root_follows_cuset_cache_set_after_import(tmp_path, monkeyp
         assert cache.root == (tmp_path / "two" / "compile").resolve()
 
 
-def test_the_cache_keeps_to_its_size_budget_least_recently_used_out(tmp_path, monkeypatch):
-    """Issue 37: an entry made huge by its program (a 300 MiB array literal) cannot grow the
-    cache without end. Entries of 1000 bytes under a budget of 3500: the least recently used
-    go first; a hit counts as a use; one used within the grace period is never removed."""
+class Sized(CountingBackend):
+    """Each build: a 10,000-byte executable (a source containing ERROR: a failed compile
+    leaving 10,000 bytes of objects behind)."""
+
+    def compile(self, source, workdir, timeout):
+        with open(self.log, "a") as fh:
+            fh.write(source + "\n")
+        (Path(workdir) / "prog").write_bytes(b"x" * 10_000)
+        if "ERROR" in source:
+            return CompileOutcome(False, None, StepResult("compile", 1, 0.0, False, "", "error: nope"),
+                                  Status.COMPILE_ERROR, "error: nope")
+        return CompileOutcome(True, Path(workdir) / "prog", StepResult("compile", 0, 0.0))
+
+
+def _age(cache, source, seconds_ago):
     import os
 
     from cuset.execute import compile_cache
 
-    class Sized(CountingBackend):
-        def compile(self, source, workdir, timeout):
-            (Path(workdir) / "prog").write_bytes(b"x" * 10_000)
-            return CompileOutcome(True, Path(workdir) / "prog", StepResult("compile", 0, 0.0))
+    t = time.time() - seconds_ago
+    os.utime(cache.entry_dir(cache.key(source)) / compile_cache.OUTCOME, (t, t))
 
-    clock = [1_000_000.0]
-    monkeypatch.setattr(compile_cache.time, "time", lambda: clock[0])
+
+def test_the_cache_keeps_to_its_size_budget_least_recently_used_out(tmp_path):
+    """Issues 37 and 59: an entry made huge by its program cannot grow the cache without end.
+    Entries of ~10,000 bytes under a budget of 35,000 (three fit): the least recently used
+    go first, however recently that was (every entry here was used within the last minute);
+    a hit counts as a use."""
     with CompileCache(Sized(tmp_path / "log", delay=0), tmp_path / "cache", max_bytes=35_000) as cache:
-        def build(source):
-            clock[0] += 2 * compile_cache.GRACE_SECONDS
-            outcome = cache.compile(source)
-            os.utime(cache.entry_dir(cache.key(source)) / compile_cache.OUTCOME, (clock[0], clock[0]))
-            return outcome
-
-        for source in ("a", "b", "c"):
-            build(source)
-        build("a")                      # used again: "a" is now the most recently used
-        build("d")                      # 4 x ~10 KB > 35 KB: the least recently used ("b") goes
+        for age, source in ((40, "a"), (30, "b"), (20, "c")):
+            cache.compile(source)
+            cache.release(source)
+            _age(cache, source, age)
+        cache.compile("a")              # a hit: "a" is now the most recently used
+        cache.release("a")
+        cache.compile("d")              # 4 x ~10 KB > 35 KB: the least recently used ("b") goes
+        cache.release("d")
         present = {s for s in "abcd" if cache.entry_dir(cache.key(s)).exists()}
         assert present == {"a", "c", "d"}
         assert not list((tmp_path / "cache").glob("*/.evicted-*"))
-        # everything used just now: over budget, nothing removed
-        for s in "acd":
-            os.utime(cache.entry_dir(cache.key(s)) / compile_cache.OUTCOME, (clock[0], clock[0]))
-        for s in "efg":   # these at the real time: later than the test's clock
-            cache.compile(s)
-        assert compile_cache.evict(tmp_path / "cache", 35_000, now=clock[0]) == []
-        assert all(cache.entry_dir(cache.key(s)).exists() for s in "acdefg")
-        # later, the budget applies again: the least recently used go until it holds
-        removed = compile_cache.evict(tmp_path / "cache", 35_000, now=clock[0] + 2 * compile_cache.GRACE_SECONDS)
-        assert sorted(removed) == sorted(cache.key(s) for s in "acd")
         # an evicted entry is looked up again, not taken from the finished future
-        assert cache.compile("a").ok and cache.entry_dir(cache.key("a")).exists()
+        assert cache.compile("b").ok and cache.entry_dir(cache.key("b")).exists()
+        assert compiles(tmp_path / "log") == ["a", "b", "c", "d", "b"]
+
+
+def test_an_entry_in_use_is_not_evicted_until_released(tmp_path):
+    """A sample copies its executable for every case and order: the entry it was handed stays
+    while it is not released, whoever evicts (this cache, or another process: a pin is a
+    flock on the entry's outcome.json); released, it goes like any other."""
+    from cuset.execute import compile_cache
+
+    with CompileCache(Sized(tmp_path / "log", delay=0), tmp_path / "cache", max_bytes=25_000) as cache:
+        held = cache.compile("held")             # not released: a sample still runs it
+        _age(cache, "held", 100)                 # the least recently used of all
+        for source in "xyz":
+            cache.compile(source)
+            cache.release(source)
+        assert held.executable.exists()
+        assert cache.entry_dir(cache.key("held")).exists()
+        assert {s for s in "xyz" if cache.entry_dir(cache.key(s)).exists()} == {"z"}   # 2 x 10 KB fit
+        # another holder: a pin taken on its own (as another process's cache takes it)
+        fd = compile_cache.pin_entry(cache.entry_dir(cache.key("z")))
+        assert fd is not None
+        cache.release("held")
+        assert compile_cache.evict(cache.root, 5_000) == [cache.key("held")]   # "z" is pinned
+        import os
+        os.close(fd)
+        assert compile_cache.evict(cache.root, 5_000) == [cache.key("z")]
+
+
+def test_a_build_over_the_entry_cap_is_used_but_never_stored(tmp_path):
+    """compile_cache_entry_mb: a build of 10,000 bytes under a cap of 5,000 runs for the
+    requests that asked for it (from its private staging dir), is not in the cache, and is
+    gone once they released it: the next request builds it again. A failed build that big
+    keeps its verdict only (outcome.json), not its objects."""
+    from cuset.execute import compile_cache
+
+    with CompileCache(Sized(tmp_path / "log", delay=0), tmp_path / "cache", max_entry_bytes=5_000) as cache:
+        first, second = cache.compile("big"), cache.compile("big")
+        assert first.ok and first.executable.read_bytes() == b"x" * 10_000
+        assert second.executable == first.executable
+        assert not cache.entry_dir(cache.key("big")).exists()
+        cache.release("big")
+        assert first.executable.exists()          # the second request still holds it
+        cache.release("big")
+        assert not first.executable.exists() and not first.executable.parent.exists()
+        again = cache.compile("big")
+        assert again.ok and again.executable.exists()
+        assert compiles(tmp_path / "log") == ["big", "big"]
+        failed = cache.compile("ERROR big")
+        assert not failed.ok
+        entry = cache.entry_dir(cache.key("ERROR big"))
+        assert sorted(p.name for p in entry.iterdir()) == [compile_cache.OUTCOME]
+    assert not again.executable.exists()          # close() removes what was never released
+    assert not list((tmp_path / "cache").glob("*/build-*"))

@@ -82,6 +82,13 @@ def profile_cudabench(task, code: str, *, backend, cache, workspace, options: Ev
                       ncu: Path) -> dict:
     """The perf record (cuset.evaluate.perf.records) of a passing CUDABench program."""
     outcome = cache.submit(code).result()
+    try:
+        return _profile(task, outcome, backend=backend, workspace=workspace, options=options, perf=perf, ncu=ncu)
+    finally:
+        cache.release(code)   # the entry was pinned while its executable could be copied
+
+
+def _profile(task, outcome, *, backend, workspace, options: EvalOptions, perf: PerfOptions, ncu: Path) -> dict:
     if not outcome.ok:
         return perf_problem(FAILED, KIND, f"the program no longer compiles: {printable(outcome.detail)[:300]}")
     case = options.cases[0]

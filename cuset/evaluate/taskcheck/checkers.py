@@ -47,9 +47,12 @@ def compare_py_strength(task, ctx) -> tuple[str, str, tuple[CorruptionResult, ..
     if prepared.problem:
         return checker, f"{NOT_MEASURED}the task's data: {prepared.problem}", ()
     outcome = ctx.cache.submit(task.bench_cu).result()
-    if not outcome.ok:
-        return checker, f"{NOT_MEASURED}the reference did not compile again: {outcome.detail}", ()
-    run_dir, why = run_once(task, 0, prepared, outcome.executable, ctx.backend, ws, opts)
+    try:
+        if not outcome.ok:
+            return checker, f"{NOT_MEASURED}the reference did not compile again: {outcome.detail}", ()
+        run_dir, why = run_once(task, 0, prepared, outcome.executable, ctx.backend, ws, opts)
+    finally:
+        ctx.cache.release(task.bench_cu)   # pinned while its executable was copied
     if run_dir is None:
         return checker, f"{NOT_MEASURED}the reference's run failed this time: {why}", ()
     try:
