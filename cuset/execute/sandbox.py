@@ -37,19 +37,18 @@ and process limits; their logs lose whatever the compiler quoted from files outs
 build dir (cuset.execute.compile_log).
 
 Modes: "bwrap" (bubblewrap, the full list above), "unshare" (fallback when bwrap is
-missing or cannot mount: util-linux `unshare --net --pid --fork` + `setpriv`:
-network, PID namespace, uid switch and rlimits as above, but the filesystem is
-only protected by permissions: the sandbox uid can write world-writable places
-(/tmp, /var/tmp, /dev/shm) and read world-readable files; hidden paths are not
-masked, so the workspace is created 0711/0700 to keep references unreadable),
-"none" (rlimits and uid switch only; for debugging, never for model output), and
-"auto" (bwrap, else unshare, else an error asking to install bubblewrap).
+missing: util-linux `unshare --net --pid --fork --mount` whose first process builds the
+same world from the same options, `world_ops`, and forgets the host's root
+(cuset.execute.private_root: a tmpfs root, the same binds and masks, `pivot_root`, the
+same seccomp filter), then `setpriv`: network, PID namespace, uid switch, rlimits and
+filesystem as above; its probe builds such a world, so a host where it cannot is refused
+with the reason), "none" (rlimits and uid switch only; for debugging, never for model
+output), and "auto" (bwrap, else unshare, else an error asking to install bubblewrap).
 
 What it does not cover
 ----------------------
-- Reading world-readable files in /usr, /sys and the Python installation (bwrap mode), or
-  anywhere outside what permissions protect (unshare mode: the generations file and the
-  results being written included): the program can read but never change them.
+- Reading world-readable files in /usr, /sys and the Python installation: the program can
+  read but never change them.
 - Kernel exploits, side channels, GPU memory left over by other processes, and
   wall-clock abuse inside the timeout (that is what the timeout is for).
 - Disk usage: RLIMIT_FSIZE per file here; the evaluation workspace mounts a
@@ -112,8 +111,8 @@ class SandboxPolicy:
     # such limit; where cgroups are unavailable only RLIMIT_AS (per process) applies.
     program_memory_bytes: int | None = None
     # Without bubblewrap (unshare/none modes) run as a throw-away uid when root. Compile
-    # steps turn this off there: that uid could not read the prebuilt runtime in the
-    # evaluating user's cache, and nothing is masked in those modes anyway.
+    # steps turn this off there (they run the trusted compilers as the evaluating user,
+    # in unshare mode inside the same minimal root as under bwrap).
     drop_root_without_bwrap: bool = True
     # bwrap mode: instead of the host's whole filesystem read-only, a root holding only
     # MINIMAL_ROOT (the system's programs, libraries and headers) and the `readonly` paths:
@@ -139,11 +138,16 @@ def _probe(mode: str) -> str | None:
     elif mode == "unshare":
         if not shutil.which("unshare"):
             return "unshare (util-linux) not found"
-        argv = ["unshare", "--net", "--pid", "--fork", "--kill-child", "true"]
-        if os.geteuid() != 0:
-            argv.insert(1, "--map-root-user")
+        # the fallback's own world (cuset.execute.private_root) must be buildable here
+        with tempfile.TemporaryDirectory(prefix="cuset-probe-") as scratch:
+            policy = SandboxPolicy(mode="unshare", minimal_root=True)
+            return _probe_run("unshare", _unshare_prefix(world_ops(Path(scratch).resolve(), policy, ())) + ["true"])
     else:
         return None
+    return _probe_run(mode, argv)
+
+
+def _probe_run(mode: str, argv: list[str]) -> str | None:
     for attempt in range(BWRAP_SETUP_ATTEMPTS):
         try:
             proc = subprocess.run(argv, capture_output=True, timeout=30)
@@ -157,8 +161,8 @@ def _probe(mode: str) -> str | None:
         time.sleep(0.02 * (attempt + 1))
     if proc.returncode != 0:
         return f"{mode} cannot create namespaces here: {proc.stderr.decode(errors='replace').strip()[:200]}"
-    if os.geteuid() == 0 and not shutil.which("setpriv"):
-        return "setpriv (util-linux) not found: needed to drop root"
+    if (os.geteuid() == 0 or mode == "unshare") and not shutil.which("setpriv"):
+        return "setpriv (util-linux) not found: needed to drop root (or, without root, capabilities)"
     return None
 
 
@@ -233,9 +237,12 @@ def _closed_ancestors(paths) -> list[Path]:
     return closed
 
 
-def masked_dirs(policy: "SandboxPolicy", visible: tuple = ()) -> list[Path]:
+def masked_dirs(policy: "SandboxPolicy", visible: tuple = (), inside: tuple | None = None) -> list[Path]:
     """Every directory replaced by an empty tmpfs, parents before children. `visible`:
-    paths bound back into the sandbox (they and the interpreter must stay reachable)."""
+    paths bound back into the sandbox (they and the interpreter must stay reachable);
+    `inside`: only the masks strictly inside one of these paths (what the root shows), chosen
+    before a mask hides its children (a hidden dir below /tmp, itself no mask of a minimal
+    root, inside a path bound from there, is masked)."""
     found: dict[Path, None] = {}
     reachable = (sys.prefix, sys.base_prefix, sys.exec_prefix, *visible)
     for p in (*SCRATCH_DIRS, *SOCKET_DIRS, _home(), *_protected, *policy.hide, *_closed_ancestors(reachable)):
@@ -245,6 +252,8 @@ def masked_dirs(policy: "SandboxPolicy", visible: tuple = ()) -> list[Path]:
         if path.is_dir() and path != Path("/"):
             found[path] = None
     masks: list[Path] = []
+    if inside is not None:
+        found = {p: None for p in found if any(p.is_relative_to(v) and p != v for v in inside)}
     for path in sorted(found, key=lambda q: len(q.parts)):
         if not any(path.is_relative_to(m) for m in masks):  # already hidden by an empty parent
             masks.append(path)
@@ -329,10 +338,8 @@ def _new_parents(path: Path, present: list[Path], made: set[Path]) -> list[str]:
 def _bwrap_root(policy: SandboxPolicy, readonly: tuple[Path, ...], run_dir: Path) -> tuple[list[str], list[Path]]:
     """The root filesystem: MINIMAL_ROOT (and RUN_SYSTEM for a run step) with the readonly
     paths, and the masks that fall inside what is visible."""
-    masks = masked_dirs(policy, (*readonly, run_dir))
     argv, present = _minimal_root_binds(() if policy.minimal_root else RUN_SYSTEM)
-    visible = present + list(readonly)
-    return argv, [m for m in masks if any(m.is_relative_to(v) and m != v for v in visible)]
+    return argv, masked_dirs(policy, (*readonly, run_dir), inside=(*present, *readonly))
 
 
 def _visible_paths(policy: SandboxPolicy, readonly: tuple[Path, ...]) -> tuple[Path, ...]:
@@ -347,11 +354,14 @@ def _visible_paths(policy: SandboxPolicy, readonly: tuple[Path, ...]) -> tuple[P
     return tuple(_outermost((*readonly, *extra)))
 
 
-def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...],
-                  seccomp_fd: int | None = None) -> list[str]:
+def world_ops(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...]) -> list[str]:
+    """The step's filesystem as bwrap options: the root (MINIMAL_ROOT, for a run step also
+    RUN_SYSTEM and the interpreter), /dev, /proc, an empty /tmp, the `readonly` paths, the
+    masks inside them and the run dir, the step's cwd. bwrap takes them as they are; the
+    unshare fallback builds the same world from them (cuset.execute.private_root)."""
     readonly = _visible_paths(policy, readonly)
     root, masks = _bwrap_root(policy, readonly, run_dir)
-    argv = ["bwrap", *root]
+    argv = list(root)
     argv += ["--dev-bind", "/dev", "/dev", "--tmpfs", "/dev/shm"] if policy.gpu_devices else ["--dev", "/dev"]
     argv += ["--proc", "/proc"]
     # nothing else of the host: the read-only paths and the run dir on new parents
@@ -362,7 +372,12 @@ def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ..
     for masked in masks:   # a protected path inside what is visible (after the binds: on top of them)
         argv += ["--tmpfs", str(masked)]
     argv += _new_parents(run_dir, present, made)
-    argv += ["--bind", str(run_dir), str(run_dir), "--chdir", str(run_dir)]
+    return argv + ["--bind", str(run_dir), str(run_dir), "--chdir", str(run_dir)]
+
+
+def _bwrap_prefix(run_dir: Path, policy: SandboxPolicy, readonly: tuple[Path, ...],
+                  seccomp_fd: int | None = None) -> list[str]:
+    argv = ["bwrap", *world_ops(run_dir, policy, readonly)]
     argv += ["--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox",
              "--die-with-parent", "--new-session"]
     if os.geteuid() != 0:
@@ -440,12 +455,14 @@ def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: Sandb
             fds += (seccomp_fd,) if seccomp_fd is not None else ()
             prefix = _bwrap_prefix(run_dir, policy, tuple(Path(p).resolve() for p in readonly), seccomp_fd)
         elif mode == "unshare":
-            prefix = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc"]
-            if not is_root:
-                prefix.insert(1, "--map-root-user")
-            prefix.append("--")
+            seccomp_fd = _seccomp_fd(stack, allow_unix_sockets=policy.gpu_devices)
+            fds += (seccomp_fd,) if seccomp_fd is not None else ()
+            ops = world_ops(run_dir, policy, tuple(Path(p).resolve() for p in readonly))
+            prefix = _unshare_prefix(ops + (["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []))
         if uid is not None:
             prefix += _drop_root(uid)
+        elif mode == "unshare" and not is_root:
+            prefix += _DROP_CAPABILITIES   # the mapped root must not undo the world's mounts
         if mode == "unshare":
             # The first process of a PID namespace ignores signals it has no handler
             # for (SIGXFSZ, SIGXCPU, kill from inside): keep the program off PID 1.
@@ -487,6 +504,24 @@ def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: Sandb
         if group is not None and group.oom_kills() > 0:
             step = dataclasses.replace(step, limit="memory_limit")
     return step
+
+
+def _unshare_prefix(ops: list[str]) -> list[str]:
+    """The unshare fallback: new network, PID and mount namespaces (a user namespace too when
+    not root), whose first process builds the world `ops` describe and forgets the host's
+    root (cuset.execute.private_root) before the step's command runs."""
+    from cuset.execute import private_root
+
+    prefix = ["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private"]
+    if os.geteuid() != 0:
+        prefix.insert(1, "--map-root-user")
+    return prefix + ["--", sys.executable, "-I", "-S", private_root.__file__, os.readlink("/proc/self/ns/mnt"),
+                     json.dumps(ops), "--"]
+
+
+# Without root the program runs as the mapped root of its user namespace: with no
+# capabilities left (none kept across exec), it cannot remount or unmount what hides the host.
+_DROP_CAPABILITIES = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"]
 
 
 class _SandboxInit:
