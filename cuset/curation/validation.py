@@ -82,7 +82,7 @@ def task_key(task: Task | dict) -> str:
 
 
 def _gen_sandbox():
-    """gen.py scripts in curated data were written by an LLM: they run sandboxed
+    """gen.py and compare.py scripts in curated data were written by an LLM: they run sandboxed
     (no network, nothing writable but their own directory, CPU/file/process limits)."""
     from cuset.execute.sandbox import SandboxPolicy
 
@@ -95,7 +95,8 @@ def pipeline_evaluator(execution: ExecutionConfig, backend, *, cache_dir: str | 
     """`cuset.evaluate.evaluate_program` under `execution`'s options (timeouts, sandbox limits),
     with one compile cache (in `cache_dir`, default the cuset cache) and one workspace shared by
     every validation (identical sources compile once; gen.py runs once per task and case).
-    sandbox_gen=False runs gen.py unsandboxed: only for scripts of our own, such as the task families'.
+    sandbox_gen=False runs gen.py and compare.py unsandboxed: only for scripts of our own, such as the
+    task families'.
     trusted_programs: the programs are task references (validation), not model answers (the
     reasoning stage): only then does the CPU runtime's order proof skip thread orders."""
     from cuset.evaluate import Workspace, evaluate_program
@@ -103,7 +104,7 @@ def pipeline_evaluator(execution: ExecutionConfig, backend, *, cache_dir: str | 
 
     options = execution.options((0,), trusted_programs=trusted_programs)
     with CompileCache(backend, cache_dir, workers=execution.n_workers, timeout=options.timeouts.compile) as cache, \
-            Workspace(gen_timeout=options.timeouts.gen, gen_sandbox=_gen_sandbox() if sandbox_gen else None) as workspace:
+            Workspace(gen_timeout=options.timeouts.gen, script_sandbox=_gen_sandbox() if sandbox_gen else None) as workspace:
         def evaluate(task, code: str | None, *, backend, cases) -> ExecResult:
             return evaluate_program(task, code, backend=backend, cache=cache, workspace=workspace,
                                     options=replace(options, cases=tuple(cases)))

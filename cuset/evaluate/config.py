@@ -23,6 +23,7 @@ from cuset.execute.kernelbench.reference_store import SUBDIR, ReferenceStore
 from cuset.execute.sandbox import MODES, SandboxPolicy
 from cuset.localpath import MissingPath
 COMPAT_TIMEOUT = 60.0  # the official harness: 60 s to compile, 60 s to run
+SCRIPT_FILE_BYTES = 8 << 30   # largest file a sandboxed gen.py/compare.py may write
 
 
 @dataclass
@@ -36,6 +37,12 @@ class SandboxConfig:
                                                        "available, else only the per-process limit); none = no limit")
     run_disk_mb: float | None = option(None, help="disk quota of a run dir beyond its inputs (own tmpfs where it "
                                                   "can be mounted); default: 64 MiB + twice the declared outputs")
+    trust_task_scripts: bool = option(False, help="run the tasks file's own gen.py and compare.py outside the "
+                                                  "sandbox, as the evaluating user (a warm fork server: faster); "
+                                                  "only for tasks files you wrote or have read: a third-party "
+                                                  "benchmark's scripts could then read, change or send anything "
+                                                  "that user can. Default: each script in the sandbox, seeing its "
+                                                  "own dir only")
 
 
 @dataclass
@@ -107,6 +114,17 @@ class ExecutionConfig:
         return EvalOptions(cases=tuple(cases), timeouts=self.timeouts(compat), compat=compat, sandbox=policy,
                            cpu_memory_bytes=int(sb.cpu_memory_gb * (1 << 30)), program_memory_bytes=memory,
                            run_disk_bytes=disk, **rest)
+
+    def script_sandbox(self) -> SandboxPolicy | None:
+        """The sandbox of the tasks file's gen.py and compare.py (None: trusted, unsandboxed):
+        the run step's isolation, with the memory and process limits of a program run, RLIMIT_CPU
+        from each script's timeout, and no RLIMIT_AS (torch maps more than it uses)."""
+        sb = self.sandbox
+        if sb.trust_task_scripts:
+            return None
+        memory = int(sb.program_memory_gb * (1 << 30)) if sb.program_memory_gb is not None else None
+        return SandboxPolicy(mode=sb.mode, cpu_seconds=sb.cpu_seconds, file_size_bytes=SCRIPT_FILE_BYTES,
+                             processes=sb.processes, hide=tuple(sb.hide), program_memory_bytes=memory)
 
     def backend_name(self) -> str:
         """gpu or cpu (auto asks the NVIDIA driver)."""

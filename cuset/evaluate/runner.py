@@ -160,7 +160,8 @@ class EvalContext:
         self.workspace = Workspace(parent=cfg.workdir or None,
                                    data_root=self.cache_root / "data" if cfg.data_cache else None,
                                    keep=cfg.keep_workdirs, gen_timeout=cfg.timeouts().gen,
-                                   python_preload=tuple(cfg.python_preload) if cfg.python_preload is not None else None)
+                                   python_preload=tuple(cfg.python_preload) if cfg.python_preload is not None else None,
+                                   script_sandbox=_hiding(cfg.execution.script_sandbox(), self.cache_root))
         self.options = cfg.options(hide=(str(self.cache_root),))
         self.cache = CompileCache(self.backend, self.cache_root / "compile", workers=cfg.execution.n_workers,
                                   timeout=cfg.timeouts().compile,
@@ -190,6 +191,13 @@ class EvalContext:
     def close(self) -> None:
         self.cache.close()
         self.workspace.close()
+
+
+def _hiding(policy, *paths):
+    """`policy` also hiding `paths` (None stays None: trusted scripts)."""
+    if policy is None:
+        return None
+    return dataclasses.replace(policy, hide=tuple(dict.fromkeys((*policy.hide, *map(str, paths)))))
 
 
 def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path: str | os.PathLike,

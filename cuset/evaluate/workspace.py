@@ -55,13 +55,16 @@ def data_key(task: Task, case: int) -> str:
 class Workspace:
     def __init__(self, root: str | Path | None = None, *, parent: str | Path | None = None,
                  data_root: str | Path | None = None, keep: bool = False, gen_timeout: float = 300.0,
-                 python_preload: tuple[str, ...] | None = ("numpy",), gen_sandbox=None, cuda_to_cpu: bool = True):
+                 python_preload: tuple[str, ...] | None = ("numpy",), script_sandbox=None, cuda_to_cpu: bool = True):
         """root=None: a new temporary dir (under `parent` if given), removed by close().
 
         python_preload: modules a warm fork server imports once for gen.py and
         compare.py (see pyrunner); None runs each script in a fresh interpreter.
-        gen_sandbox: a `SandboxPolicy` for gen.py when it is untrusted (written by a
-        model, as in data curation); None runs it like a benchmark's own script.
+        script_sandbox: a `SandboxPolicy` for the task's scripts (gen.py and compare.py) when
+        they are untrusted (a third-party tasks file, or written by a model as in data
+        curation): each runs in a fresh interpreter in the sandbox, seeing its own dir only
+        (compare.py: copies of gen.py's references and the outputs, never the data cache's
+        files); None runs them as trusted scripts of our own (fork server, no sandbox).
         cuda_to_cpu: gen.py/compare.py's torch CUDA device requests run on the CPU when
         no GPU answers (see `cuset.evaluate.devicemap`)."""
         self._owned = root is None
@@ -95,12 +98,15 @@ class Workspace:
         self._guard = threading.Lock()
         self._preload = python_preload
         self._server = None
-        self.gen_sandbox = gen_sandbox
+        self.script_sandbox = script_sandbox
         self.script_env = devicemap.env() if cuda_to_cpu else {}
+        # what a sandboxed script sees besides its dir: the devicemap's sitecustomize
+        self.script_readonly = (devicemap.DIRECTORY,) if cuda_to_cpu else ()
 
     def python_server(self):
-        """The fork server for task scripts, started on first use; None if disabled."""
-        if self._preload is None:
+        """The fork server for trusted task scripts, started on first use; None if disabled
+        (or when the scripts run sandboxed: a fork of it would run outside the sandbox)."""
+        if self._preload is None or self.script_sandbox is not None:
             return None
         with self._guard:
             if self._server is None:
@@ -110,10 +116,31 @@ class Workspace:
             return self._server
 
     def run_script(self, name: str, cwd: Path, script: str, timeout: float, env: dict[str, str]) -> StepResult:
+        """A task script (gen.py, compare.py) in `cwd`: sandboxed when `script_sandbox` says so."""
+        if self.script_sandbox is not None:
+            return self._run_sandboxed_script(name, cwd, script, timeout, env)
         from cuset.execute.pyrunner import run_script
 
         return run_script(name, script, cwd=cwd, timeout=timeout, extra_env={**self.script_env, **env},
                           server=self.python_server())
+
+    def _run_sandboxed_script(self, name: str, cwd: Path, script: str, timeout: float,
+                              env: dict[str, str]) -> StepResult:
+        import dataclasses
+        import math
+        import sys
+
+        from cuset.execute.sandbox import run_sandboxed
+
+        # A fresh interpreter inside the sandbox, seeing nothing of ours but its own dir
+        # (no fork server: its forks would run outside the sandbox).
+        base = self.script_sandbox
+        policy = dataclasses.replace(base, hide=tuple(dict.fromkeys((*base.hide, *self.hidden_paths))),
+                                     cpu_seconds=base.cpu_seconds or math.ceil(timeout) + 5)
+        step = run_sandboxed(name, [sys.executable, script], run_dir=cwd, timeout=timeout, policy=policy,
+                             env={**self.script_env, **env}, readonly=self.script_readonly)
+        _reclaim(cwd)
+        return step
 
     @property
     def hidden_paths(self) -> tuple[str, ...]:
@@ -144,29 +171,15 @@ class Workspace:
             tmp = Path(tempfile.mkdtemp(prefix="gen-", dir=self.data_root))
             (tmp / "data").mkdir()
             (tmp / "gen.py").write_text(task.gen_py, encoding="utf-8")
-            step = self._run_gen(f"gen[case={case}]", tmp, case)
-            problem = _gen_problem(task, tmp, step, self.gen_timeout)
+            step = self.run_script(f"gen[case={case}]", tmp, "gen.py", self.gen_timeout, {"CUSET_CASE": str(case)})
+            problem = _gen_problem(task, tmp, step, self.gen_timeout) or (
+                _unsafe_entry(tmp) if self.script_sandbox is not None else None)
             if problem is not None:  # keep failures out of the persistent cache
                 self.cleanup_errors.extend(remove_tree(tmp))
                 return PreparedData(final, step, problem)
             (tmp / "gen.json").write_text(json.dumps(asdict(step)))
             os.rename(tmp, final)
             return PreparedData(final, step)
-
-    def _run_gen(self, name: str, gen_dir: Path, case: int) -> StepResult:
-        env = {"CUSET_CASE": str(case)}
-        if self.gen_sandbox is None:
-            return self.run_script(name, gen_dir, "gen.py", self.gen_timeout, env)
-        import dataclasses
-        import sys
-
-        from cuset.execute.sandbox import run_sandboxed
-
-        # Untrusted gen.py: a fresh interpreter inside the sandbox, seeing nothing of ours
-        # but its own directory (no fork server: it would run outside the sandbox).
-        policy = dataclasses.replace(self.gen_sandbox, hide=tuple(dict.fromkeys((*self.gen_sandbox.hide, *self.hidden_paths))))
-        return run_sandboxed(name, [sys.executable, "gen.py"], run_dir=gen_dir, timeout=self.gen_timeout,
-                             policy=policy, env={**self.script_env, **env})
 
     # -- run and compare dirs ----------------------------------------------
 
@@ -203,7 +216,10 @@ class Workspace:
         cmp = self.root / "compare" / uuid.uuid4().hex
         (cmp / "data").mkdir(parents=True)
         for ref in (prepared.data_dir / "data").iterdir():
-            _link_or_copy(ref, cmp / "data" / ref.name)
+            if self.script_sandbox is None:
+                _link_or_copy(ref, cmp / "data" / ref.name)
+            else:   # the sandbox owns its dir: a link would hand it the data cache's file
+                copy_output(ref.parent, ref.name, None, cmp / "data" / ref.name)
         for name, path in outputs.items():
             target = cmp / "data" / f"{name}.bin"
             if target.exists():
@@ -329,6 +345,30 @@ def _gen_problem(task: Task, gen_dir: Path, step: StepResult, timeout: float) ->
             return (f"gen.py wrote {st.st_size} bytes to data/{spec.name}.bin, declared "
                     f"{spec.dtype} {spec.shape} = {spec.nbytes} bytes")
     return None
+
+
+def _unsafe_entry(gen_dir: Path) -> str | None:
+    """Why gen.py's dir may not be kept: an entry other than a regular file or a dir (a
+    link made by an untrusted gen.py would make a later copy read a host file)."""
+    for root, dirs, files in os.walk(gen_dir):
+        for name in (*dirs, *files):
+            st = os.lstat(os.path.join(root, name))
+            if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                rel = os.path.relpath(os.path.join(root, name), gen_dir)
+                return f"gen.py left {rel}, which is neither a regular file nor a directory"
+    return None
+
+
+def _reclaim(path: Path) -> None:
+    """Give a sandboxed script's dir back to the evaluating user: nothing kept (the data
+    cache above all) stays owned by a throw-away uid that a later sandbox may get again."""
+    if os.geteuid() != 0:
+        return
+    uid, gid = os.getuid(), os.getgid()
+    for root, dirs, files in os.walk(path):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(root, name), uid, gid)
+    os.chown(path, uid, gid)
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

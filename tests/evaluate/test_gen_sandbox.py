@@ -38,7 +38,7 @@ def test_untrusted_gen_is_sandboxed(tmp_path, make_record, monkeypatch):
     gen = GEN.replace('os.environ["PROBE_PORT"]', str(listener.getsockname()[1])).replace('os.environ["OUTSIDE"]', repr(str(outside)))
     rec = make_record(0, **{"gen.py": gen, "inputs": [{"name": "x", "dtype": "float32", "shape": "(4,)"}]})
     task = Task.from_json(rec)
-    with Workspace(parent=tmp_path, gen_sandbox=SandboxPolicy(mode=AUTO_MODE)) as ws:
+    with Workspace(parent=tmp_path, script_sandbox=SandboxPolicy(mode=AUTO_MODE)) as ws:
         prepared = ws.prepare(task, 0)
     listener.close()
     assert prepared.problem is None, prepared.step.stderr
