@@ -24,7 +24,7 @@ from cuset.cli.main import app
 from cuset.evaluate.records import load_results
 from cuset.generate.records import GenerationRecord, save_generations
 from cuset.tasks import KernelBenchTask, Task, save_tasks
-from sandbox_tools import EVERY_MODE, needs_bwrap
+from sandbox_tools import EVERY_MODE
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -115,13 +115,13 @@ def kb_reader(paths: list[Path]) -> str:
             "class ModelNew:\n    pass\n")
 
 
-@needs_bwrap
-def test_a_kernelbench_answer_reads_nothing_of_the_evaluation(planted):
+@pytest.mark.parametrize("mode", EVERY_MODE)
+def test_a_kernelbench_answer_reads_nothing_of_the_evaluation(planted, mode):
     place, paths = planted
     task = KernelBenchTask("kb_relu", "ReLU", KB_REFERENCE, n_trials=1)
     save_tasks([task], place / "tasks.jsonl")
     _generations(place, task.id, task.task_name, kb_reader(paths))
-    result = _eval(place, "bwrap")
+    result = _eval(place, mode)
     assert result.exit_code == 0, result.output
     hostile = {r.sample: r for r in load_results(place / "out" / "results.jsonl")}[1]
     assert hostile.status.value == "runtime_error", hostile.detail
