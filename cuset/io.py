@@ -122,6 +122,33 @@ def iter_jsonl(path: str | os.PathLike, *, errors: Literal["raise", "yield"] = "
             yield lineno, error
 
 
+def _open_binary(path: Path):
+    if path.suffix == ".gz":
+        import gzip
+
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+def atomic_write_jsonl_gz(path: str | os.PathLike, rows: Iterable[Any]) -> int:
+    """Dicts as gzip-compressed JSON lines, written atomically; returns how many. The gzip header
+    holds no time stamp or file name, so the same rows give the same bytes (a committed file
+    changes only when its records do)."""
+    import gzip
+
+    lines = [json_line(row) for row in rows]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as fh:
+            fh.write("".join(lines).encode("utf-8"))
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return len(lines)
+
+
 def read_jsonl(path: str | os.PathLike) -> list[Any]:
     """Every value of a JSONL file ([] if there is no file); a bad line raises JsonlError."""
     path = Path(path)

@@ -46,8 +46,9 @@ class Encoded:
     tokens: tuple[str, ...]
 
 
-def encode_example(tokenizer, example, *, sample_id: str, max_length: int) -> Encoded:
-    """Tokenise one `cuset.train.data.Example` and label its response tokens with span kinds."""
+def encode_example(tokenizer, example, *, sample_id: str, max_length: int, spans_mode: str = "broad") -> Encoded:
+    """Tokenise one `cuset.train.data.Example` and label its response tokens with span kinds
+    (`spans_mode`: the detector's broad or paper span set, as training's `cuda_spans`)."""
     from cuset.spans import token_kinds
     from cuset.train.data import response_spans, tokenize_example
 
@@ -58,7 +59,7 @@ def encode_example(tokenizer, example, *, sample_id: str, max_length: int) -> En
     labels = enc["labels"]
     keep = [i for i, (lab, (a, b)) in enumerate(zip(labels, offsets))
             if lab != -100 and i > 0 and b > a and b > start and a < end]
-    kinds_all = token_kinds(response_spans(example.response, example.code_range), offsets, response_start=start, response_end=end)
+    kinds_all = token_kinds(response_spans(example.response, example.code_range, spans_mode), offsets, response_start=start, response_end=end)
     text = enc["text"]
     return Encoded(
         sample_id=sample_id,
