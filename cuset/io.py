@@ -98,9 +98,11 @@ def iter_jsonl(path: str | os.PathLike, *, errors: Literal["raise", "yield"] = "
                max_line_bytes: int | None = None) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for each non-blank line of a JSONL file (see the module
     docstring for the policy). errors="yield" yields (line number, JsonlError) for a bad
-    line and reads on; a line over `max_line_bytes` is such an error without being parsed."""
+    line and reads on; a line over `max_line_bytes` is such an error without being parsed.
+    A path ending in `.gz` is read through gzip (committed generations are stored compressed,
+    see `atomic_write_jsonl_gz`)."""
     path = Path(path)
-    with open(path, "rb") as fh:
+    with _open_binary(path) as fh:
         for lineno, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue

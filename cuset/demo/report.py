@@ -80,16 +80,39 @@ def write_compact_results(results_path: Path, out_path: Path) -> Path:
     return out_path
 
 
+# What a committed report keeps beside its results so that its samples can be read (`cuset view`
+# shows each sample's program, prompt and attribution from them): every run's generations and the
+# evaluation tasks, gzip-compressed.
+GENERATIONS_DIR = "generations"
+EVAL_TASKS = "data/eval.jsonl.gz"
+
+
+def write_generations(run, out: Path) -> dict[str, str]:
+    """`<out>/generations/<run>.jsonl.gz` for every model and `<out>/data/eval.jsonl.gz`; returns
+    run -> generations path relative to `out`."""
+    from cuset.io import atomic_write_jsonl_gz, read_jsonl
+
+    atomic_write_jsonl_gz(out / EVAL_TASKS, read_jsonl(run.eval_tasks))
+    paths = {}
+    for m in run.models:
+        paths[m] = f"{GENERATIONS_DIR}/{m}.jsonl.gz"
+        atomic_write_jsonl_gz(out / paths[m], read_jsonl(run.generations(m)))
+    return paths
+
+
 def write_report(run) -> Path:
-    """Write `<out>/report.md`, `<out>/report.json` and `<out>/results/<run>.jsonl` for a finished DemoRun."""
+    """Write `<out>/report.md`, `<out>/report.json`, `<out>/results/<run>.jsonl` and the compressed
+    generations (`write_generations`) for a finished DemoRun."""
     out: Path = run.out
     for m in run.models:
         write_compact_results(run.eval_dir(m) / "results.jsonl", out / "results" / f"{m}.jsonl")
+    generations = write_generations(run, out)
     confidence = json.loads((out / "confidence" / "confidence.json").read_text())
     trains = {m: json.loads((run.cell_dir(m) / "train" / "run_summary.json").read_text()) for m in run.models if m != "vanilla"}
     doc = {"config": json.loads((out / "demo_config.json").read_text()),
            "method_order": ["vanilla"] + run.cfg.method_list(),
            "runs": {m: {"method": run.method_of(m), "seed": run.seed_of(m), "results": f"results/{m}.jsonl",
+                        "generations": generations[m],
                         "full_results": _rel(run.eval_dir(m) / "results.jsonl", out)} for m in run.models},
            "base_nll": json.loads((out / "base_nll.json").read_text()),
            "reference_fit": {m: json.loads(run.reference_fit_path(m).read_text()) for m in run.models},
@@ -138,7 +161,37 @@ def add_statistics(doc: dict, base: Path) -> dict:
     doc["methods"] = {m: method_row([scores[r] for r in by_method[m]], [doc["metrics"][r] for r in by_method[m]])
                       for m in methods}
     doc["paired"] = paired_rows(scores, by_method, methods[1], methods[2:]) if len(methods) > 2 else []
+    doc["attribution"] = attribution_tables(base, list(doc["runs"]))
     return doc
+
+
+def attribution_tables(base: Path, runs: list[str]) -> dict | None:
+    """Each run's table of divergence causes, from the attribution/<run>.jsonl files under `base`
+    (None for a report written before the demo attributed its failures)."""
+    from cuset.analysis.attribution import cause_table
+    from cuset.demo.attribute import read_attribution
+
+    records = {r: read_attribution(base, r) for r in runs}
+    if any(v is None for v in records.values()):
+        return None
+    return {r: cause_table(v) for r, v in records.items()}
+
+
+def _attribution_lines(doc: dict) -> list[str]:
+    from cuset.analysis.attribution import table_lines
+
+    tables = doc.get("attribution")
+    if not tables:
+        return []
+    tau = doc["config"]["tau"]
+    return ["", "## Where failing samples leave the correct programs", "",
+            "For each failing sample: the first token where its program leaves every correct program of its task "
+            "(the reference and every passing sample of any run; the longest common token prefix with any of them "
+            "ends there), and the token the correct program it followed longest has there: its probability under the "
+            f"base model before fine-tuning (p <= tau = {tau}: a token CuSeT's confidence mask and ProFit leave out "
+            "of the loss) and whether the run's CUDA mask covers it. Shares are of the attributed samples; "
+            "per-sample records in `attribution/<run>.jsonl` (cuset.analysis.attribution).", "",
+            *table_lines(tables)]
 
 
 def _write(doc: dict, out: Path) -> Path:
@@ -438,6 +491,7 @@ def _markdown(doc: dict) -> str:
                      f"{'n/a' if final_nll is None else f'{final_nll:.4f}'} |")
     lines += ["", "Logs: `train/<run>/` (JSONL log, TensorBoard, run_summary.json).", ""]
     lines += _reference_fit_lines(doc["reference_fit"], cfg["tau"])
+    lines += _attribution_lines(doc)
     lines += ["", *time_lines(doc)]
     lines += ["", "These are demo-scale numbers measured by this run (tiny model, synthetic tasks, minutes of CPU "
               "training): they show that the pipeline works end to end, not the paper's results.", ""]

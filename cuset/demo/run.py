@@ -116,8 +116,7 @@ class DemoRun:
         timings = {k: demo[k] for k in ("data", "base_model", "warmup", "base_nll") if k in demo}
         for model in self.models:
             timings.update({f"{key}_{model}": s for key, s in step_seconds(self.cell_dir(model)).items()})
-        if "confidence" in demo:
-            timings["confidence"] = demo["confidence"]
+        timings.update({k: demo[k] for k in ("confidence", "attribution") if k in demo})
         return timings
 
     def run(self) -> Path:
@@ -136,6 +135,9 @@ class DemoRun:
         for model in self.models:  # a step of each cell: a run added to a finished demo gets its own
             StepLog(self.cell_dir(model), f"demo {model}").run("reference_fit", lambda m=model: self.reference_fit(m))
         steps.run("confidence", self.confidence)
+        from cuset.demo.attribute import attribute_demo
+
+        steps.run("attribution", lambda: attribute_demo(self))
         self.timings = self.step_timings()
         self.reused = frozenset(k for k in self.timings if k in earlier)
         from cuset.demo.report import write_report

@@ -6,7 +6,9 @@ reader needs and a test needs to recompute the map, nothing a run could regenera
     python docs/tools/publish_regime.py --demo DEMO_RUN docs/demo-2026-11-26-premise
 
 Per level: report.md/json, base_nll.json, results/*.jsonl (the compact per-sample records
-`cuset demo --report-from` recomputes from), confidence/ (the report's figures) and every
+`cuset demo --report-from` recomputes from), generations/*.jsonl.gz and data/eval.jsonl.gz
+(each sample's program and prompt, compressed), attribution/ (where each failing sample left
+the correct programs), low_tokens.json, confidence/ (the report's figures) and every
 arm's train_log.jsonl (the map's dropped_frac); the map's regime.md/json/png; and, with
 --calibration, the calibration's calibration.md/json. tests/demo/test_regime_docs.py checks
 that the committed map is what the code writes from these files.
@@ -28,7 +30,10 @@ import sys
 from pathlib import Path
 
 LEVEL_FILES = ("report.md", "report.json", "base_nll.json", "demo_config.json")
-LEVEL_DIRS = ("results", "confidence")
+# generations/ and data/eval.jsonl.gz (compressed): what the viewer shows of each sample;
+# attribution/: where each failing sample left the correct programs
+LEVEL_DIRS = ("results", "confidence", "generations", "attribution")
+LEVEL_OPTIONAL = ("data/eval.jsonl.gz", "low_tokens.json")
 SKIPPED = {"scores.jsonl"}  # per-token confidences (1.6 MB a level): the figures and confidence.json summarise them
 
 
@@ -44,6 +49,7 @@ def publish_demo(run: Path, dest: Path) -> list[Path]:
     if not (run / "report.json").is_file():
         raise SystemExit(f"{run}: no report.json; the demo run has not finished")
     copied = [_copy(run / name, dest / name) for name in LEVEL_FILES]
+    copied += [_copy(run / name, dest / name) for name in LEVEL_OPTIONAL if (run / name).is_file()]
     for sub in LEVEL_DIRS:
         copied += [_copy(f, dest / f.relative_to(run)) for f in sorted((run / sub).rglob("*"))
                    if f.is_file() and f.name not in SKIPPED]

@@ -204,4 +204,5 @@ def _sample_page(template, model: ViewModel, run_info: list[dict], i: int, recor
         run=run_info[i], record=record, row=row, facts=facts, gen=gen, code_html=code_html,
         span_counts=span_counts(spans) if spans else {}, kind_help=KIND_HELP,
         prompt=text.prompt(row.task_id, row.level), others=others, root="../../",
+        attribution=text.attribution.get((row.task_id, record.sample)),
         index_href=f"../../index.html#run={i}&task={quote(row.task_id, safe='')}")

@@ -6,7 +6,10 @@ Layouts read (the ones cuset writes):
   results.jsonl, usually summary.json (its `meta.generations` and `meta.tasks` name
   the generations and tasks files) and labels.json;
 - a demo/study dir: one run per `cells/<model>/eval/results.jsonl`; without cells,
-  the compact `results/<run>.jsonl` files its report.json lists (no logs).
+  the compact `results/<run>.jsonl` files its report.json lists (no logs), with the
+  compressed generations and evaluation tasks a report keeps beside them
+  (`generations/<run>.jsonl.gz`, `data/eval.jsonl.gz`); either way the attribution of
+  its failing samples (`attribution/<run>.jsonl`) when the demo wrote one.
 
 Results lines are read one by one: a line that is not JSON or not a valid record is
 skipped and counted by reason, with `file:line` kept for the page that lists them.
@@ -52,6 +55,7 @@ class RunSource:
     generations: Path | None = None
     tasks: Path | None = None
     origin: str = "eval"   # eval | demo cell | demo compact
+    attribution: Path | None = None   # a demo's attribution/<run>.jsonl (cuset.analysis.attribution)
 
 
 @dataclass(frozen=True)
@@ -106,23 +110,27 @@ def _eval_dir_source(directory: Path, name: str, origin: str = "eval",
 def _demo_sources(directory: Path) -> list[RunSource]:
     report = _read_json(directory / "report.json") if (directory / "report.json").is_file() else {}
     metrics = report.get("metrics") if isinstance(report.get("metrics"), dict) else {}
-    tasks = directory / "data" / "eval.jsonl"
+    # the run's own tasks file, or the compressed copy a committed report keeps
+    tasks = _existing(None, directory / "data" / "eval.jsonl", directory / "data" / "eval.jsonl.gz")
+    attribution = lambda run: _existing(None, directory / "attribution" / f"{run}.jsonl")  # noqa: E731
     out = []
     for cell in sorted(p for p in (directory / "cells").glob("*") if p.is_dir()):
         src = _eval_dir_source(cell / "eval", cell.name, "demo cell", metrics.get(cell.name))
         if src is not None:
-            out.append(_with(src, tasks=src.tasks or (tasks if tasks.is_file() else None)))
+            out.append(_with(src, tasks=src.tasks or tasks, attribution=attribution(cell.name)))
     if out or not report:
         return out
     for run, info in (report.get("runs") or {}).items():   # a committed report: compact results only
         path = directory / str(info.get("results", ""))
         if path.is_file():
-            gens = directory / "cells" / run / "generations.jsonl"
+            named = info.get("generations")
+            gens = _existing(None, *([directory / named] if isinstance(named, str) and named else []),
+                             directory / "cells" / run / "generations.jsonl")
             out.append(RunSource(name=run, results=path, headline=metrics.get(run) or {},
                                  headline_from="report.json" if metrics.get(run) else "",
                                  labels={"method": info.get("method"), "seed": info.get("seed")},
-                                 generations=gens if gens.is_file() else None,
-                                 tasks=tasks if tasks.is_file() else None, origin="demo compact"))
+                                 generations=gens, tasks=tasks, origin="demo compact",
+                                 attribution=attribution(run)))
     return out
 
 

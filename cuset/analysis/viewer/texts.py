@@ -1,6 +1,7 @@
 """The texts a sample page shows beside its record: the model's response and the program
-evaluated (from the run's generations file), and the prompt (rendered from the tasks
-file at the sample's level, as `cuset generate` renders it).
+evaluated (from the run's generations file), the prompt (rendered from the tasks
+file at the sample's level, as `cuset generate` renders it) and, for a demo's failing
+sample, where it left the correct programs (its attribution record).
 
 Both files are optional: a run without them still gets its pages, saying what is
 missing. Bad lines are skipped and counted, never fatal: the results are what a page
@@ -35,6 +36,7 @@ class RunTexts:
     tasks: dict[str, Any] = field(default_factory=dict)      # task id (str) -> Task / KernelBenchTask
     compat: bool = False
     notes: tuple[str, ...] = ()                               # what could not be read, for the run page
+    attribution: dict[tuple[str, int], dict] = field(default_factory=dict)  # failing sample -> its Attribution
 
     def levels(self) -> dict[tuple[str, int], int]:
         return {k: g.level for k, g in self.generations.items() if g.level is not None}
@@ -98,5 +100,26 @@ def load_texts(source: RunSource) -> RunTexts:
             tasks = {str(t.id): t for t in loaded}
             if report.problems:
                 notes.append(f"{source.tasks}: {len(report.problems)} task record(s) skipped")
+    attribution: dict[tuple[str, int], dict] = {}
+    if source.attribution is not None:
+        attribution, bad = _load_attribution(source.attribution)
+        if bad:
+            notes.append(f"{source.attribution}: skipped {bad} line(s) that are not attribution records")
     meta = source.summary.get("meta") if isinstance(source.summary.get("meta"), dict) else {}
-    return RunTexts(generations, tasks, bool(meta.get("compat")), tuple(notes))
+    return RunTexts(generations, tasks, bool(meta.get("compat")), tuple(notes), attribution)
+
+
+def _load_attribution(path: Path) -> tuple[dict[tuple[str, int], dict], int]:
+    """(task id, sample) -> the sample's attribution record with its cause in words; bad lines counted."""
+    from cuset.analysis.attribution import CAUSE_LABELS, UNATTRIBUTED_LABELS, Attribution
+
+    out, bad = {}, 0
+    for _, d in iter_jsonl(path, errors="yield"):
+        try:
+            record = Attribution.from_json(d)
+        except (TypeError, AttributeError):
+            bad += 1
+            continue
+        out[(str(record.task_id), record.sample)] = {
+            **record.to_json(), "cause_text": {**CAUSE_LABELS, **UNATTRIBUTED_LABELS}.get(record.cause, record.cause)}
+    return out, bad
