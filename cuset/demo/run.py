@@ -135,9 +135,7 @@ class DemoRun:
         for model in self.models:  # a step of each cell: a run added to a finished demo gets its own
             StepLog(self.cell_dir(model), f"demo {model}").run("reference_fit", lambda m=model: self.reference_fit(m))
         steps.run("confidence", self.confidence)
-        from cuset.demo.attribute import attribute_demo
-
-        steps.run("attribution", lambda: attribute_demo(self))
+        steps.run("attribution", self.attribution)
         self.timings = self.step_timings()
         self.reused = frozenset(k for k in self.timings if k in earlier)
         from cuset.demo.report import write_report
@@ -348,6 +346,13 @@ class DemoRun:
         analyze_confidence(samples, out, window=self.cfg.confidence_window, sensitive_kinds=CUSET_KINDS,
                            categories=ALL_KINDS, model_label="vanilla demo base model",
                            data_label=str(self.eval_tasks), skipped=dict(skipped), skipped_messages=messages)
+
+
+    def attribution(self) -> None:
+        """Where each failing sample left the correct programs of its task (cuset.demo.attribute)."""
+        from cuset.demo.attribute import attribute_demo
+
+        attribute_demo(self)
 
 
 def base_mechanism(samples, *, tau: float) -> dict:

@@ -82,11 +82,12 @@ def test_resumed_demo_marks_steps_finished_earlier_as_reused(tmp_path, monkeypat
         (run.cell_dir(model) / "steps.json").write_text(json.dumps(steps))
     ran = []
     monkeypatch.setattr(DemoRun, "confidence", lambda self: ran.append("confidence"))
+    monkeypatch.setattr(DemoRun, "attribution", lambda self: ran.append("attribution"))
     monkeypatch.setattr("cuset.demo.report.write_report", lambda r: tmp_path / "report.md")
     run.run()
-    assert ran == ["confidence"]
+    assert ran == ["confidence", "attribution"]
     assert list(run.timings) == ["data", "base_model", "base_nll", "generate_vanilla", "evaluate_vanilla",
                                  "reference_fit_vanilla", "train_sft", "generate_sft", "evaluate_sft",
-                                 "reference_fit_sft", "confidence"]
-    assert run.reused == set(run.timings) - {"confidence"}
+                                 "reference_fit_sft", "confidence", "attribution"]
+    assert run.reused == set(run.timings) - {"confidence", "attribution"}
     assert run.started is not None
