@@ -242,25 +242,34 @@ def method_bars(path, groups: Sequence[str], methods: Sequence[str], panels: Seq
 
 
 def differences_against(path, series: dict[str, Sequence[tuple[float, float, float | None, float | None]]], *,
-                        xlabel: str, ylabel: str, title: str, scale: float = 100.0) -> Path:
-    """Paired differences (delta, low, high; None: no interval) at positive x values, one line with
-    error bars per series, on a reversed log x axis (lower x to the right), with a line at 0. Series
-    are spread a little along x so their bars do not hide each other."""
+                        xlabel: str, ylabel: str, title: str, scale: float = 100.0, log_x: bool = True,
+                        vline: tuple[float, str] | None = None) -> Path:
+    """Paired differences (delta, low, high; None: no interval) against x, one line with error bars
+    per series, with a line at 0: on a reversed log x axis (x > 0, lower x to the right) or, with
+    `log_x=False`, a linear one (higher x to the right); `vline` = (x, label) marks a threshold.
+    Series are spread a little along x so their bars do not hide each other."""
     fig = _figure(6.5, 4.2)
     ax = fig.add_subplot(1, 1, 1)
     n = len(series)
+    xs_all = [x for points in series.values() for x, *_ in points] + ([vline[0]] if vline else [])
+    span = (max(xs_all) - min(xs_all)) if xs_all else 0.0
+    step = 0.01 * span if span > 0 else 0.5   # linear spread: 1% of the x range (half a unit when it is 0)
     for i, (label, points) in enumerate(series.items()):
         pts = sorted(points)
-        if any(x <= 0 for x, *_ in pts):
+        if log_x and any(x <= 0 for x, *_ in pts):
             raise ValueError(f"{label}: x values must be > 0 for a log axis")
-        xs = [x * (1 + 0.02 * (i - (n - 1) / 2)) for x, *_ in pts]
+        offset = i - (n - 1) / 2
+        xs = [x * (1 + 0.02 * offset) if log_x else x + step * offset for x, *_ in pts]
         ys = [scale * d for _, d, _, _ in pts]
         below = [scale * (d - lo) if lo is not None else 0.0 for _, d, lo, _ in pts]
         above = [scale * (hi - d) if hi is not None else 0.0 for _, d, _, hi in pts]
         ax.errorbar(xs, ys, yerr=[below, above], marker="o", capsize=3, label=label)
     ax.axhline(0.0, color="grey", linewidth=0.8)
-    ax.set_xscale("log")
-    ax.invert_xaxis()
+    if vline is not None:
+        ax.axvline(vline[0], color="grey", linestyle="--", linewidth=0.8, label=vline[1])
+    if log_x:
+        ax.set_xscale("log")
+        ax.invert_xaxis()
     ax.set_xlabel(xlabel, fontsize=8)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

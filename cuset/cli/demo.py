@@ -74,7 +74,7 @@ def register(root: typer.Typer) -> None:
                                          "--out DIR")
             from cuset.demo.regime import map_from_levels
 
-            report = map_from_levels(out_dir)
+            report = map_from_levels(out_dir, gate=(cfg.gate_compile, cfg.gate_function))
             out.print(report.read_text(), markup=False, highlight=False)
             console.print(f"[bold green]report:[/] {report}")
             return

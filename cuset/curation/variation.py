@@ -82,6 +82,26 @@ def add_comments(code: str, rng: random.Random, rate: float = COMMENT_RATE) -> s
     return "\n".join(out)
 
 
+def replaceable_ranges(code: str) -> list[tuple[int, int]]:
+    """Character ranges [a, b) of `code` of the kinds `vary_program` draws, whatever drew them: every
+    whole-word use of a `__global__` / `__device__` function's name, every whole-line `//` comment
+    (from the slashes to the end of the line) and every line's leading indentation. Sorted, may
+    touch but do not overlap."""
+    ranges = []
+    for name in function_names(code):
+        ranges += [m.span() for m in re.finditer(rf"\b{re.escape(name)}\b", code)]
+    at = 0
+    for line in code.split("\n"):
+        body = line.lstrip(" \t")
+        indent = len(line) - len(body)
+        if indent:
+            ranges.append((at, at + indent))
+        if body.startswith("//"):
+            ranges.append((at + indent, at + len(line)))
+        at += len(line) + 1
+    return sorted(ranges)
+
+
 def vary_program(code: str, rng: random.Random) -> str:
     """The program with its function names, comments and indentation drawn from `rng`."""
     code = rename_functions(code, rng)

@@ -76,7 +76,9 @@ class DemoConfig:
                           "e.g. cuset:paper; see cuda_spans); `cuset:noconf`, `cuset:nocuda`, `cuset:noregion` turn off "
                           "CuSeT's confidence mask, CUDA mask or sample weight (the paper's Table 5; combinable, e.g. "
                           "cuset:paper:noconf); `cuset:wnorm` divides the sample weight by its mean over each "
-                          "optimizer step (loss.weight_norm).")
+                          "optimizer step (loss.weight_norm); `name:repl` trains that arm on the fine-tuning set with "
+                          "replaceable tokens (see replaceable). `methods=2x2` is the arm set {SFT, CuSeT (paper spans)} "
+                          "x replaceable tokens {off, on} plus ProFit, DFT and CuSeT with broad spans.")
     cuda_spans: str = option("broad", help="What the CUDA mask covers for methods named without `:spans`: broad "
                              "(kernel and __device__ bodies, device variables, launch configurations with their "
                              "backward slice, CUDA calls) or paper (__global__ bodies, <<<...>>> and the declarations "
@@ -99,6 +101,15 @@ class DemoConfig:
     samples: int = option(3, help="Samples per evaluation task (Pass@1 and Pass@3).")
     temperature: float = option(0.5, help="Sampling temperature.")
     max_new_tokens: int = option(1100, help="Generated tokens per sample at most.")
+    gate_compile: float = option(0.65, help="`--regime`: the competence gate's compile@1 (a fraction): a base "
+                                 "counts as at the paper's competence when, before fine-tuning, it compiles at least "
+                                 "this share and passes at least gate_function of the evaluation tasks (the paper's "
+                                 "bases: 69-80% and 35-42%, its Table 2).")
+    gate_function: float = option(0.25, help="`--regime`: the competence gate's function@1 (a fraction), see "
+                                  "gate_compile.")
+    finetune_reason: str = option("", help="Why the fine-tuning deviates from the paper's (LoRA r=8, alpha 16, learning "
+                                  "rate 1e-4), in words; `--regime` writes it in the map and refuses to run a deviating "
+                                  "setting without one.")
     regime_levels: str = option("0,12,40", help="`--regime`: base strengths, as comma-separated warmup_steps "
                                 "values (0: the weak base); each level is a demo run under <out>/base-k<steps>, "
                                 "all sharing the first level's pretraining. 0,12,40 give the study base NLL 1.49 "
@@ -127,8 +138,18 @@ class DemoConfig:
         return [int(x) for x in _names(self.regime_levels) or []]
 
     def method_list(self) -> list[str]:
-        """The method specs as written (`cuset`, `cuset:paper`, ...)."""
-        return _names(self.methods) or []
+        """The method specs as written (`cuset`, `cuset:paper`, ...), a named arm set (ARM_SETS) expanded."""
+        return _names(ARM_SETS.get(self.methods.strip(), self.methods)) or []
+
+    def paper_finetune_deviations(self) -> list[str]:
+        """How this config's fine-tuning differs from the paper's (LoRA r=8, alpha 16 at 1e-4); [] when it does not
+        (the demo's LoRA adapters take TrainConfig's defaults, r=8 and alpha 16)."""
+        out = []
+        if self.finetune != PAPER_FINETUNE["finetune"]:
+            out.append(f"{self.finetune} fine-tuning instead of LoRA r=8, alpha 16")
+        if self.finetune_lr != PAPER_FINETUNE["finetune_lr"]:
+            out.append(f"learning rate {self.finetune_lr:g} instead of {PAPER_FINETUNE['finetune_lr']:g}")
+        return out
 
     @property
     def forward_batch(self) -> int:
@@ -176,6 +197,10 @@ class DemoConfig:
 
         if self.cuda_spans not in SPAN_MODES:
             raise ValueError(f"cuda_spans must be {' or '.join(SPAN_MODES)}, got {self.cuda_spans!r}")
+        for name in ("gate_compile", "gate_function"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ValueError(f"{name} is a fraction of the evaluation tasks, between 0 and 1; got "
+                                 f"{getattr(self, name)}")
         methods = self.method_list()
         if not methods:
             raise ValueError("methods is empty: name the objectives to fine-tune with, e.g. methods=sft,cuset")
@@ -183,6 +208,12 @@ class DemoConfig:
             parse_method_spec(spec)
         if len(set(methods)) != len(methods):
             raise ValueError(f"methods names an objective twice: {self.methods}")
+        if self.replaceable and any(parse_method_spec(m).replaceable for m in methods):
+            raise ValueError("replaceable=true varies every arm's training programs and a `:repl` arm varies its own: "
+                             "name one of them (methods=2x2 runs both conditions side by side)")
+        if len({self.method_spec(m) for m in methods}) != len(methods):
+            raise ValueError(f"methods names one arm twice (cuda_spans={self.cuda_spans} is the span mode of arms "
+                             f"named without one): {', '.join(methods)}")
         from cuset.curation.families import get_family
 
         for field, names in (("families", self.family_list() or ()), ("instruct_families", self.instruct_family_list())):
@@ -211,12 +242,19 @@ SWITCH_LABELS = {"noconf": "no confidence mask", "nocuda": "no CUDA mask", "nore
                  "wnorm": "sample weight at mean 1 per step"}
 
 
+# An arm part of any objective: train on the replaceable variant of the fine-tuning set
+# (cuset.curation.variation: function names, comment lines and indentation drawn per program).
+REPLACEABLE_PART = "repl"
+
+
 @dataclass(frozen=True)
 class MethodSpec:
-    """One fine-tuning arm: `cuset:paper:noconf` -> loss cuset, paper spans, conf_mask off."""
+    """One fine-tuning arm: `cuset:paper:noconf` -> loss cuset, paper spans, conf_mask off;
+    `sft:repl` -> SFT on the fine-tuning set with replaceable tokens."""
     loss: str
     spans: str = ""                  # "": the config's cuda_spans
     switches: tuple[str, ...] = ()   # keys of LOSS_SWITCHES
+    replaceable: bool = False        # trains on data/train-replaceable.jsonl
 
     def loss_switches(self) -> dict[str, bool]:
         """The LossConfig switches this arm sets."""
@@ -224,7 +262,8 @@ class MethodSpec:
 
     def qualifiers(self) -> list[str]:
         """What sets this arm apart from its plain loss, for a table row."""
-        return ([f"{self.spans} spans"] if self.spans else []) + [SWITCH_LABELS[a] for a in self.switches]
+        return (([f"{self.spans} spans"] if self.spans else []) + [SWITCH_LABELS[a] for a in self.switches]
+                + (["replaceable tokens"] if self.replaceable else []))
 
 
 def parse_method_spec(spec: str) -> MethodSpec:
@@ -238,9 +277,12 @@ def parse_method_spec(spec: str) -> MethodSpec:
         raise ValueError(f"methods: {unknown_loss_message(loss)}")
     spans = [p for p in parts if p in SPAN_MODES]
     switches = tuple(p for p in parts if p in LOSS_SWITCHES)
-    unknown = [p for p in parts if p not in SPAN_MODES and p not in LOSS_SWITCHES]
-    allowed = (f"the CUDA span mode ({' or '.join(SPAN_MODES)}, e.g. {loss}:paper) or a CuSeT switch "
-               f"({', '.join(LOSS_SWITCHES)}, e.g. cuset:noconf)")
+    unknown = [p for p in parts if p not in SPAN_MODES and p not in LOSS_SWITCHES and p != REPLACEABLE_PART]
+    allowed = (f"the CUDA span mode ({' or '.join(SPAN_MODES)}, e.g. {loss}:paper), a CuSeT switch "
+               f"({', '.join(LOSS_SWITCHES)}, e.g. cuset:noconf) or {REPLACEABLE_PART} (replaceable tokens in the "
+               f"training programs, e.g. {loss}:{REPLACEABLE_PART})")
+    if parts.count(REPLACEABLE_PART) > 1:
+        raise ValueError(f"methods: {spec!r} names a part twice; the parts after ':' are {allowed}")
     if unknown:
         raise ValueError(f"methods: {spec!r}: {unknown[0]!r} is not a part a method spec may hold; "
                          f"the parts after ':' are {allowed}")
@@ -253,7 +295,7 @@ def parse_method_spec(spec: str) -> MethodSpec:
     if "wnorm" in switches and "noregion" in switches:
         raise ValueError(f"methods: {spec!r}: wnorm renormalises the sample weight that noregion turns off; "
                          "name one of them")
-    return MethodSpec(loss, spans[0] if spans else "", switches)
+    return MethodSpec(loss, spans[0] if spans else "", switches, REPLACEABLE_PART in parts)
 
 
 def _names(spec: str) -> list[str] | None:
@@ -289,10 +331,17 @@ STUDY = {"warmup_steps": 0, "n_train": 1000, "n_eval": 64, "seeds": 2, "methods"
 # the fine-tuning and evaluation sets do not hold). `seeds=4 regime_levels=<k>` is the powered run
 # at one level.
 REGIME_METHODS = "sft,cuset,cuset:noconf:noregion,cuset:wnorm"
-REGIME = {**STUDY, "methods": REGIME_METHODS, "seeds": 1, "n_warmup": 600}
+# Named arm sets (`methods=<name>`). 2x2 (issue 60): {SFT, CuSeT} x replaceable tokens {off, on}, CuSeT with the
+# paper's CUDA spans; ProFit and DFT, the paper's positive controls; CuSeT with the broad spans.
+ARM_SETS = {"2x2": "sft,sft:repl,cuset:paper,cuset:paper:repl,profit,dft,cuset:broad"}
+# The paper's fine-tuning (section 5.1, configs/train/*): LoRA r=8, alpha 16 (TrainConfig's LoRA defaults) at 1e-4.
+PAPER_FINETUNE = {"finetune": "lora", "finetune_lr": 1e-4}
+# The map fine-tunes as the paper does by default; a run that deviates says why (finetune_reason).
+REGIME = {**STUDY, "methods": REGIME_METHODS, "seeds": 1, "n_warmup": 600, **PAPER_FINETUNE}
 # `--regime --fast`: the same machinery at a size CI runs in a minute or two: two bases, four arms,
 # a few steps each. Its numbers say nothing about the methods.
 REGIME_FAST = {**FAST, "methods": REGIME_METHODS, "regime_levels": "0,4", "n_warmup": 12, "n_train": 16, "n_eval": 2,
                "n_pretrain": 24, "n_instruct": 12, "pretrain_steps": 8, "finetune_steps": 4, "hidden": 32,
                "layers": 1, "vocab_size": 512, "samples": 1, "max_new_tokens": 48, "seq_len": 256,
-               "batch_size": 2}
+               "batch_size": 2, "finetune": "full", "finetune_lr": 1e-3,
+               "finetune_reason": "CI size: 4 steps of LoRA at 1e-4 would leave every arm at its base"}

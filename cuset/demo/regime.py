@@ -11,6 +11,16 @@ runs as random effects (`cuset.analysis.paired`, as the level's own report compu
 arm the share of target tokens the objective left out of the loss over training (`dropped_frac`
 of the training log). It writes regime.json, regime.md and regime.png; re-running with the same
 `out` resumes every level.
+
+Competence is the map's axis (issue 60): each base's compile@1 and function@1 on the evaluation
+tasks before fine-tuning (its `vanilla` run, evaluated like every arm) stand beside its NLL and
+token statistics, the figure plots each arm's difference from SFT against the base's function@1,
+and the competence gate (`competence_gate`: untuned compile@1 >= gate_compile and function@1 >=
+gate_function, the paper's bases being at 69-80% and 35-42%) says in words whether any base is
+where the paper's claim can be tested. Each level also records the share of its base's p <= tau
+tokens that are replaceable, with and without replaceable tokens in the fine-tuning programs
+(`low_tokens.json`, cuset.demo.lowtokens), and the map states the fine-tuning regime and why it
+deviates from the paper's where it does.
 """
 
 from __future__ import annotations
@@ -35,6 +45,14 @@ def run_regime(cfg: DemoConfig) -> Path:
     """Run (or resume) every level, then write the map; returns the path of regime.md."""
     from cuset.demo.run import DemoRun
 
+    from cuset.demo.lowtokens import level_low_tokens
+    from cuset.errors import CusetError
+    from cuset.experiment import StepLog
+
+    deviations = cfg.paper_finetune_deviations()
+    if deviations and not cfg.finetune_reason.strip():
+        raise CusetError(f"the map fine-tunes with {'; '.join(deviations)}, not as the paper does (LoRA r=8, alpha 16 "
+                         "at 1e-4): say why with finetune_reason=\"...\" (the map prints it), or drop the overrides")
     out = Path(cfg.out) if cfg.out else Path("runs") / time.strftime("regime-%Y%m%d-%H%M%S")
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -43,9 +61,11 @@ def run_regime(cfg: DemoConfig) -> Path:
     for steps in cfg.regime_level_list():
         run = DemoRun(replace(cfg, warmup_steps=steps, out=str(level_dir(out, steps)), pretrained=pretrained), level_dir(out, steps))
         run.run()
+        StepLog(run.out, f"regime k={steps}").run("low_tokens", lambda run=run: level_low_tokens(run))
         pretrained = pretrained or str(run.pretrained_model.resolve())  # the first level's pretraining, shared by the rest
         levels.append(run)
-    doc = regime_map([(steps, run.out) for steps, run in zip(cfg.regime_level_list(), levels)], out)
+    doc = regime_map([(steps, run.out) for steps, run in zip(cfg.regime_level_list(), levels)], out,
+                     gate=(cfg.gate_compile, cfg.gate_function))
     doc["wall_s"] = round(time.perf_counter() - started, 1)
     doc["provenance"] = provenance()  # of the map; each level's report.json keeps its own
     return write_map(doc, out)
@@ -61,17 +81,18 @@ def levels_under(out: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
-def map_from_levels(out: Path) -> Path:
+def map_from_levels(out: Path, gate: tuple[float, float] | None = None) -> Path:
     """Write the map from the levels already finished under `out`, running nothing: a map whose
     levels ran in separate invocations, or with different arms (e.g. the Table 5 switches at one
-    level only); each level's own report.json says which arms it holds."""
+    level only); each level's own report.json says which arms it holds. `gate`: (compile@1,
+    function@1) of the competence gate (default DemoConfig's)."""
     levels = levels_under(out)
     if not levels:
         from cuset.errors import CusetError
 
         raise CusetError(f"{out}: no finished level (base-k<steps>/report.json) to map; run `cuset demo --regime "
                          f"--out {out}` first")
-    doc = regime_map(levels, out)
+    doc = regime_map(levels, out, **({"gate": gate} if gate else {}))
     doc["provenance"] = provenance()
     return write_map(doc, out)
 
@@ -150,8 +171,55 @@ def dropped_over_training(train_log: Path) -> dict:
     return {"first": values[0], "last": values[-1], "mean": sum(values) / len(values), "n_logged": len(values)}
 
 
-def regime_map(levels: list[tuple[int, Path]], out: Path) -> dict:
-    """The map's rows from each level's report.json and training logs (paths relative to `out`)."""
+def _default_gate() -> tuple[float, float]:
+    fields = DemoConfig.__dataclass_fields__
+    return fields["gate_compile"].default, fields["gate_function"].default
+
+
+def base_competence(report: dict) -> dict:
+    """The base's compile@1 and function@1 on the evaluation tasks before fine-tuning: its
+    `vanilla` run of the level's report (mean over tasks of each task's Pass@1)."""
+    row = report["methods"]["vanilla"]
+    return {key: row[key]["mean"] if row.get(key) else None for key in ("compile@1", "function@1")} | {
+        "n_tasks": row["function@1"]["n_tasks"] if row.get("function@1") else None, "n_samples": row["n_samples"]}
+
+
+def finetune_regime(config: dict) -> dict:
+    """How a level fine-tuned (from its report's config), with its deviations from the paper's."""
+    from dataclasses import fields
+
+    known = {f.name for f in fields(DemoConfig)}
+    cfg = DemoConfig(**{k: v for k, v in config.items() if k in known})
+    return {"finetune": cfg.finetune, "finetune_lr": cfg.finetune_lr, "finetune_steps": cfg.finetune_steps,
+            "deviations": cfg.paper_finetune_deviations(), "reason": cfg.finetune_reason}
+
+
+def competence_gate(levels: list[dict], *, min_compile: float, min_function: float) -> dict:
+    """Which bases pass the competence gate (untuned compile@1 >= min_compile and function@1 >=
+    min_function on the evaluation tasks), with the sentence the map states."""
+    passed = [row["warmup_steps"] for row in levels
+              if row["base"]["compile@1"] is not None and row["base"]["function@1"] is not None
+              and row["base"]["compile@1"] >= min_compile and row["base"]["function@1"] >= min_function]
+    each = "; ".join(f"k = {row['warmup_steps']}: compile@1 {_share(row['base']['compile@1'])}, function@1 "
+                     f"{_share(row['base']['function@1'])}" for row in levels)
+    rule = (f"compile@1 >= {100 * min_compile:.0f}% and function@1 >= {100 * min_function:.0f}% on the evaluation "
+            "tasks before fine-tuning (the paper's bases: 69-80% and 35-42%)")
+    if passed:
+        text = (f"Competence gate ({rule}): passed by the base at k = {', '.join(map(str, passed))}; the comparisons "
+                f"there test the paper's claim on a base of its competence ({each}).")
+    else:
+        text = (f"Competence gate ({rule}): no base passes it ({each}). No comparison in this map is made on a base "
+                "at the paper's competence, so the map cannot test the paper's claim; it shows how the objectives "
+                "behave on bases below it.")
+    return {"min_compile": min_compile, "min_function": min_function, "passed": passed, "text": text}
+
+
+def regime_map(levels: list[tuple[int, Path]], out: Path, gate: tuple[float, float] | None = None) -> dict:
+    """The map's rows from each level's report.json, low_tokens.json and training logs (paths
+    relative to `out`), and the competence gate over them (`gate`: its compile@1 and function@1,
+    default DemoConfig's)."""
+    from cuset.demo.lowtokens import LOW_TOKENS
+
     rows = []
     for steps, directory in levels:
         report = json.loads((directory / "report.json").read_text())
@@ -164,13 +232,18 @@ def regime_map(levels: list[tuple[int, Path]], out: Path) -> dict:
         rows.append({
             "warmup_steps": steps, "dir": str(directory.relative_to(out)) if directory.is_relative_to(out) else str(directory),
             "base_nll": report["base_nll"]["nll"], "mechanism": report["base_nll"].get("mechanism"),
+            "base": base_competence(report), "finetune": finetune_regime(report["config"]),
+            "low_tokens": (json.loads((directory / LOW_TOKENS).read_text())["conditions"]
+                           if (directory / LOW_TOKENS).is_file() else None),
             "methods": {m: report["methods"][m][METRIC] for m in report["method_order"] if m != "vanilla"},
             "paired": {m: {k: p[k] for k in ("delta", "low", "high", "p_value", "p_holm", "significant",
                                               "n_tasks", "n_seeds", "run_variance", "sentence")}
                        for m, p in paired.items()},
             "dropped": dropped,
         })
-    return {"metric": METRIC, "levels": rows}
+    min_compile, min_function = gate or _default_gate()
+    return {"metric": METRIC, "levels": rows,
+            "gate": competence_gate(rows, min_compile=min_compile, min_function=min_function)}
 
 
 def write_map(doc: dict, out: Path) -> Path:
@@ -182,18 +255,21 @@ def write_map(doc: dict, out: Path) -> Path:
 
 
 def map_figure(doc: dict, path: Path) -> Path:
-    """Function Pass@1 difference from SFT against the base's NLL on the fine-tuning set, one
-    series per arm, with its paired 95% interval."""
+    """Function Pass@1 difference from SFT against the base's function@1 on the evaluation tasks
+    before fine-tuning (its competence), one series per arm, with its paired 95% interval; the
+    competence gate's function@1 as a dashed line."""
     from cuset.analysis.plots import differences_against
     from cuset.demo.report import row_label
 
     arms = sorted({m for row in doc["levels"] for m in row["paired"]}, key=_arm_order(doc))
-    series = {row_label(arm): [(row["base_nll"], row["paired"][arm]["delta"], row["paired"][arm]["low"],
-                                row["paired"][arm]["high"]) for row in doc["levels"] if arm in row["paired"]]
+    series = {row_label(arm): [(100 * row["base"]["function@1"], row["paired"][arm]["delta"],
+                                row["paired"][arm]["low"], row["paired"][arm]["high"])
+                               for row in doc["levels"] if arm in row["paired"]]
               for arm in arms}
-    return differences_against(path, series, xlabel="base NLL per token on the fine-tuning set, before fine-tuning "
-                               "(log scale; stronger bases to the right)", ylabel=f"{doc['metric']} minus SFT (points)",
-                               title="When does CuSeT beat SFT? (95% paired intervals)")
+    return differences_against(path, series, xlabel="base function@1 on the evaluation tasks before fine-tuning (%; "
+                               "each base's NLL is in regime.md)", ylabel=f"{doc['metric']} minus SFT (points)",
+                               title="When does CuSeT beat SFT? (95% paired intervals)", log_x=False,
+                               vline=(100 * doc["gate"]["min_function"], "competence gate"))
 
 
 def _arm_order(doc: dict):
@@ -226,12 +302,26 @@ def _share(x) -> str:
     return "n/a" if x is None else f"{100 * x:.1f}%"
 
 
+# The token statistics' regime (cuset.demo.report.regime_of) as the map words it: what the statistics show,
+# not a claim about the model; competence (the gate) is what says whether the paper's claim is testable.
+MAP_REGIME_WORDS = {"premise": "token statistics as the paper's premise has them",
+                    "between": "token statistics between the weak and the premise regime",
+                    "weak": "token statistics of a weak base", "unknown": "token statistics not recorded"}
+
+
+def _base_words(row: dict) -> str:
+    """`base function@1 0.0%, compile@1 55.2%, NLL 1.489`: a base as the map's sentences name it."""
+    base = row.get("base") or {}
+    return (f"base function@1 {_share(base.get('function@1'))}, compile@1 {_share(base.get('compile@1'))}, "
+            f"NLL {row['base_nll']:.3f}")
+
+
 def conclusion_lines(doc: dict) -> list[str]:
     """Per CuSeT arm, the levels where it beats SFT significantly, loses significantly, or shows no
     difference the data can tell, each level with its base's regime; written from the numbers,
     whatever they say. With one run per arm the intervals cover task sampling only, so a
     'significant' there is about these training runs, not the method (the powered run is needed)."""
-    from cuset.demo.report import REGIME_WORDS, regime_of, row_label
+    from cuset.demo.report import regime_of, row_label
 
     lines = []
     arms = sorted({m for row in doc["levels"] for m in row["paired"]}, key=_arm_order(doc))
@@ -242,7 +332,7 @@ def conclusion_lines(doc: dict) -> list[str]:
             if p is None:
                 continue
             regime = regime_of({"mechanism": row["mechanism"]})[0] if row["mechanism"] else "unknown"
-            where = f"k = {row['warmup_steps']} (base NLL {row['base_nll']:.3f}, {REGIME_WORDS[regime]}: {_cell(p)})"
+            where = f"k = {row['warmup_steps']} ({_base_words(row)}, {MAP_REGIME_WORDS[regime]}: {_cell(p)})"
             key = ("cannot be tested against" if p["p_value"] is None else "shows no significant difference from"
                    if not p["significant"] else "beats" if p["delta"] > 0 else "loses to")
             verdicts[key].append(where)
@@ -272,6 +362,45 @@ def _variance_sentence(kinds: dict) -> str:
     return out
 
 
+def _finetune_lines(levels: list[dict]) -> list[str]:
+    """The fine-tuning regime of the map's levels, and why it deviates from the paper's where it does."""
+    regimes = {json.dumps(row["finetune"], sort_keys=True): row["finetune"] for row in levels}
+    lines = []
+    for ft in regimes.values():
+        how = (f"{ft['finetune']} fine-tuning at learning rate {ft['finetune_lr']:g} for {ft['finetune_steps']} steps"
+               + (" (LoRA r=8, alpha 16)" if ft["finetune"] == "lora" else ""))
+        where = "" if len(regimes) == 1 else " at k = " + ", ".join(
+            str(row["warmup_steps"]) for row in levels if row["finetune"] == ft)
+        if not ft["deviations"]:
+            lines.append(f"Fine-tuning{where}: {how}, the paper's regime.")
+        else:
+            reason = ft["reason"].strip() or "no reason was recorded with the run"
+            lines.append(f"Fine-tuning{where}: {how}; it deviates from the paper's (LoRA r=8, alpha 16 at 1e-4): "
+                         f"{'; '.join(ft['deviations'])}. Why: {reason}.")
+    return lines
+
+
+def _low_token_lines(levels: list[dict]) -> list[str]:
+    """Per level and replaceable-token condition: the base's tokens at p <= tau and what they are."""
+    rows = [(row, name, c) for row in levels for name, c in (row.get("low_tokens") or {}).items()]
+    if not rows:
+        return []
+    lines = ["", "## What the base's low tokens are, with and without replaceable tokens", "",
+             "The base scored teacher-forced on the first fine-tuning references as written (replaceable tokens off) "
+             "and on their replaceable variant (on: function names, comment lines and indentation drawn per program, "
+             "the `:repl` arms' training set). Of the tokens at p <= tau (what the confidence mask drops): the shares "
+             "that are CUDA-sensitive, neutral and replaceable (a function name, a whole-line comment or indentation; "
+             "replaceable tokens may be either); and the share of replaceable tokens that are low "
+             "(cuset.demo.lowtokens).", "",
+             "| k | Replaceable tokens | Tokens | Low tokens | Low: CUDA-sensitive | Low: neutral | Low: replaceable | "
+             "Replaceable tokens that are low |", "|---|---|---|---|---|---|---|---|"]
+    for row, name, c in rows:
+        lines.append(f"| {row['warmup_steps']} | {name} | {c['n_tokens']:,} | {_share(c['share_low'])} | "
+                     f"{_share(c['low_sensitive'])} | {_share(c['low_neutral'])} | {_share(c['low_replaceable'])} | "
+                     f"{_share(c['replaceable_low'])} |")
+    return lines
+
+
 def regime_markdown(doc: dict) -> str:
     from cuset.demo.report import PREMISE_MAX_LOW, WEAK_MIN_LOW, regime_of, row_label
 
@@ -283,35 +412,43 @@ def regime_markdown(doc: dict) -> str:
              f"families at points neither the fine-tuning nor the evaluation set holds. {doc['metric']} of each arm "
              "minus SFT on the same tasks, with a 95% interval from tasks and training runs as random effects "
              f"(cuset.analysis.paired; Holm-adjusted within each level for 'significant'; {_VARIANCE_NOTE}).", "",
-             "| Warm-up steps k | Base NLL | SFT " + doc["metric"] + " | "
+             f"**{doc['gate']['text']}**", "", *_finetune_lines(levels), "",
+             "| Warm-up steps k | Base compile@1 | Base function@1 | Base NLL | SFT " + doc["metric"] + " | "
              + " | ".join(f"{row_label(m)} - SFT" for m in others) + " |",
-             "|---" * (3 + len(others)) + "|"]
+             "|---" * (5 + len(others)) + "|"]
     for row in levels:
         sft = row["methods"].get("sft")
         sft_text = "n/a" if sft is None else f"{100 * sft['mean']:.1f}"
-        lines.append(f"| [{row['warmup_steps']}]({row['dir']}/report.md) | {row['base_nll']:.3f} | {sft_text} | "
+        lines.append(f"| [{row['warmup_steps']}]({row['dir']}/report.md) | {_share(row['base']['compile@1'])} | "
+                     f"{_share(row['base']['function@1'])} | {row['base_nll']:.3f} | {sft_text} | "
                      + " | ".join(_cell(row["paired"].get(m)) for m in others) + " |")
-    lines += ["", "![map](regime.png)", "", "## What the map says", ""] + conclusion_lines(doc) + [
+    lines += ["", "Base compile@1 and function@1: the base before fine-tuning on the evaluation tasks (its vanilla run, "
+              "the mean over tasks of each task's Pass@1); the figure plots each arm's difference from SFT against "
+              "the base's function@1.", "",
+              "![map](regime.png)", "", "## What the map says", ""] + conclusion_lines(doc) + [
               "", "## Each base before fine-tuning (fine-tuning references)", "",
               "Low = target tokens at p <= tau, the ones CuSeT's confidence mask leaves out of the loss. The paper's "
               "premise (its Fig. 1): a base that finds most target tokens likely, CUDA-sensitive tokens less "
               f"confident than neutral ones. Regime: premise = at most {100 * PREMISE_MAX_LOW:.0f}% low tokens and "
               f"sensitive tokens significantly less confident (KS p < 0.05); weak = over {100 * WEAK_MIN_LOW:.0f}% "
               "low tokens; between otherwise.", "",
-              "| k | NLL | Low tokens | Low CUDA-sensitive | Low neutral | Mean p CUDA-sensitive | Mean p neutral "
-              "| KS D | KS p | Regime |", "|---|---|---|---|---|---|---|---|---|---|"]
+              "| k | Compile@1 | Function@1 | NLL | Low tokens | Low CUDA-sensitive | Low neutral | Mean p CUDA-sensitive "
+              "| Mean p neutral | KS D | KS p | Regime (token statistics) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in levels:
         m = row["mechanism"]
+        competence = f"{_share(row['base']['compile@1'])} | {_share(row['base']['function@1'])}"
         if not m:
-            lines.append(f"| {row['warmup_steps']} | {row['base_nll']:.3f} | not recorded | | | | | | | |")
+            lines.append(f"| {row['warmup_steps']} | {competence} | {row['base_nll']:.3f} | not recorded | | | | | | | |")
             continue
         regime = regime_of({"mechanism": m})[0]
         fit, ks = m["fit"], m["ks"] or {}
         mean = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
-        lines.append(f"| {row['warmup_steps']} | {row['base_nll']:.3f} | {_share(fit.get('share_low'))} | "
+        lines.append(f"| {row['warmup_steps']} | {competence} | {row['base_nll']:.3f} | {_share(fit.get('share_low'))} | "
                      f"{_share(fit.get('share_low_sensitive'))} | {_share(fit.get('share_low_neutral'))} | "
                      f"{mean(m['mean_conf_sensitive'])} | {mean(m['mean_conf_neutral'])} | "
                      f"{mean(ks.get('statistic'))} | {_p(ks.get('pvalue'))} | {regime} |")
+    lines += _low_token_lines(levels)
     lines += ["", "## Tokens each arm left out of the loss over training", "",
               "dropped_frac of the training log: the share of target tokens whose loss coefficient is 0 (for CuSeT: "
               "p <= tau and outside the CUDA mask), at the first and last logged step and averaged over them "

@@ -73,6 +73,23 @@ class DemoRun:
         return self.out / "data" / "eval.jsonl"
 
     @property
+    def replaceable_train_tasks(self) -> Path:
+        """The fine-tuning set with replaceable tokens (`:repl` arms; `replaceable_train_set` writes it)."""
+        return self.out / "data" / "train-replaceable.jsonl"
+
+    def replaceable_train_set(self) -> Path:
+        """Write the `:repl` arms' fine-tuning set when it is not there: every training task's program varied
+        by cuset.curation.variation (a pure function of program and seed, so a level that gains a `:repl`
+        arm after its data step gets the same file a first run would have)."""
+        if not self.replaceable_train_tasks.is_file():
+            from cuset.curation.variation import vary_task
+            from cuset.tasks import load_tasks, save_tasks
+
+            save_tasks([vary_task(t, self.cfg.seed) for t in load_tasks(self.train_tasks)[0]],
+                       self.replaceable_train_tasks)
+        return self.replaceable_train_tasks
+
+    @property
     def instruct_tasks(self) -> Path:
         return self.out / "data" / "instruct.jsonl"
 
@@ -267,7 +284,8 @@ class DemoRun:
             train = load_config(TrainConfig, base={
                 "output_dir": str(self.cell_dir(model) / "train"),
                 "model": {"name_or_path": str(self.vanilla), "dtype": "float32"},
-                "data": {"paths": [str(self.train_tasks)], "format": "cudabench", "prompt_level": 1,
+                "data": {"paths": [str(self.replaceable_train_set() if spec.replaceable else self.train_tasks)],
+                         "format": "cudabench", "prompt_level": 1,
                          "max_length": 2048, "cache_dir": str(self.out / "cache" / "tokenized"),
                          "cuda_spans": spec.spans},
                 "loss": {"name": spec.loss, "window": c.window, "tau": c.tau, "lam": c.lam, **spec.loss_switches()},

@@ -44,6 +44,7 @@ class Encoded:
     positions: np.ndarray            # indices (into input_ids) of scored response tokens
     kinds: tuple[frozenset[str], ...]
     tokens: tuple[str, ...]
+    char_ranges: tuple[tuple[int, int], ...] = ()   # each scored token's characters [a, b) in the response
 
 
 def encode_example(tokenizer, example, *, sample_id: str, max_length: int, spans_mode: str = "broad") -> Encoded:
@@ -67,6 +68,7 @@ def encode_example(tokenizer, example, *, sample_id: str, max_length: int, spans
         positions=np.asarray(keep, dtype=np.int64),
         kinds=tuple(frozenset(kinds_all[i]) for i in keep),
         tokens=tuple(text[offsets[i][0]:offsets[i][1]] for i in keep),
+        char_ranges=tuple((offsets[i][0] - start, offsets[i][1] - start) for i in keep),
     )
 
 

@@ -30,3 +30,37 @@ def test_each_level_report_names_its_bases_regime(directory):
         report = json.loads((level / "report.json").read_text())
         regime = regime_of(report["base_nll"])[0]
         assert f"**Regime: {REGIME_WORDS[regime]}**" in (level / "report.md").read_text()
+
+
+def _pass_at_1(path: Path, key: str) -> float:
+    """Mean over tasks of each task's share of samples with `key` (compiled / passed), skipped samples left out."""
+    by_task: dict = {}
+    for line in path.read_text().splitlines():
+        record = json.loads(line)
+        if record["status"] != "skipped":
+            by_task.setdefault(record["task_id"], []).append(bool(record[key]))
+    return sum(sum(v) / len(v) for v in by_task.values()) / len(by_task)
+
+
+@pytest.mark.parametrize("directory", MAPS, ids=[p.name for p in MAPS])
+def test_the_competence_gate_is_recomputed_from_each_bases_committed_samples(directory):
+    """Each base's untuned compile@1 and function@1, as the committed map states them and its gate
+    judges them, are what its committed per-sample results (results/vanilla.jsonl) say."""
+    committed = json.loads((directory / "regime.json").read_text())
+    md = (directory / "regime.md").read_text()
+    gate = committed["gate"]
+    assert (gate["min_compile"], gate["min_function"]) == (0.65, 0.25)
+    passed = []
+    for row in committed["levels"]:
+        results = directory / row["dir"] / "results" / "vanilla.jsonl"
+        compile1, function1 = _pass_at_1(results, "compiled"), _pass_at_1(results, "passed")
+        assert row["base"]["compile@1"] == pytest.approx(compile1, abs=1e-12)
+        assert row["base"]["function@1"] == pytest.approx(function1, abs=1e-12)
+        assert (f"k = {row['warmup_steps']}: compile@1 {100 * compile1:.1f}%, function@1 {100 * function1:.1f}%"
+                in gate["text"])
+        if compile1 >= 0.65 and function1 >= 0.25:
+            passed.append(row["warmup_steps"])
+    assert gate["passed"] == passed
+    assert f"**{gate['text']}**" in md
+    if not passed:
+        assert "no base passes it" in md and "cannot test the paper's claim" in md
