@@ -89,3 +89,21 @@ def test_demo_varies_the_training_programs_only(tmp_path):
     plain, varied = ([load_tasks(run.train_tasks)[0] for run in runs])
     assert [t.bench_cu for t in varied] == [vary_task(t, 0).bench_cu for t in plain]
     assert load_tasks(runs[0].eval_tasks)[0] == load_tasks(runs[1].eval_tasks)[0]
+
+
+def test_replaceable_ranges_mark_names_whole_line_comments_and_indentation():
+    from cuset.curation.variation import replaceable_ranges
+
+    code = "__global__ void scale(float* x) {\n  // twice\n\tx[0] *= 2; // inline\n}\nint main() { scale<<<1, 1>>>(0); }"
+    # by hand: "scale" at 16 and 82 (lines start at 0, 34, 45, 67, 69), "  " at 34, "// twice" at 36, "\t" at 45
+    assert replaceable_ranges(code) == [(16, 21), (34, 36), (36, 44), (45, 46), (82, 87)]
+    assert [code[a:b] for a, b in replaceable_ranges(code)] == ["scale", "  ", "// twice", "\t", "scale"]
+
+
+def test_a_varied_program_has_more_replaceable_characters():
+    from cuset.curation.variation import replaceable_ranges
+
+    count = lambda code: sum(b - a for a, b in replaceable_ranges(code))  # noqa: E731
+    for task in TASKS[:4]:
+        varied = vary_task(task, 3).bench_cu
+        assert count(varied) > count(task.bench_cu) or "\t" in varied  # a tab indent is shorter than 4 spaces

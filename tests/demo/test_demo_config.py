@@ -187,3 +187,46 @@ def test_report_labels_name_the_span_mode():
     assert row_label("cuset:wnorm") == "CuSeT (sample weight at mean 1 per step)"
     assert row_label("cuset:nocuda:noregion") == "CuSeT (no CUDA mask, no sample weight)"
     assert row_label("cuset") == "CuSeT" and row_label("vanilla").startswith("Vanilla")
+
+
+def test_the_2x2_arm_set_and_replaceable_arms(tmp_path):
+    """methods=2x2: {SFT, CuSeT (paper spans)} x replaceable tokens {off, on}, ProFit, DFT, CuSeT (broad
+    spans); a :repl arm trains on the replaceable variant of the fine-tuning set."""
+    from cuset.curation.variation import vary_task
+    from cuset.demo.run import DemoRun
+    from cuset.tasks import load_tasks
+
+    cfg = DemoConfig(methods="2x2")
+    assert cfg.method_list() == ["sft", "sft:repl", "cuset:paper", "cuset:paper:repl", "profit", "dft", "cuset:broad"]
+    assert parse_method_spec("sft:repl") == MethodSpec("sft", "", (), True)
+    assert parse_method_spec("cuset:paper:repl").qualifiers() == ["paper spans", "replaceable tokens"]
+    with pytest.raises(ValueError, match="names a part twice"):
+        parse_method_spec("sft:repl:repl")
+    with pytest.raises(ValueError, match="replaceable=true varies every arm's training programs"):
+        DemoConfig(methods="sft,sft:repl", replaceable=True)
+    with pytest.raises(ValueError, match="names one arm twice"):  # broad is the default span mode
+        DemoConfig(methods="sft,cuset,cuset:broad")
+    run = DemoRun(DemoConfig(methods="sft,sft:repl", n_train=3), tmp_path)
+    run.make_data()
+    assert run.cell("sft").train.data.paths == [str(run.train_tasks)]
+    assert run.cell("sft-repl").train.data.paths == [str(run.replaceable_train_tasks)]
+    plain, varied = load_tasks(run.train_tasks)[0], load_tasks(run.replaceable_train_tasks)[0]
+    assert [t.bench_cu for t in varied] == [vary_task(t, 0).bench_cu for t in plain]
+    assert [t.level1_prompt for t in varied] == [t.level1_prompt for t in plain]
+
+
+def test_the_maps_fine_tuning_is_the_papers_unless_a_reason_is_given(tmp_path):
+    from cuset.demo.config import REGIME
+    from cuset.demo.regime import run_regime
+    from cuset.errors import CusetError
+
+    paper = DemoConfig(**REGIME)
+    assert (paper.finetune, paper.finetune_lr, paper.paper_finetune_deviations()) == ("lora", 1e-4, [])
+    full = DemoConfig(**{**REGIME, "finetune": "full", "finetune_lr": 3e-3, "out": str(tmp_path / "map")})
+    assert full.paper_finetune_deviations() == ["full fine-tuning instead of LoRA r=8, alpha 16",
+                                                "learning rate 0.003 instead of 0.0001"]
+    with pytest.raises(CusetError, match='say why with finetune_reason="..."'):
+        run_regime(full)
+    assert not (tmp_path / "map").exists()  # refused before anything ran
+    with pytest.raises(ValueError, match="gate_function is a fraction"):
+        DemoConfig(gate_function=25)

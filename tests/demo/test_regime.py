@@ -58,6 +58,13 @@ def test_map_rows_come_from_each_levels_files(regime_run):
         level = regime_run / row["dir"]
         base = json.loads((level / "base_nll.json").read_text())
         assert row["base_nll"] == base["nll"] and row["mechanism"]["fit"]["n_tokens"] == base["n_tokens"]
+        vanilla = level / "results" / "vanilla.jsonl"  # the base's competence: its own untuned samples
+        assert row["base"]["function@1"] == pytest.approx(sum(_function_at_1(vanilla).values()) / 2)
+        low = json.loads((level / "low_tokens.json").read_text())["conditions"]
+        assert row["low_tokens"] == low and set(low) == {"off", "on"}
+        assert low["on"]["data"] == "data/train-replaceable.jsonl" and low["on"]["n_replaceable"] > 0
+        assert low["off"]["n_tokens"] == base["n_tokens"]  # the same references as the base's NLL
+        assert row["finetune"]["deviations"] and row["finetune"]["reason"].startswith("CI size")
         assert set(row["paired"]) == {"cuset", "cuset:noconf:noregion", "cuset:wnorm"}
         sft = _function_at_1(level / "results" / "sft.jsonl")
         for arm, p in row["paired"].items():
@@ -76,6 +83,8 @@ def test_map_rows_come_from_each_levels_files(regime_run):
     assert (regime_run / "regime.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (regime_run / "regime.md").read_text()
     assert "| [4](base-k4/report.md) |" in md and "CuSeT (sample weight at mean 1 per step) - SFT" in md
+    assert f"**{doc['gate']['text']}**" in md and "Why: CI size" in md
+    assert "## What the base's low tokens are, with and without replaceable tokens" in md
 
 
 def test_calibration_scores_each_checkpoint_as_a_level_scores_its_base(regime_run):
@@ -197,3 +206,17 @@ def test_the_maps_conclusion_says_which_levels_rest_on_one_run():
     assert conclusion_lines(doc)[0].endswith(" One run per arm: the intervals cover task sampling only.")
     doc["levels"] = [level(12, "estimated")]
     assert conclusion_lines(doc)[0].endswith("(significant)).")
+
+
+def test_the_competence_gate_names_the_bases_that_pass_it():
+    from cuset.demo.regime import competence_gate
+
+    rows = [{"warmup_steps": 0, "base": {"compile@1": 0.70, "function@1": 0.24}},
+            {"warmup_steps": 40, "base": {"compile@1": 0.65, "function@1": 0.25}},
+            {"warmup_steps": 80, "base": {"compile@1": 0.64, "function@1": 0.50}}]
+    gate = competence_gate(rows, min_compile=0.65, min_function=0.25)
+    assert gate["passed"] == [40]  # both bounds inclusive; k = 0 short on function, k = 80 on compile
+    assert "passed by the base at k = 40" in gate["text"]
+    assert "k = 0: compile@1 70.0%, function@1 24.0%" in gate["text"]
+    none = competence_gate(rows, min_compile=0.9, min_function=0.25)
+    assert none["passed"] == [] and "no base passes it" in none["text"] and "cannot test the paper's claim" in none["text"]
