@@ -107,6 +107,13 @@ def attribute_demo(run) -> None:
                    out=run.out / ATTRIBUTION_DIR, progress=cfg.progress)
 
 
+def attribution_stale(run) -> bool:
+    """Whether a finished attribution step of `run` (a DemoRun) covers other runs than it has now
+    (an arm added to a finished demo): the step must run again, over every run."""
+    meta = run.out / ATTRIBUTION_DIR / "meta.json"
+    return meta.is_file() and set(json.loads(meta.read_text()).get("spans", {})) != set(run.models)
+
+
 def read_attribution(directory: Path, run: str) -> list[Attribution] | None:
     """The attribution records of `run` under a demo (or committed report) directory; None when
     the demo wrote none (a report from before attribution)."""

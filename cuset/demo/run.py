@@ -152,6 +152,10 @@ class DemoRun:
         for model in self.models:  # a step of each cell: a run added to a finished demo gets its own
             StepLog(self.cell_dir(model), f"demo {model}").run("reference_fit", lambda m=model: self.reference_fit(m))
         steps.run("confidence", self.confidence)
+        from cuset.demo.attribute import attribution_stale
+
+        if attribution_stale(self):  # a run added since it ran: the correct programs change with it
+            steps.seconds.pop("attribution", None)
         steps.run("attribution", self.attribution)
         self.timings = self.step_timings()
         self.reused = frozenset(k for k in self.timings if k in earlier)

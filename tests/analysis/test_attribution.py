@@ -165,3 +165,17 @@ def test_the_demo_step_finds_the_hand_counted_token_and_its_cause(byte_model, tm
         assert read_attribution(tmp_path, "arm") == found["arm"]
     meta = json.loads((out / "meta.json").read_text())
     assert meta["correct_programs"] == {str(task.id): ["reference", "arm sample 2"]}
+
+
+def test_an_arm_added_to_a_finished_demo_makes_its_attribution_stale(tmp_path):
+    from types import SimpleNamespace
+
+    from cuset.demo.attribute import attribution_stale
+
+    run = SimpleNamespace(out=tmp_path, models=["vanilla", "sft"])
+    assert not attribution_stale(run)  # never ran: the step log decides
+    (tmp_path / "attribution").mkdir()
+    (tmp_path / "attribution" / "meta.json").write_text(json.dumps({"spans": {"vanilla": "broad", "sft": "broad"}}))
+    assert not attribution_stale(run)
+    run.models.append("cuset")
+    assert attribution_stale(run)

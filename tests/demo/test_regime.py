@@ -220,3 +220,29 @@ def test_the_competence_gate_names_the_bases_that_pass_it():
     assert "k = 0: compile@1 70.0%, function@1 24.0%" in gate["text"]
     none = competence_gate(rows, min_compile=0.9, min_function=0.25)
     assert none["passed"] == [] and "no base passes it" in none["text"] and "cannot test the paper's claim" in none["text"]
+
+
+def test_an_interrupted_map_resumes_at_the_cell_it_stopped_in(regime_run):
+    """A map is a sequence of resumable steps: a level whose last arm was cut off after its training
+    (its generate and evaluate steps unrecorded) reruns only those; nothing else is recomputed."""
+    level = regime_run / "base-k4"
+    cell = level / "cells" / "cuset-wnorm"
+    steps = json.loads((cell / "steps.json").read_text())
+    assert list(steps) == ["train", "generate", "evaluate", "reference_fit"]
+    (cell / "steps.json").write_text(json.dumps({"train": steps["train"]}))  # as if killed while generating
+    (cell / "generations.jsonl").unlink()
+    shutil.rmtree(cell / "eval")
+    kept = [*regime_run.glob("base-k*/cells/*/train/run_summary.json"), *regime_run.glob("base-k*/low_tokens.json"),
+            *regime_run.glob("base-k*/models/vanilla/model.safetensors"), *regime_run.glob("base-k*/attribution/*.jsonl"),
+            *[p for p in regime_run.glob("base-k*/cells/*/generations.jsonl") if p.parent != cell]]
+    stamps = {p: p.stat().st_mtime_ns for p in kept}
+    cwd = os.getcwd()
+    os.chdir(regime_run.parent)
+    try:
+        res = CliRunner().invoke(app, ["demo", "--regime", "--fast", "--out", "run", "progress=false"])
+    finally:
+        os.chdir(cwd)
+    assert res.exit_code == 0, res.output + repr(res.exception)
+    assert {p: p.stat().st_mtime_ns for p in kept} == stamps
+    assert list(json.loads((cell / "steps.json").read_text())) == ["train", "generate", "evaluate", "reference_fit"]
+    assert (cell / "eval" / "results.jsonl").is_file() and (level / "generations" / "cuset-wnorm.jsonl.gz").is_file()
