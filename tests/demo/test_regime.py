@@ -153,15 +153,19 @@ def test_the_maps_conclusion_is_what_each_levels_paired_comparison_says():
 
     weak, strong = _nll(0.144, 0.579, 0.897, 1e-300)["mechanism"], _nll(0.02, 0.889, 0.963, 1e-300)["mechanism"]
     doc = {"metric": "function@1", "levels": [
-        {"warmup_steps": 0, "base_nll": 1.489, "mechanism": weak, "methods": {"sft": {}, "cuset": {}, "cuset:wnorm": {}},
+        {"warmup_steps": 0, "base_nll": 1.489, "mechanism": weak, "base": {"compile@1": 0.552, "function@1": 0.0},
+         "methods": {"sft": {}, "cuset": {}, "cuset:wnorm": {}},
          "paired": {"cuset": _paired(-0.133, -0.18, -0.086, 1e-5, True),
                     "cuset:wnorm": _paired(0.0, None, None, None, False)}},
         {"warmup_steps": 40, "base_nll": 0.142, "mechanism": strong, "methods": {"sft": {}, "cuset": {}},
          "paired": {"cuset": _paired(0.031, -0.02, 0.08, 0.21, False, "single_run")}}]}
     cuset, wnorm = conclusion_lines(doc)
-    assert cuset.startswith("- CuSeT loses to SFT at k = 0 (base NLL 1.489, weak base")
+    assert cuset.startswith("- CuSeT loses to SFT at k = 0 (base function@1 0.0%, compile@1 55.2%, NLL 1.489, "
+                            "token statistics of a weak base")
     assert "-13.3 [-18.0, -8.6] (significant)" in cuset
-    assert "and shows no significant difference from SFT at k = 40 (base NLL 0.142, the paper's premise holds" in cuset
+    # a level whose base competence was not recorded says so; the premise is worded as token statistics
+    assert ("and shows no significant difference from SFT at k = 40 (base function@1 n/a, compile@1 n/a, NLL 0.142, "
+            "token statistics as the paper's premise has them" in cuset)
     assert "+3.1 [-2.0, +8.0]*" in cuset   # k = 0's runs are several per side: only k = 40 is named
     assert cuset.endswith(". At k = 40 one run per side: those intervals cover task sampling only.")
     assert "beats" not in cuset
