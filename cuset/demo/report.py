@@ -145,6 +145,14 @@ def report_from(report_json: Path) -> Path:
     missing = [info["results"] for info in runs.values() if not (path.parent / info["results"]).is_file()]
     if missing:
         raise CusetError(f"{path}: per-sample results missing beside it: {', '.join(missing)}")
+    if doc.get("attribution"):  # the report has a table of divergence causes: recomputed from its records
+        from cuset.demo.attribute import ATTRIBUTION_DIR
+
+        missing = [f"{ATTRIBUTION_DIR}/{r}.jsonl" for r in runs
+                   if not (path.parent / ATTRIBUTION_DIR / f"{r}.jsonl").is_file()]
+        if missing:
+            raise CusetError(f"{path}: attribution records missing beside it: {', '.join(missing)} (copy the run's "
+                             "attribution/ folder with its results)")
     return _write(add_statistics(doc, path.parent), path.parent)
 
 

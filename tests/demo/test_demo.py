@@ -70,13 +70,15 @@ def test_report_numbers_match_result_files(demo_run):
 
 
 def test_report_is_recomputed_from_its_committed_files_alone(demo_run, tmp_path):
-    """report.json + results/*.jsonl (what a study commits) rebuild every metric and comparison."""
+    """report.json + results/*.jsonl + attribution/*.jsonl (what a study commits) rebuild every metric,
+    comparison and the table of divergence causes."""
     from cuset.errors import CusetError
 
     copy = tmp_path / "committed"
     copy.mkdir()
     shutil.copy(demo_run / "report.json", copy / "report.json")
     shutil.copytree(demo_run / "results", copy / "results")
+    shutil.copytree(demo_run / "attribution", copy / "attribution")
     original = json.loads((demo_run / "report.json").read_text())
     stripped = {k: v for k, v in original.items() if k not in ("metrics", "methods", "paired")}
     (copy / "report.json").write_text(json.dumps(stripped))
@@ -86,9 +88,32 @@ def test_report_is_recomputed_from_its_committed_files_alone(demo_run, tmp_path)
     for key in ("metrics", "methods", "paired"):
         assert again[key] == original[key]
     assert (copy / "report.md").read_text() == (demo_run / "report.md").read_text()
+    assert again["attribution"] == original["attribution"] and set(again["attribution"]) == {"vanilla", "sft", "cuset"}
+    assert "## Where failing samples leave the correct programs" in (copy / "report.md").read_text()
+    (copy / "attribution" / "cuset.jsonl").unlink()
+    res = CliRunner().invoke(app, ["demo", "--report-from", str(copy / "report.json")])
+    assert res.exit_code != 0 and "attribution records missing beside it: attribution/cuset.jsonl" in res.output
     (copy / "results" / "sft.jsonl").unlink()
     res = CliRunner().invoke(app, ["demo", "--report-from", str(copy / "report.json")])
     assert res.exit_code != 0 and "per-sample results missing beside it: results/sft.jsonl" in res.output
+
+
+def test_every_failing_sample_is_attributed_and_every_generation_kept(demo_run):
+    from cuset.analysis.attribution import CAUSES, UNATTRIBUTED
+    from cuset.io import read_jsonl
+
+    for run in ("vanilla", "sft", "cuset"):
+        results = [json.loads(x) for x in (demo_run / "results" / f"{run}.jsonl").read_text().splitlines()]
+        failing = {(r["task_id"], r["sample"]) for r in results if not r["passed"] and r["status"] != "skipped"}
+        records = read_jsonl(demo_run / "attribution" / f"{run}.jsonl")
+        assert {(r["task_id"], r["sample"]) for r in records} == failing
+        assert all(r["cause"] in CAUSES + UNATTRIBUTED for r in records)
+        for r in records:
+            if r["cause"] in CAUSES:
+                assert (r["p_base"] <= 0.1) == r["cause"].startswith("low")
+                assert r["in_mask"] == r["cause"].endswith("inside")
+        assert (read_jsonl(demo_run / "generations" / f"{run}.jsonl.gz")
+                == read_jsonl(demo_run / "cells" / run / "generations.jsonl"))
 
 
 def test_base_model_never_saw_the_fine_tuning_families(demo_run):
