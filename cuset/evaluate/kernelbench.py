@@ -29,18 +29,26 @@ answer's text in this process; the rules that fired are the result's `hack`, and
 
 The task is read by duck typing (reference_src, atol, rtol, n_trials, backward,
 shape_variants, value_variants), so any record with those fields works.
+
+How each verify runs is one record, `VerifyOptions`, made from the `EvalOptions` and the
+task's tolerances (`verify_options`); what the verifications of one sample read travels
+as one `Sample` (as CUDABench's `Evaluation`), the checks that vary a setting taking
+their own copy of its options.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 from cuset.evaluate.kernelbench_hacks import check_answer, summary_line
 from cuset.evaluate.options import EvalOptions
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.kernelbench.build import ExtensionBuilder
 from cuset.execute.kernelbench.budget import BuildBudget
+from cuset.execute.kernelbench.options import VerifyOptions
 from cuset.execute.kernelbench.verify import DEFAULT_SEED, Check, KbVerdict, plain_checks, verify
 from cuset.execute.result import WITHOUT_KERNEL, ExecResult, Status
 
@@ -60,6 +68,36 @@ def robust_checks(task, cases: int, seed: int = DEFAULT_SEED) -> list[Check]:
     if getattr(task, "backward", False):
         checks.append(Check("backward", (seed, seed + 1), seed, backward=True))
     return checks
+
+
+def verify_options(opts: EvalOptions, backend: str, task=None) -> VerifyOptions:
+    """How `verify` runs under `opts` on `backend` ("cpu" or "gpu"), with the tolerances
+    of `task` (None: verify's defaults)."""
+    tolerances = {} if task is None else {"atol": task.atol, "rtol": task.rtol}
+    return VerifyOptions(backend=backend, **tolerances, compile_timeout=opts.timeouts.compile,
+                         step_timeout=opts.timeouts.run, sandbox=opts.sandbox,
+                         program_memory_bytes=opts.program_memory_bytes, run_disk_bytes=opts.run_disk_bytes,
+                         build_rounds=opts.build_rounds, extra_env=dict(opts.extra_env), eval_mode=opts.eval_mode,
+                         reference_store=opts.reference_store)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What every verification of one sample reads: the task's reference, the answer,
+    how to verify, and what its verifications share (the extension cache, the directory
+    of their run dirs, the build budget)."""
+
+    reference_src: str
+    code: str | None
+    options: VerifyOptions
+    cache: CompileCache | None
+    workdir: Path | str | None
+    budget: BuildBudget
+
+    def verify(self, checks: list[Check] | None, options: VerifyOptions | None = None) -> KbVerdict:
+        """`checks` of the answer, under `options` (default: the sample's own)."""
+        return verify(self.reference_src, self.code, checks, options=options or self.options, cache=self.cache,
+                      workdir=self.workdir, build_budget=self.budget)
 
 
 def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOptions | None = None,
@@ -84,21 +122,18 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOption
         cache = None
     # one build budget for the sample: its verifications (plain, thread order, robust) share it
     budget = BuildBudget(opts.timeouts.compile, opts.build_rounds)
-    common = dict(backend=name, atol=task.atol, rtol=task.rtol, cache=cache, workdir=workdir, build_budget=budget,
-                  compile_timeout=opts.timeouts.compile, step_timeout=opts.timeouts.run, sandbox=opts.sandbox,
-                  program_memory_bytes=opts.program_memory_bytes, run_disk_bytes=opts.run_disk_bytes,
-                  extra_env=dict(opts.extra_env), eval_mode=opts.eval_mode, reference_store=opts.reference_store)
+    sample = Sample(task.reference_src, code, verify_options(opts, name, task), cache, workdir, budget)
     try:
-        plain = verify(task.reference_src, code, checks=plain_checks(task.n_trials) if code else None, **common)
+        plain = sample.verify(plain_checks(task.n_trials) if code else None)
         if plain.passed and name == "cpu":
-            plain = _thread_order_check(task, code, plain, common)
+            plain = _thread_order_check(sample, plain)
         if opts.strict_kernels:
             plain = strict_kernel_verdict(plain)
             if plain.passed and name == "cpu":
-                plain = _without_own_kernels_check(task, code, plain, common)
+                plain = _without_own_kernels_check(sample, plain)
         robust = None
         if opts.robust and plain.passed:
-            robust = verify(task.reference_src, code, checks=robust_checks(task, opts.robust_cases), **common)
+            robust = sample.verify(robust_checks(task, opts.robust_cases))
     finally:
         if own and cache is not None:
             cache.close()
@@ -168,7 +203,7 @@ def strict_kernel_verdict(v: KbVerdict) -> KbVerdict:
                                                               f"{WITHOUT_KERNEL[why]}")
 
 
-def _without_own_kernels_check(task, code: str, plain: KbVerdict, common: dict) -> KbVerdict:
+def _without_own_kernels_check(sample: Sample, plain: KbVerdict) -> KbVerdict:
     """strict_kernels on the CPU backend: the parent runs the answer again with every launch
     of its own kernels skipped (the CPU runtime's CUSET_CPU_SKIP_LAUNCHES, set for the
     candidate's run only) on the order check's two trials. Outputs its kernels compute then
@@ -176,8 +211,8 @@ def _without_own_kernels_check(task, code: str, plain: KbVerdict, common: dict) 
     Python however it is spelled, ATen in its extension's C++, an empty kernel launched for
     show) and is `wrong`. Decided from outputs the parent compares, never from counts the
     candidate's process reports."""
-    skipped = verify(task.reference_src, code, checks=[Check("without_own_kernels", (DEFAULT_SEED, DEFAULT_SEED + 1))],
-                     candidate_env={SKIP_LAUNCHES_ENV: "1"}, **common)
+    skipped = sample.verify([Check("without_own_kernels", (DEFAULT_SEED, DEFAULT_SEED + 1))],
+                            dataclasses.replace(sample.options, candidate_env={SKIP_LAUNCHES_ENV: "1"}))
     steps = plain.steps + tuple(dataclasses.replace(s, name=f"{s.name}[own kernels skipped]") for s in skipped.steps)
     timings = {**plain.timings, **{f"without_own_kernels_{k}": v for k, v in skipped.timings.items()}}
     if not skipped.passed:   # wrong, or failing some other way, without them: its kernels matter
@@ -186,14 +221,14 @@ def _without_own_kernels_check(task, code: str, plain: KbVerdict, common: dict) 
                                detail=f"strict_kernels: {WITHOUT_OWN_KERNELS}")
 
 
-def _thread_order_check(task, code: str, forward: KbVerdict, common: dict) -> KbVerdict:
+def _thread_order_check(sample: Sample, forward: KbVerdict) -> KbVerdict:
     """The plain trials again with the CPU runtime's random thread order (shuffled
     blocks, thread starts and resumptions; shared memory starting as NaN bytes): a
     kernel whose result depends on the forward order (a missing __syncthreads) fails
     here as `race`. The steps and timings of both runs are kept."""
-    env = {**common["extra_env"], "CUSET_CPU_ORDER": f"random:{ORDER_SEED}"}
-    order = verify(task.reference_src, code, checks=[Check("order", (DEFAULT_SEED, DEFAULT_SEED + 1))],
-                   **{**common, "extra_env": env})
+    env = {**sample.options.extra_env, "CUSET_CPU_ORDER": f"random:{ORDER_SEED}"}
+    order = sample.verify([Check("order", (DEFAULT_SEED, DEFAULT_SEED + 1))],
+                          dataclasses.replace(sample.options, extra_env=env))
     steps, timings = forward.steps + order.steps, {**forward.timings, **{f"order_{k}": v for k, v in order.timings.items()}}
     if order.passed:   # the forward-order run's kernel evidence stands (the same program, the same calls)
         return dataclasses.replace(forward, steps=steps, timings=timings)

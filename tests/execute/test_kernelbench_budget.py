@@ -15,7 +15,8 @@ from cuset.execute.compile_cache import CompileCache
 from cuset.execute.interface import CompileOutcome
 from cuset.execute.kernelbench.budget import BuildBudget
 from cuset.execute.kernelbench.build import ExtensionSpec
-from cuset.execute.kernelbench.verify import verify
+from cuset.execute.kernelbench.options import VerifyOptions
+from cuset.execute.kernelbench.verify import plain_checks, verify
 from cuset.execute.process import run_step
 from cuset.execute.result import Status
 
@@ -113,8 +114,9 @@ def test_a_request_of_eight_slow_builds_is_stopped_at_the_budget(cold_compile_ca
     """The flood of issue 59 through verify: 8 builds named in one request under a compile
     timeout of 20 s took 80.8 s there; here the sample's builds end at its 3 s budget and
     its verdict is the parent's compile_error, with the time spent in its timings."""
-    v = verify(REFERENCE, flood(8), n_trials=1, compile_timeout=COMPILE_TIMEOUT, step_timeout=30,
-               build_budget_seconds=BUDGET, reference_store=None)
+    v = verify(REFERENCE, flood(8), plain_checks(1),
+               options=VerifyOptions(compile_timeout=COMPILE_TIMEOUT, step_timeout=30, build_budget_seconds=BUDGET,
+                                     reference_store=None))
     assert v.status is Status.COMPILE_ERROR, v.detail
     assert "its whole budget of 3 s" in v.detail
     builds = [s for s in v.steps if s.name == "compile"]
@@ -132,8 +134,8 @@ def churn() -> str:
 
 
 def test_request_rounds_stop_at_the_configured_number(cold_compile_cache):
-    v = verify(REFERENCE, churn(), n_trials=1, compile_timeout=120, step_timeout=30, build_rounds=1,
-               reference_store=None)
+    v = verify(REFERENCE, churn(), plain_checks(1),
+               options=VerifyOptions(compile_timeout=120, step_timeout=30, build_rounds=1, reference_store=None))
     assert v.status is Status.COMPILE_ERROR, v.detail
     assert v.detail == ("the candidate still asks for extensions after 1 request round, the most one sample may "
                         "have (kernelbench_build_rounds)")

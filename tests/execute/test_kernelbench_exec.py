@@ -14,7 +14,8 @@ from cuset.evaluate.pipeline import evaluate_program
 from cuset.evaluate.options import EvalOptions, Timeouts
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec, bindings_source
-from cuset.execute.kernelbench.verify import extract_specs, verify
+from cuset.execute.kernelbench.options import VerifyOptions
+from cuset.execute.kernelbench.verify import extract_specs, plain_checks, verify
 from cuset.execute.result import Status
 from cuset.tasks import KernelBenchTask
 
@@ -37,11 +38,10 @@ def cache():
         yield c
 
 
-def run(candidate, cache, **kw):
-    kw.setdefault("n_trials", 2)
-    kw.setdefault("compile_timeout", 600)
-    kw.setdefault("step_timeout", 30)
-    return verify(REFERENCE, candidate, cache=cache, **kw)
+def run(candidate, cache, n_trials=2, **settings):
+    """`candidate` on `n_trials` plain trials; `settings`: VerifyOptions fields besides the file's own."""
+    options = VerifyOptions(**{"compile_timeout": 600, "step_timeout": 30, **settings})
+    return verify(REFERENCE, candidate, plain_checks(n_trials), options=options, cache=cache)
 
 
 def candidate(model_new: str) -> str:
@@ -120,7 +120,7 @@ def test_unsupported_feature_is_named(cache):
 def test_triton_candidate_is_unsupported_on_the_cpu():
     triton = "import torch\nimport triton\nimport triton.language as tl\n\n\nclass ModelNew(torch.nn.Module):\n" \
              "    def forward(self, x):\n        return torch.relu(x)\n"
-    v = verify(REFERENCE, triton, n_trials=1)
+    v = verify(REFERENCE, triton, plain_checks(1))
     assert v.status is Status.UNSUPPORTED
     assert v.detail == "imports triton (Triton kernels), which does not run on the CPU backend"
 
@@ -156,7 +156,7 @@ def test_device_mapping_is_scoped_to_the_candidate():
     reference = REFERENCE.replace("return torch.relu(x)", "return torch.relu(x) + (1.0 if x.is_cuda else 0.0)")
     pure_torch = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
                  "        assert x.is_cuda\n        return torch.relu(x)\n"
-    v = verify(reference, pure_torch, n_trials=1, step_timeout=30)
+    v = verify(reference, pure_torch, plain_checks(1), options=VerifyOptions(step_timeout=30))
     assert v.status is Status.PASSED, v.detail + v.log
 
 
@@ -165,7 +165,7 @@ def test_rnn_reference_with_parameter_gradients_under_the_device_map():
     pure_torch = reference.replace("class Model(", "class ModelNew(").replace(
         "return self.fc(out[:, -1])",
         "assert x.is_cuda and torch.cuda.is_available()\n        return self.fc(out[:, -1].cuda())")
-    v = verify(reference, pure_torch, n_trials=2, backward=True, step_timeout=30)
+    v = verify(reference, pure_torch, plain_checks(2, backward=True), options=VerifyOptions(step_timeout=30))
     assert v.status is Status.PASSED, v.detail + v.log
 
 
@@ -343,10 +343,11 @@ def test_correct_candidate_passes_on_a_gpu():
 
     if not gpu_available():
         pytest.skip("no NVIDIA GPU")
-    v = verify(REFERENCE, RELU_OK, backend="gpu", n_trials=2, compile_timeout=600, step_timeout=60)
+    v = verify(REFERENCE, RELU_OK, plain_checks(2),
+               options=VerifyOptions(backend="gpu", compile_timeout=600, step_timeout=60))
     assert v.status is Status.PASSED, v.detail + v.log
-    v = verify(REFERENCE, (FIXTURES / "relu_off_by_one.py").read_text(), backend="gpu", n_trials=2,
-               compile_timeout=600)
+    v = verify(REFERENCE, (FIXTURES / "relu_off_by_one.py").read_text(), plain_checks(2),
+               options=VerifyOptions(backend="gpu", compile_timeout=600))
     assert v.status is Status.WRONG and v.trial == 0
 
 
@@ -359,11 +360,13 @@ def test_eval_mode_switches_both_models():
     # what batch norm computes in eval mode with fresh running statistics
     running_stats = "import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n" \
                     "        return x / (1 + 1e-5) ** 0.5\n"
-    assert verify(reference, running_stats, n_trials=1, step_timeout=30, eval_mode="eval").status is Status.PASSED
-    trained = verify(reference, running_stats, n_trials=1, step_timeout=30)
+    evaluated = verify(reference, running_stats, plain_checks(1), options=VerifyOptions(step_timeout=30,
+                                                                                        eval_mode="eval"))
+    assert evaluated.status is Status.PASSED
+    trained = verify(reference, running_stats, plain_checks(1), options=VerifyOptions(step_timeout=30))
     assert trained.status is Status.WRONG and (trained.check, trained.trial) == ("trials", 0)
-    with pytest.raises(ValueError, match="eval_mode='inference': use one of"):
-        verify(reference, running_stats, eval_mode="inference")
+    with pytest.raises(ValueError, match="VerifyOptions.eval_mode='inference': use one of"):
+        VerifyOptions(eval_mode="inference")
 
 
 def test_strict_kernels_fails_a_pure_torch_pass():

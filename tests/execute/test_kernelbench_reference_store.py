@@ -21,6 +21,7 @@ import torch
 
 from cuset.execute import compile_cache
 from cuset.execute.kernelbench import reference_store as rs
+from cuset.execute.kernelbench.options import VerifyOptions
 from cuset.execute.kernelbench.reference_store import MANIFEST, ReferenceStore
 from cuset.execute.result import Status
 
@@ -31,6 +32,7 @@ REFERENCE = (FIXTURES / "relu_ref.py").read_text()
 CORRECT = REFERENCE.replace("class Model(", "class ModelNew(")
 OFF_BY_ONE = CORRECT.replace("return torch.relu(x)", "return torch.relu(x) + 1.0")
 REPO = Path(__file__).resolve().parents[2]
+FAST = VerifyOptions(step_timeout=30)   # its store's root is read when used: CUSET_CACHE of each test
 
 
 def reference_runs(monkeypatch) -> list[str]:
@@ -63,7 +65,7 @@ def stored(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setenv("CUSET_CACHE", str(root))
     forget_memory()
-    first = V.verify(REFERENCE, OFF_BY_ONE, n_trials=2, step_timeout=30)
+    first = V.verify(REFERENCE, OFF_BY_ONE, V.plain_checks(2), options=FAST)
     mp.undo()
     return root, first
 
@@ -105,7 +107,7 @@ V = importlib.import_module("cuset.execute.kernelbench.verify")
 names = []
 real = V.run_sandboxed
 V.run_sandboxed = lambda name, *a, **k: (names.append(name), real(name, *a, **k))[1]
-v = V.verify(sys.argv[1], sys.argv[2], n_trials=2, step_timeout=30)
+v = V.verify(sys.argv[1], sys.argv[2], V.plain_checks(2), options=V.VerifyOptions(step_timeout=30))
 print(json.dumps({"status": v.status.value, "detail": v.detail, "timings": v.timings, "runs": names}))
 """
     out = subprocess.run([sys.executable, "-c", script, REFERENCE, snoop], capture_output=True, text=True,
@@ -119,11 +121,11 @@ print(json.dumps({"status": v.status.value, "detail": v.detail, "timings": v.tim
 
 def test_a_disk_hit_fills_the_memory_cache_and_the_verdict_is_the_same(cache_root, monkeypatch, stored):
     runs = reference_runs(monkeypatch)
-    again = V.verify(REFERENCE, OFF_BY_ONE, n_trials=2, step_timeout=30)
+    again = V.verify(REFERENCE, OFF_BY_ONE, V.plain_checks(2), options=FAST)
     assert again.timings.get("reference_disk_cached") == 1.0
     assert (again.status, again.detail, again.max_abs_err) == (stored[1].status, stored[1].detail,
                                                                stored[1].max_abs_err)
-    third = V.verify(REFERENCE, CORRECT, n_trials=2, step_timeout=30)
+    third = V.verify(REFERENCE, CORRECT, V.plain_checks(2), options=FAST)
     assert third.status is Status.PASSED and third.timings.get("reference_cached") == 1.0
     assert runs == ["kernelbench[cpu]", "kernelbench[cpu]"]
 
@@ -131,7 +133,7 @@ def test_a_disk_hit_fills_the_memory_cache_and_the_verdict_is_the_same(cache_roo
 def test_turned_off_the_store_is_neither_read_nor_written(cache_root, monkeypatch, tmp_path):
     monkeypatch.setenv("CUSET_CACHE", str(tmp_path))
     runs = reference_runs(monkeypatch)
-    expected, failure = V.reference_outputs(REFERENCE, V.plain_checks(2), reference_store=None)
+    expected, failure = V.reference_outputs(REFERENCE, V.plain_checks(2), options=VerifyOptions(reference_store=None))
     assert failure is None and len(expected) == 2
     assert runs == ["kernelbench-reference[cpu]"]
     assert not (tmp_path / rs.SUBDIR).exists()
@@ -230,7 +232,7 @@ def test_a_failing_reference_is_never_stored(tmp_path, monkeypatch):
     broken = REFERENCE.replace("return torch.relu(x)", "raise ValueError('the reference is broken')")
     runs = reference_runs(monkeypatch)
     for _ in range(2):
-        v = V.verify(broken, CORRECT, n_trials=1, step_timeout=30)
+        v = V.verify(broken, CORRECT, V.plain_checks(1), options=FAST)
         assert v.status is Status.SKIPPED, (v.status, v.detail)
         assert v.detail.startswith("check trials: the reference forward failed: ValueError: the reference is broken")
     assert runs == ["kernelbench-reference[cpu]"] * 2
@@ -403,8 +405,8 @@ def test_an_unusable_store_only_costs_the_reference_run(tmp_path, monkeypatch):
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     runs = reference_runs(monkeypatch)
-    expected, failure = V.reference_outputs(REFERENCE, V.plain_checks(1),
-                                            reference_store=ReferenceStore(root=str(blocker / "store")))
+    blocked = VerifyOptions(reference_store=ReferenceStore(root=str(blocker / "store")))
+    expected, failure = V.reference_outputs(REFERENCE, V.plain_checks(1), options=blocked)
     assert failure is None and sorted(expected) == ["c0_t0"]
     assert runs == ["kernelbench-reference[cpu]"]
     assert ReferenceStore(root=str(blocker / "store")).load("ab" * 32, _read) is None

@@ -118,17 +118,14 @@ def allclose_strength(task, backend: str, opts,
     `workdir` where the reference's run dir goes (default the system temp dir)."""
     import torch
 
+    from cuset.evaluate.kernelbench import verify_options
     from cuset.execute.kernelbench.compare import compare, decode as decode_value
     from cuset.execute.kernelbench.verify import plain_checks, reference_outputs
 
     checker = f"cuset's comparison (atol={task.atol:g}, rtol={task.rtol:g})"
     checks = plain_checks(task.n_trials)
-    expected, failure = reference_outputs(task.reference_src, checks, backend=backend, workdir=workdir,
-                                          sandbox=opts.sandbox,
-                                          compile_timeout=opts.timeouts.compile, step_timeout=opts.timeouts.run,
-                                          program_memory_bytes=opts.program_memory_bytes,
-                                          extra_env=dict(opts.extra_env),
-                                          reference_store=getattr(opts, "reference_store", None))
+    expected, failure = reference_outputs(task.reference_src, checks, options=verify_options(opts, backend),
+                                          workdir=workdir)
     if failure is not None:
         return checker, f"{NOT_MEASURED}the reference's run failed this time: {failure.status.value}: " \
                         f"{failure.detail}", ()

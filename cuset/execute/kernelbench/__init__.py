@@ -1,8 +1,8 @@
 """KernelBench execution: a candidate (`ModelNew` plus `load_inline` CUDA sources)
 verified against the task's PyTorch reference, in the sandbox.
 
-    from cuset.execute.kernelbench import verify
-    v = verify(reference_src, candidate_src, backend="cpu", n_trials=5)
+    from cuset.execute.kernelbench import VerifyOptions, plain_checks, verify
+    v = verify(reference_src, candidate_src, plain_checks(5), options=VerifyOptions(backend="cpu"))
     v.status, v.detail, v.check, v.trial, v.max_abs_err
 
 - `build`: the CPU build of `load_inline` extensions (cuset rewriter, position-
@@ -18,11 +18,15 @@ verified against the task's PyTorch reference, in the sandbox.
 - `harness.py`: the trusted script run inside the sandbox (seeded trials, shape and
   value variants, backward check, device mapping to the CPU, per-step watchdog,
   extension requests that end the run, counts of the candidate's kernel launches).
+- `options.VerifyOptions`: how to verify (backend, tolerances, timeouts, limits, environment),
+  the one record `verify` and the harness runs take.
 - `verify`: the parent side (static discovery of load_inline calls, builds on
   demand, refusals, runs, verdict, KernelEvidence). cuset.evaluate.kernelbench.evaluate_kernelbench builds on it.
 """
 
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
+from cuset.execute.kernelbench.options import VerifyOptions
 from cuset.execute.kernelbench.verify import Check, KbVerdict, extract_specs, plain_checks, verify
 
-__all__ = ["ExtensionBuilder", "ExtensionSpec", "Check", "KbVerdict", "extract_specs", "plain_checks", "verify"]
+__all__ = ["ExtensionBuilder", "ExtensionSpec", "Check", "KbVerdict", "VerifyOptions", "extract_specs", "plain_checks",
+           "verify"]

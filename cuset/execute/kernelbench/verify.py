@@ -1,7 +1,12 @@
 """Verify one KernelBench candidate against its reference, in the sandbox.
 
-    verdict = verify(reference_src, candidate_src, backend="cpu", n_trials=5)
+    verdict = verify(reference_src, candidate_src, plain_checks(5), options=VerifyOptions(backend="cpu"))
     verdict.status, verdict.detail      # Status.PASSED, ""
+
+How to verify (backend, tolerances, timeouts, sandbox, limits, environment, eval mode,
+reference store) is one record, `options.VerifyOptions`; what varies per call beside it
+are the checks and what the verifications of one sample share (the extension cache, the
+directory of the run dirs, the build budget).
 
 CPU backend: the candidate's `load_inline` calls are found in its source (string
 constants; `extract_specs`) and built by the parent through the compile cache
@@ -41,7 +46,7 @@ and on disk under the cache root (reference_store.ReferenceStore), which every p
 of the machine reads (verdict timings `reference_cached`, `reference_disk_cached`).
 
 Per step (import, model construction, each forward and backward) the harness
-has its own timeout (`step_timeout`); the sandbox's wall-clock limit is only a
+has its own timeout (`VerifyOptions.step_timeout`); the sandbox's wall-clock limit is only a
 backstop. A failed run of the harness process is classified like a CPU program
 (the runtime's own reports, signals).
 """
@@ -70,8 +75,9 @@ from cuset.execute.compile_cache import CompileCache
 from cuset.execute.cpu.diagnostics import classify_run
 from cuset.execute.kernelbench import claims
 from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
-from cuset.execute.kernelbench.budget import DEFAULT_ROUNDS, MAX_STATIC_BUILDS, BuildBudget
+from cuset.execute.kernelbench.budget import MAX_STATIC_BUILDS, BuildBudget
 from cuset.execute.kernelbench.compare import BadOutput, judge, read_files, tensor_bytes
+from cuset.execute.kernelbench.options import VerifyOptions
 from cuset.execute.kernelbench.reference_store import ReferenceStore
 from cuset.execute.process import clean_env
 from cuset.execute.result import KernelEvidence, Status, StepResult, printable, truncate_log
@@ -90,8 +96,8 @@ RUN_DISK_SLACK = 256 << 20          # a candidate run dir's quota beyond twice t
 # `cuset tasks check` runs every one of them). Far above any KernelBench problem's tensors.
 REFERENCE_RUN_DISK_BYTES = 4 << 30
 DEFAULT_SEED = 42
+DEFAULT_TRIALS = 5                  # KernelBench's own number of correctness trials
 VALUE_VARIANTS = ("negative", "zeros", "large")
-EVAL_MODES = ("train", "eval")      # both models as built (KernelBench), or both after .eval()
 REFERENCE_CACHE_BYTES = 256 << 20  # reference runs kept in memory (see _ReferenceCache)
 
 
@@ -145,39 +151,29 @@ def plain_checks(n_trials: int, seed: int = DEFAULT_SEED, overrides: dict | None
     return [Check(name, tuple(seed + t for t in range(n_trials)), seed, dict(overrides or {}), value, backward)]
 
 
-def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu", n_trials: int = 5,
-           seed: int = DEFAULT_SEED, atol: float = 1e-2, rtol: float = 1e-2, constant_overrides: dict | None = None,
-           value_variant: str | None = None, backward: bool = False, checks: list[Check] | None = None,
-           cache: CompileCache | None = None, workdir: str | Path | None = None, compile_timeout: float = 120.0,
-           step_timeout: float = 60.0, import_timeout: float | None = None,
-           sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
-           run_disk_bytes: int | None = None, build_budget_seconds: float | None = None,
-           build_rounds: int = DEFAULT_ROUNDS, build_budget: BuildBudget | None = None,
-           extra_env: dict[str, str] | None = None, eval_mode: str = "train",
-           reference_store: ReferenceStore | None = ReferenceStore(),
-           candidate_env: dict[str, str] | None = None) -> KbVerdict:
+def verify(reference_src: str, candidate_src: str | None, checks: list[Check] | None = None, *,
+           options: VerifyOptions = VerifyOptions(), cache: CompileCache | None = None,
+           workdir: str | Path | None = None, build_budget: BuildBudget | None = None) -> KbVerdict:
     """Verify `candidate_src` (defines ModelNew) against `reference_src` (Model,
-    get_inputs, get_init_inputs). `checks` replaces the single check built from
-    n_trials/seed/constant_overrides/value_variant/backward.
+    get_inputs, get_init_inputs) on `checks` (default: KernelBench's DEFAULT_TRIALS seeded
+    trials, `plain_checks`), as `options` says.
 
-    Limits besides the sandbox's: each candidate run dir is a tmpfs of `run_disk_bytes`
-    beyond what the parent puts there (default: RUN_DISK_SLACK + twice the reference's
-    outputs; `disk_limit` when full), mounted where mounting works (put `workdir` under a
-    private mount, see cuset.execute.disk_quota.isolate); the sample's extension builds
-    share one budget (budget.BuildBudget: MAX_EXTENSIONS builds, `build_budget_seconds`,
-    default `compile_timeout`, of wall and of CPU time over all builds, each build stopped
-    where it runs out, and `build_rounds` request rounds; pass `build_budget` to share one
-    between the verifications of a sample, else its spending is in this verdict's timings).
-    The reference's values come from this
-    process's memory, else from `reference_store` (on disk, shared by the machine's
-    processes; None: not used), else from a run of the reference (then kept in both).
-    `candidate_env`: variables of the candidate's runs only (the reference's values stay
-    the ones every other verify shares)."""
+    Limits besides the sandbox's: each candidate run dir is a tmpfs of
+    `options.run_disk_bytes` beyond what the parent puts there (default: RUN_DISK_SLACK +
+    twice the reference's outputs; `disk_limit` when full), mounted where mounting works
+    (put `workdir` under a private mount, see cuset.execute.disk_quota.isolate); the
+    sample's extension builds share one budget (budget.BuildBudget: MAX_EXTENSIONS builds,
+    `options.build_budget_seconds`, default `options.compile_timeout`, of wall and of CPU
+    time over all builds, each build stopped where it runs out, and `options.build_rounds`
+    request rounds; pass `build_budget` to share one between the verifications of a
+    sample, else its spending is in this verdict's timings). `cache`: the compile cache of
+    the extensions (CPU; default: one of this call's own). The reference's values come
+    from this process's memory, else from `options.reference_store` (on disk, shared by
+    the machine's processes; None: not used), else from a run of the reference (then kept
+    in both). `options.candidate_env`: variables of the candidate's runs only (the
+    reference's values stay the ones every other verify shares)."""
     t0 = time.perf_counter()
-    if backend not in ("cpu", "gpu"):
-        raise ValueError(f"backend={backend!r}: KernelBench verification runs on 'cpu' or 'gpu'")
-    if eval_mode not in EVAL_MODES:
-        raise ValueError(f"eval_mode={eval_mode!r}: use one of {EVAL_MODES}")
+    backend = options.backend
     if candidate_src is None or not candidate_src.strip():
         return KbVerdict(Status.NO_CODE, "no code was extracted from the response")
     if len(candidate_src) > MAX_SOURCE_CHARS:   # bounds the parent's own parse of it
@@ -190,27 +186,24 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
         # decided here: the candidate's run could claim anything, so its word on the machine is not taken
         return KbVerdict(Status.INFRA_ERROR, "load_inline needs ninja on the evaluating machine's PATH "
                                              "(pip install ninja, or apt-get install ninja-build)")
-    checks = checks or plain_checks(n_trials, seed, constant_overrides, value_variant, backward)
+    checks = checks or plain_checks(DEFAULT_TRIALS)
     own_budget = build_budget is None
-    budget = build_budget or BuildBudget(build_budget_seconds if build_budget_seconds is not None else compile_timeout,
-                                         build_rounds)
+    budget = build_budget or BuildBudget(options.compile_timeout if options.build_budget_seconds is None
+                                         else options.build_budget_seconds, options.build_rounds)
     own_cache = cache is None and backend == "cpu"
     if own_cache:
-        cache = CompileCache(ExtensionBuilder(sandbox_mode=sandbox.mode), timeout=compile_timeout)
+        cache = CompileCache(ExtensionBuilder(sandbox_mode=options.sandbox.mode), timeout=options.compile_timeout)
     steps: list[StepResult] = []
     timings: dict[str, float] = {}
     run_root = Path(tempfile.mkdtemp(prefix="kb-", dir=workdir))
     # traversable, not listable: each sandbox uid reaches its own run dir (without bwrap only
     # file permissions protect it) and finds no other
     os.chmod(run_root, 0o711)
-    common = (backend, checks, run_root, atol, rtol, compile_timeout, step_timeout, import_timeout, sandbox,
-              program_memory_bytes, extra_env or {}, timings, eval_mode)
-    candidate_common = common[:10] + ({**(extra_env or {}), **(candidate_env or {})},) + common[11:]
     evidence = None
     try:
         # 1. The reference alone: inputs (shared) and expected outputs (read into this process, then deleted).
         inputs = run_root / "inputs"
-        expected, failure = _reference(reference_src, backend, checks, run_root, common, timings, reference_store)
+        expected, failure = _reference(reference_src, checks, run_root, options, timings)
         if failure is not None:
             steps.append(failure[1])
             timings["total"] = time.perf_counter() - t0
@@ -226,13 +219,13 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
             asked_failed.update({s.key(): manifest[s.key()] for s in asked
                                  if manifest.get(s.key(), {}).get("status") == Status.COMPILE_ERROR.value})
             refusal = _static_refusal(manifest)
-        quota = run_disk_bytes if run_disk_bytes is not None else \
+        quota = options.run_disk_bytes if options.run_disk_bytes is not None else \
             RUN_DISK_SLACK + 2 * sum(tensor_bytes(t) for _, t in expected.values())
         # 2. The candidate alone, on copies of the inputs; 3. the comparison, here.
         while over is None and refusal is None:
-            shown = {k: e for k, e in manifest.items() if "path" in e or k in asked_failed}
+            shown = _shown(manifest, asked_failed)
             run_dir = _candidate_dir(run_root, candidate_src, inputs, shown, quota)
-            record, step = _run_harness("candidate", run_dir, shown, *candidate_common)
+            record, step = _run_harness("candidate", run_dir, shown, checks, options, timings)
             steps.append(step)
             if disk_quota.is_mounted(run_dir) and disk_quota.is_full(run_dir):  # whatever it did after ENOSPC
                 record = {"status": "disk_limit", "detail": f"the candidate filled its {quota / (1 << 20):.0f} MiB "
@@ -241,14 +234,15 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
             if record.get("status") != "need_extensions":
                 evidence = _evidence(record, backend, manifest, asked_failed)
                 tc = time.perf_counter()
-                record = judge([c.to_json() for c in checks], expected, run_dir / "outputs", record, atol, rtol)
+                record = judge([c.to_json() for c in checks], expected, run_dir / "outputs", record, options.atol,
+                               options.rtol)
                 timings["compare"] = time.perf_counter() - tc
                 record = _after_failed_build(record, asked_failed, evidence)
                 break
             _discard(run_dir)
             over = budget.next_round()
             if over is None:
-                record = _serve(record, backend, manifest, shown, asked_failed, budget, cache, steps, timings)
+                record = _serve(record, backend, manifest, asked_failed, budget, cache, steps, timings)
                 if record is not None:
                     break
         if over is not None:   # the parent's decision, whatever the candidate would have done next
@@ -265,11 +259,12 @@ def verify(reference_src: str, candidate_src: str | None, *, backend: str = "cpu
     return dataclasses.replace(_verdict(record, tuple(steps), timings), kernel=evidence)
 
 
-def _serve(record: dict, backend: str, manifest: dict, shown: dict, asked_failed: dict, budget: "BuildBudget",
+def _serve(record: dict, backend: str, manifest: dict, asked_failed: dict, budget: "BuildBudget",
            cache: CompileCache | None, steps: list, timings: dict) -> dict | None:
     """A run ended asking for extensions: build them (None: run the candidate again), or
     the verdict the parent decides (a refusal, the budget, a request that makes no sense)."""
     specs = [ExtensionSpec.from_json(s) for s in record["specs"]]
+    shown = _shown(manifest, asked_failed)
     if backend != "cpu" or any(s.key() in shown for s in specs):
         return {"status": "runtime_error", "detail": "load_inline asked again for extensions already built "
                                                      "(sources that change between runs?)"}
@@ -288,6 +283,11 @@ def _serve(record: dict, backend: str, manifest: dict, shown: dict, asked_failed
                                        "verdict, whatever its code does next)"}
         asked_failed[spec.key()] = entry
     return None
+
+
+def _shown(manifest: dict, asked_failed: dict) -> dict:
+    """The extensions a candidate run is shown: those built, and the failed builds it asked for."""
+    return {k: e for k, e in manifest.items() if "path" in e or k in asked_failed}
 
 
 def _static_refusal(manifest: dict) -> dict | None:
@@ -331,47 +331,63 @@ def _after_failed_build(record: dict, asked_failed: dict, evidence: KernelEviden
     return {**first, "detail": f"{first['detail']} (the candidate then failed: {record.get('detail', '')})"}
 
 
-def _reference(reference_src: str, backend: str, checks: list[Check], run_root: Path, common: tuple,
-               timings: dict, store: ReferenceStore | None) -> tuple[dict | None, tuple[dict, StepResult] | None]:
+def _reference(reference_src: str, checks: list[Check], run_root: Path, options: VerifyOptions,
+               timings: dict) -> tuple[dict | None, tuple[dict, StepResult] | None]:
     """The reference's expected values (from this process's cache, the disk store or a
     sandboxed run), its inputs placed in run_root/inputs: (expected, None), or (None,
     (failure record, step)). `timings` says where they came from: `reference_cached`
     (memory), `reference_disk_cached` (the store), else `reference` (the run's seconds)."""
     inputs = run_root / "inputs"
-    key = _reference_key(reference_src, backend, checks, common[-1])
+    key = _reference_key(reference_src, options.backend, checks, options.eval_mode)
     cached = _REFERENCES.get(key)
     if cached is not None:
         timings["reference_cached"] = 1.0
         return _placed(*cached, inputs), None
+    run = _ReferenceRun(reference_src, checks, run_root, options, timings, key)
+    store = options.reference_store
     if store is None:
-        return _run_reference(reference_src, checks, run_root, common, key, None, None)
+        return _run_reference(run, None)
     try:
-        disk_key = store.key(key, backend, common[10])   # common[10]: extra_env, seen by the reference's process
+        disk_key = store.key(key, options.backend, options.env("reference"))   # what the reference's process sees
         store.directory()
     except OSError as e:   # e.g. a read-only cache root: slower, never a failed verdict
         warn_once(f"kernelbench: reference store unusable ({e}): each process runs every reference itself")
-        return _run_reference(reference_src, checks, run_root, common, key, None, None)
+        return _run_reference(run, None)
     read = functools.partial(_read_stored, checks=checks)
     stored = store.load(disk_key, read)
     if stored is None:
         with store.lock(disk_key):          # another process may be running this reference
             stored = store.load(disk_key, read)
             if stored is None:
-                return _run_reference(reference_src, checks, run_root, common, key, store, disk_key)
+                return _run_reference(run, (store, disk_key))
     expected = _placed(*stored, inputs)
     _REFERENCES.put(key, inputs, expected)
     timings["reference_disk_cached"] = 1.0
     return expected, None
 
 
-def _run_reference(reference_src: str, checks: list[Check], run_root: Path, common: tuple, key: str,
-                   store: ReferenceStore | None, disk_key: str | None):
-    """The reference in its own sandboxed run: its values kept in memory and, with a
-    `store`, on disk. Only a run that ran and left readable files is kept: a failure
-    depends on limits and load, and the next verify sees it again."""
+@dataclass(frozen=True)
+class _ReferenceRun:
+    """What a run of the reference reads: its source and checks, the verification's run
+    root, options and timings, and its key in this process's cache (_reference_key)."""
+
+    reference_src: str
+    checks: list[Check]
+    run_root: Path
+    options: VerifyOptions
+    timings: dict
+    key: str
+
+
+def _run_reference(run: _ReferenceRun, stored_as: tuple[ReferenceStore, str] | None):
+    """The reference in its own sandboxed run: its values kept in memory and, with
+    `stored_as` (the store, the entry's key), on disk. Only a run that ran and left
+    readable files is kept: a failure depends on limits and load, and the next verify
+    sees it again."""
+    checks, run_root = run.checks, run.run_root
     inputs = run_root / "inputs"
-    ref_dir = _run_dir(run_root, "reference.py", reference_src, REFERENCE_RUN_DISK_BYTES)
-    record, step = _run_harness("reference", ref_dir, {}, *common)
+    ref_dir = _run_dir(run_root, "reference.py", run.reference_src, REFERENCE_RUN_DISK_BYTES)
+    record, step = _run_harness("reference", ref_dir, {}, checks, run.options, run.timings)
     if disk_quota.is_mounted(ref_dir) and disk_quota.is_full(ref_dir):
         record = {"status": "disk_limit", "detail": f"the task's reference filled its "
                                                     f"{REFERENCE_RUN_DISK_BYTES >> 20} MiB disk quota"}
@@ -382,13 +398,14 @@ def _run_reference(reference_src: str, checks: list[Check], run_root: Path, comm
         _copy_inputs(ref_dir, inputs)
     except (BadOutput, UnsafeOutput, OSError) as e:  # the task's own reference: its defect, not the sample's
         return None, ({"status": "skipped", "detail": f"the task's reference run left unusable files: {e}"}, step)
-    if store is not None:   # the files just read, from the run dir (expected) and this process's copies (inputs)
+    if stored_as is not None:   # the files just read, from the run dir (expected) and this process's copies (inputs)
         files = {f"expected/{stem}{ext}": (ref_dir, f"expected/{stem}{ext}") for stem in expected
                  for ext in (".json", ".safetensors")}
         files.update({f"inputs/{f.name}": (run_root, f"inputs/{f.name}") for f in inputs.iterdir()})
+        store, disk_key = stored_as
         store.save(disk_key, files)
     _discard(ref_dir)   # the reference's source and outputs are gone before the candidate starts
-    _REFERENCES.put(key, inputs, expected)
+    _REFERENCES.put(run.key, inputs, expected)
     return expected, None
 
 
@@ -419,24 +436,18 @@ def _placed(files: dict[str, bytes], expected: dict, inputs: Path) -> dict:
     return expected
 
 
-def reference_outputs(reference_src: str, checks: list[Check], *, backend: str = "cpu",
-                      workdir: str | Path | None = None, compile_timeout: float = 120.0, step_timeout: float = 60.0,
-                      sandbox: SandboxPolicy = SandboxPolicy(), program_memory_bytes: int | None = 8 << 30,
-                      extra_env: dict[str, str] | None = None, eval_mode: str = "train",
-                      reference_store: ReferenceStore | None = ReferenceStore()
-                      ) -> tuple[dict | None, KbVerdict | None]:
+def reference_outputs(reference_src: str, checks: list[Check], *, options: VerifyOptions = VerifyOptions(),
+                      workdir: str | Path | None = None) -> tuple[dict | None, KbVerdict | None]:
     """What `verify` compares candidates with: the reference's values per trial, as
     {"c<check>_t<trial>": (meta, tensors)} (decode a meta's "outputs" with
-    `compare.decode`), from this process's cache, `reference_store` (on disk) or a
-    sandboxed run of the reference.
+    `compare.decode`), from this process's cache, `options.reference_store` (on disk) or
+    a sandboxed run of the reference (its run root under `workdir`).
     (expected, None), or (None, the verdict of a reference that did not run)."""
     timings: dict[str, float] = {}
     run_root = Path(tempfile.mkdtemp(prefix="kb-", dir=workdir))
     os.chmod(run_root, 0o711)
-    common = (backend, checks, run_root, 0.0, 0.0, compile_timeout, step_timeout, None, sandbox,
-              program_memory_bytes, extra_env or {}, timings, eval_mode)
     try:
-        expected, failure = _reference(reference_src, backend, checks, run_root, common, timings, reference_store)
+        expected, failure = _reference(reference_src, checks, run_root, options, timings)
     finally:
         _discard(run_root, run_root=True)
     if failure is not None:
@@ -652,9 +663,12 @@ def _read_expected(directory: Path, checks: list[Check]) -> dict:
     return expected
 
 
-def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path, atol, rtol, compile_timeout,
-                 step_timeout, import_timeout, sandbox, program_memory_bytes, extra_env,
-                 timings, eval_mode) -> tuple[dict, StepResult]:
+def _run_harness(role: str, run_dir: Path, manifest: dict, checks: list[Check], options: VerifyOptions,
+                 timings: dict) -> tuple[dict, StepResult]:
+    """One sandboxed run of the harness as `role` ("reference" or "candidate") in `run_dir`,
+    shown the extensions of `manifest`: (the record the parent believes, its step). Its
+    seconds are added to `timings[role]`."""
+    backend, step_timeout = options.backend, options.step_timeout
     extensions = {}
     (run_dir / "ext").mkdir()
     for key, entry in manifest.items():
@@ -666,12 +680,12 @@ def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path,
         else:
             extensions[key] = entry
     # Importing torch (and, on the GPU, building the extensions) is one step.
-    import_timeout = import_timeout or (compile_timeout + 60 if backend == "gpu" else 60.0)
+    import_timeout = options.import_timeout or (options.compile_timeout + 60 if backend == "gpu" else 60.0)
     n_steps = sum(1 + len(c.seeds) * (2 if c.backward else 1) for c in checks)
     timeout = 2 * import_timeout + n_steps * step_timeout
     cfg = {"role": role, "backend": backend, "reference_path": str(run_dir / "reference.py"),
            "candidate_path": str(run_dir / "candidate.py"), "extensions": extensions,
-           "checks": [c.to_json() for c in checks], "step_timeout": step_timeout, "eval_mode": eval_mode,
+           "checks": [c.to_json() for c in checks], "step_timeout": step_timeout, "eval_mode": options.eval_mode,
            "import_timeout": import_timeout, "progress_path": str(run_dir / "progress.json"),
            "verdict_path": str(run_dir / "verdict.json"), "timeout_path": str(run_dir / "timeout.txt"),
            "build_dir": str(run_dir / "build"), "inputs_dir": str(run_dir / "inputs"),
@@ -681,14 +695,14 @@ def _run_harness(role, run_dir: Path, manifest, backend, checks, run_root: Path,
         del cfg[unused]   # the candidate's run is not even told where the reference's files were
     (run_dir / "config.json").write_text(json.dumps(cfg))
     env = {"CUSET_CPU_ORDER": "forward", "CUSET_CPU_WORKERS": "1", "TORCH_EXTENSIONS_DIR": str(run_dir / "build"),
-           **extra_env}
+           **options.env(role)}
     tr = time.perf_counter()
     with tempfile.TemporaryFile() as channel:
         fd = channel.fileno()
         name = f"kernelbench[{backend}]" if role == "candidate" else f"kernelbench-reference[{backend}]"
         step = run_sandboxed(name, [sys.executable, "-I", "harness.py", "config.json"],
-                             run_dir=run_dir, timeout=timeout, policy=_policy(sandbox, backend, timeout,
-                                                                               program_memory_bytes),
+                             run_dir=run_dir, timeout=timeout, policy=_policy(options.sandbox, backend, timeout,
+                                                                               options.program_memory_bytes),
                              env={**env, DIAG_FD_ENV: str(fd)}, pass_fds=(fd,))
         channel.seek(0)
         said = channel.read(DIAGNOSTICS_LIMIT)
