@@ -86,6 +86,22 @@ class Evaluation:
     opts: EvalOptions
 
 
+@dataclass(frozen=True)
+class WrappedRun:
+    """How `run_wrapped` runs a program: behind `wrapper` (e.g. a profiler: `ncu ... ./kernel`,
+    which runs inside the same sandbox, under the same limits and `opts.timeouts.run`), with
+    the `readonly` paths visible in the sandbox (the wrapper's installation) and a file-size
+    limit of at least `min_file_bytes` (the wrapper's own output file); its step named `name`
+    (default "run[case=<i>,order=<order>]"); with `keep_failed` the run dir also comes back
+    with a failure (the wrapper's log may say why)."""
+
+    wrapper: tuple[str, ...] = ()
+    readonly: tuple[Path, ...] = ()
+    name: str | None = None
+    min_file_bytes: int = 0
+    keep_failed: bool = False
+
+
 class SampleLog:
     """What one sample's evaluation did so far: its steps in order, seconds per stage
     (summed over cases and orders), and the mismatch record of the outputs that decided a
@@ -311,8 +327,9 @@ def _run_case(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData,
                                     {"CUSET_CASE": str(case), **opts.extra_env, **inv.env})
             log.add(step)
             failure = _limit_failure(step, run_dir, quota, opts) or _run_failure(step, backend, opts.timeouts.run)
-            if failure is not None and failure[0] is Status.UNSUPPORTED:
-                failure = _outputs_first(ev, log, case, prepared, run_dir, started, input_digests, prefix, failure)
+            if failure is not None and failure[0] is Status.UNSUPPORTED and \
+                    output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data") is None:
+                failure = _outputs_first(ev, log, case, prepared, run_dir, prefix, failure)
             if failure is not None:
                 ws.discard(run_dir)
                 return failure[0], f"case {case}, order {order}: {failure[1]}"
@@ -350,16 +367,14 @@ def _run_case(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData,
             ws.discard(run_dir)
 
 
-def _outputs_first(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData, run_dir: Path, started: int,
-                   input_digests: dict[str, str], prefix: str, failure: tuple[Status, str]) -> tuple[Status, str]:
+def _outputs_first(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData, run_dir: Path, prefix: str,
+                   failure: tuple[Status, str]) -> tuple[Status, str]:
     """A run that failed as `unsupported`, reported from inside the program's process (the
     runtime's marker, which the program can write itself): the one failure that blames the
-    backend, so the parent's own check decides first. Outputs this run wrote that compare.py
-    rejects make it `wrong`; with no outputs to check, the marker names the failure."""
-    task = ev.task
-    if output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data") is not None:
-        return failure
-    ok, why = _judge(ev, log, case, prepared, run_dir, outputs_digest(task, run_dir), prefix)
+    backend, so the parent's own check decides first. Asked only when the run wrote every
+    declared output (checks.output_problem; with none to check, the marker names the
+    failure): outputs compare.py rejects make it `wrong`."""
+    ok, why = _judge(ev, log, case, prepared, run_dir, outputs_digest(ev.task, run_dir), prefix)
     if ok:
         return failure
     return Status.WRONG, f"{why} (its run then reported from its own process: unsupported: {failure[1]})"
@@ -374,26 +389,22 @@ def _orders_to_skip(backend: Backend, step: StepResult, inv) -> tuple[tuple[str,
     return skip(step, inv) if skip is not None else ((), "")
 
 
-def run_once(task: Task, case: int, prepared: PreparedData, executable: Path, backend: Backend, ws: Workspace,
-             opts: EvalOptions) -> tuple[Path | None, str]:
+def run_once(ev: Evaluation, case: int, prepared: PreparedData, executable: Path) -> tuple[Path | None, str]:
     """Run a compiled program once on one case (the backend's first thread order), as
     `_run_case` runs it, and keep its run dir: (run dir holding its outputs, "") or
     (None, why it failed). The caller discards the dir (`ws.discard`). For looking at a
     program's outputs (e.g. `cuset tasks check` corrupting a reference's); not a verdict."""
-    run_dir, why, _ = run_wrapped(task, case, prepared, executable, backend, ws, opts)
+    run_dir, why, _ = run_wrapped(ev, case, prepared, executable)
     return run_dir, why
 
 
-def run_wrapped(task: Task, case: int, prepared: PreparedData, executable: Path, backend: Backend, ws: Workspace,
-                opts: EvalOptions, *, wrapper: tuple[str, ...] = (), readonly: tuple[Path, ...] = (),
-                name: str | None = None, min_file_bytes: int = 0,
-                keep_failed: bool = False) -> tuple[Path | None, str, StepResult]:
-    """`run_once`, with the program's argv behind `wrapper` (e.g. a profiler: `ncu ... ./kernel`,
-    which runs inside the same sandbox, under the same limits and `opts.timeouts.run`), the
-    `readonly` paths visible in the sandbox (the wrapper's installation), and a file-size
-    limit of at least `min_file_bytes` (the wrapper's own output file). Returns
-    (run dir, "", step) or (None, why it failed, step); with `keep_failed` the run dir
-    also comes back with a failure (the wrapper's log may say why). The caller discards it."""
+def run_wrapped(ev: Evaluation, case: int, prepared: PreparedData, executable: Path,
+                how: WrappedRun = WrappedRun()) -> tuple[Path | None, str, StepResult]:
+    """`run_once`, run as `how` says (a wrapper, see WrappedRun). Returns (run dir, "", step)
+    or (None, why it failed, step); with `how.keep_failed` the run dir also comes back with
+    a failure. The caller discards it."""
+    task, backend, ws, opts = ev.task, ev.backend, ev.ws, ev.opts
+    min_file_bytes, keep_failed = how.min_file_bytes, how.keep_failed
     policy = _policy_for(task, backend, ws, opts)
     if policy.file_size_bytes is not None and policy.file_size_bytes < min_file_bytes:
         policy = dataclasses.replace(policy, file_size_bytes=min_file_bytes)
@@ -402,11 +413,11 @@ def run_wrapped(task: Task, case: int, prepared: PreparedData, executable: Path,
     order = backend.run_orders[0]
     run_dir = ws.new_run_dir(prepared, task, quota)
     inv = backend.invocation(_place_executable(executable, run_dir), order)
-    if wrapper:
-        inv = dataclasses.replace(inv, argv=[*wrapper, *inv.argv])
+    if how.wrapper:
+        inv = dataclasses.replace(inv, argv=[*how.wrapper, *inv.argv])
     started = time.time_ns()
-    step = _run_program(name or f"run[case={case},order={order}]", inv, run_dir, policy, opts,
-                        {"CUSET_CASE": str(case), **opts.extra_env, **inv.env}, readonly)
+    step = _run_program(how.name or f"run[case={case},order={order}]", inv, run_dir, policy, opts,
+                        {"CUSET_CASE": str(case), **opts.extra_env, **inv.env}, how.readonly)
     failure = _limit_failure(step, run_dir, quota, opts) or _run_failure(step, backend, opts.timeouts.run)
     problem = (f"{failure[0].value}: {failure[1]}" if failure is not None else
                output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data"))

@@ -64,6 +64,9 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+OUTPUT_LIMIT = 1 << 20   # bytes of a step's stdout, and of its stderr, read
+
+
 def run_step(
     name: str,
     argv: list[str],
@@ -72,14 +75,13 @@ def run_step(
     timeout: float,
     env: dict[str, str] | None = None,
     limits: Limits | None = None,
-    stdin_bytes: bytes | None = None,
-    output_limit: int = 1 << 20,
     pass_fds: tuple[int, ...] = (),
     join: tuple[Path, ...] = (),
 ) -> StepResult:
     """Run argv to completion or until `timeout` seconds, then kill its process group.
+    Its stdin is /dev/null.
 
-    stdout/stderr are read in full up to `output_limit` bytes each (a program that
+    stdout/stderr are read in full up to OUTPUT_LIMIT bytes each (a program that
     floods stdout is cut off, not buffered without bound) and truncated for the log.
     `pass_fds` stay open in the child (e.g. a seccomp program for bwrap, the CPU
     runtime's diagnostics file); the child writes its pid to each `join` file
@@ -98,27 +100,21 @@ def run_step(
     try:
         proc = subprocess.Popen(
             argv, cwd=str(cwd), env=env if env is not None else clean_env(),
-            stdin=subprocess.PIPE if stdin_bytes is not None else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=preexec, close_fds=True, pass_fds=pass_fds,
         )
     except OSError as e:
         return StepResult(name, None, 0.0, False, "", f"could not start {argv[0]}: {e}")
-    out, err, timed_out, cpu = _communicate(proc, stdin_bytes, timeout, output_limit)
+    out, err, timed_out, cpu = _communicate(proc, timeout, OUTPUT_LIMIT)
     seconds = time.perf_counter() - start
     return StepResult(name, proc.returncode, seconds, timed_out, truncate_log(out), truncate_log(err),
                       cpu_seconds=cpu)
 
 
-def _communicate(proc: subprocess.Popen, stdin_bytes, timeout: float, limit: int):
+def _communicate(proc: subprocess.Popen, timeout: float, limit: int):
     """Like Popen.communicate, but bounded in bytes kept and killing the group on timeout."""
     import selectors
 
-    if stdin_bytes is not None:
-        try:
-            proc.stdin.write(stdin_bytes)
-        except BrokenPipeError:
-            pass
-        proc.stdin.close()
     bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
     sel = selectors.DefaultSelector()
     for f in bufs:

@@ -398,7 +398,6 @@ def run_sandboxed(
     policy: SandboxPolicy = SandboxPolicy(),
     env: dict[str, str] | None = None,
     readonly: tuple[str | Path, ...] = (),
-    output_limit: int = 1 << 20,
     pass_fds: tuple[int, ...] = (),
 ) -> StepResult:
     """Run `argv` with cwd `run_dir` inside the sandbox; the only writable place is `run_dir`.
@@ -416,9 +415,9 @@ def run_sandboxed(
     # cache directory, among others) reads these before it asks getpwuid, which would raise
     full_env = clean_env({"HOME": str(run_dir), "TMPDIR": str(run_dir), "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER,
                           **(env or {})})
+    launch = _Launch(name, tuple(argv), run_dir, timeout, full_env, tuple(readonly), tuple(pass_fds))
     for attempt in range(BWRAP_SETUP_ATTEMPTS):
-        step = _run_sandboxed_once(name, argv, run_dir, timeout, policy, mode, uid, full_env, readonly,
-                                   output_limit, pass_fds)
+        step = _run_sandboxed_once(launch, policy, mode, uid)
         if mode != "bwrap" or not _bwrap_setup_failed(step):
             break
         # bwrap died before starting the program: the host's mount table changed under
@@ -443,12 +442,25 @@ def _bwrap_setup_failed(step: StepResult) -> bool:
             and step.stderr.strip().count("\n") == 0)
 
 
-def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: SandboxPolicy, mode: str,
-                        uid: int | None, full_env: dict[str, str], readonly, output_limit: int,
-                        pass_fds: tuple[int, ...]) -> StepResult:
+@dataclass(frozen=True)
+class _Launch:
+    """One program to run sandboxed (run_sandboxed's arguments, its environment made whole)."""
+
+    name: str
+    argv: tuple[str, ...]
+    run_dir: Path
+    timeout: float
+    env: dict[str, str]
+    readonly: tuple[str | Path, ...]
+    pass_fds: tuple[int, ...]
+
+
+def _run_sandboxed_once(launch: _Launch, policy: SandboxPolicy, mode: str, uid: int | None) -> StepResult:
+    """One attempt at `launch` in sandbox `mode`, as `uid` (None: this process's own)."""
+    run_dir, readonly = launch.run_dir, launch.readonly
     is_root = os.geteuid() == 0
     with contextlib.ExitStack() as stack:
-        fds = tuple(pass_fds)
+        fds = launch.pass_fds
         prefix: list[str] = []
         if mode == "bwrap":
             seccomp_fd = _seccomp_fd(stack, allow_unix_sockets=policy.gpu_devices)
@@ -488,7 +500,7 @@ def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: Sandb
                 from cuset.execute.cgroup import unavailable
 
                 warn_once(f"no per-program memory limit ({unavailable()}): only RLIMIT_AS per process applies")
-        command = prefix + list(argv)
+        command = prefix + list(launch.argv)
         init = None
         if mode == "bwrap":
             init = stack.enter_context(_SandboxInit())
@@ -496,8 +508,8 @@ def _run_sandboxed_once(name, argv, run_dir: Path, timeout: float, policy: Sandb
             command.insert(command.index("--"), str(init.write_fd))
             command, args_fd = _args_from_fd(stack, command)
             fds += (args_fd, init.write_fd)
-        step = run_step(name, command, cwd=run_dir, timeout=timeout, env=full_env,
-                        limits=limits, output_limit=output_limit, pass_fds=fds,
+        step = run_step(launch.name, command, cwd=run_dir, timeout=launch.timeout, env=launch.env,
+                        limits=limits, pass_fds=fds,
                         join=group.procs_files if group is not None else ())
         if init is not None:
             init.wait_until_gone()

@@ -33,7 +33,7 @@ import re
 import shutil
 from pathlib import Path
 
-from cuset.evaluate.cudabench import compare_outputs, run_wrapped
+from cuset.evaluate.cudabench import Evaluation, WrappedRun, compare_outputs, run_wrapped
 from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.perf.options import PerfOptions
 from cuset.evaluate.perf.records import (
@@ -95,18 +95,21 @@ def _profile(task, outcome, *, backend, workspace, options: EvalOptions, perf: P
     prepared = workspace.prepare(task, case)
     if prepared.problem:
         return perf_problem(FAILED, KIND, f"the task's data are unusable (case {case}): {prepared.problem}")
+    ev = Evaluation(task, backend, workspace, options)
     opts = dataclasses.replace(options, timeouts=dataclasses.replace(options.timeouts, run=perf.profile_timeout))
-    run_dir, why, step = run_wrapped(task, case, prepared, outcome.executable, backend, workspace, opts,
-                                     wrapper=ncu_argv(ncu), readonly=(ncu.parent,), name=f"profile[case={case}]",
-                                     min_file_bytes=NCU_CSV_LIMIT + (1 << 20), keep_failed=True)
+    profiled = WrappedRun(wrapper=ncu_argv(ncu), readonly=(ncu.parent,), name=f"profile[case={case}]",
+                          min_file_bytes=NCU_CSV_LIMIT + (1 << 20), keep_failed=True)
+    run_dir, why, step = run_wrapped(dataclasses.replace(ev, opts=opts), case, prepared, outcome.executable, profiled)
     try:
-        return _judge_profile(task, case, prepared, run_dir, why, step, backend, workspace, options)
+        return _judge_profile(ev, case, prepared, run_dir, why, step)
     finally:
         workspace.discard(run_dir)
 
 
-def _judge_profile(task, case, prepared, run_dir: Path, why: str, step, backend, workspace,
-                   options: EvalOptions) -> dict:
+def _judge_profile(ev: Evaluation, case: int, prepared, run_dir: Path, why: str, step) -> dict:
+    """The perf record of the run under ncu (`why`: how it failed, if it did), its outputs
+    checked by compare.py under the evaluation's own options."""
+    task, backend = ev.task, ev.backend
     said = f"{step.stderr}\n{step.stdout}"
     try:
         raw = read_bounded(run_dir, NCU_FILE, NCU_CSV_LIMIT)
@@ -122,7 +125,7 @@ def _judge_profile(task, case, prepared, run_dir: Path, why: str, step, backend,
                                           "users (NVreg_RestrictProfilingToAdminUsers=0) or run as an admin")
     if why:
         return perf_problem(FAILED, KIND, f"the run under ncu failed: {printable(why)[:400]}")
-    ok, why_not, _ = compare_outputs(task, case, prepared, run_dir, workspace, options, f"profile-compare[case={case}]")
+    ok, why_not, _ = compare_outputs(task, case, prepared, run_dir, ev.ws, ev.opts, f"profile-compare[case={case}]")
     if not ok:
         return perf_problem(FAILED, KIND, f"on the profiled run, compare.py: {printable(why_not)[:400]}")
     if unsafe:

@@ -29,6 +29,7 @@ import secrets
 import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from cuset.evaluate.perf.options import PerfOptions
@@ -48,6 +49,19 @@ TIMING_FILE = "timing.json"
 TIMING_LIMIT = 1 << 20
 
 
+@dataclass(frozen=True)
+class _Timing:
+    """What both timing runs of one answer share: the options, the sandbox, the memory of
+    each run's process tree, the extra environment, the device and the seed."""
+
+    options: PerfOptions
+    sandbox: SandboxPolicy
+    memory: int | None
+    env: dict
+    device: str
+    seed: int
+
+
 def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxPolicy = SandboxPolicy(),
                      workdir=None, program_memory_bytes: int | None = None,
                      extra_env: dict[str, str] | None = None, device: str = "cuda") -> dict:
@@ -57,11 +71,10 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
     root = Path(tempfile.mkdtemp(prefix="kbperf-", dir=workdir))
     os.chmod(root, 0o711)
     seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
-    common = dict(options=options, sandbox=sandbox, memory=program_memory_bytes, env=extra_env or {}, device=device,
-                  seed=seed)
+    timed = _Timing(options, sandbox, program_memory_bytes, extra_env or {}, device, seed)
     try:
         ref_dir = _run_dir(root, "reference.py", task.reference_src)
-        ref, ref_step = _run("reference", ref_dir, alternate=False, **common)
+        ref, ref_step = _run("reference", ref_dir, timed, alternate=False)
         if ref.get("status") != "ran":
             return _failed(f"the reference's timing run failed: {ref.get('detail', '')}")
         expected = read_files(ref_dir / "expected", "c0_t0")
@@ -71,7 +84,7 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
         shutil.copytree(ref_dir / "inputs", cand_dir / "inputs")
         remove_tree(ref_dir)   # the reference's source and outputs are gone before the answer runs
         alternate = ref.get("inputs_alternate") is True
-        cand, cand_step = _run("candidate", cand_dir, alternate=alternate, **common)
+        cand, cand_step = _run("candidate", cand_dir, timed, alternate=alternate)
         if cand_step.timed_out:
             return _failed(f"the answer's timing run still ran after {options.run_timeout:g} s; killed")
         check = [{"name": "timed", "seeds": [seed]}]
@@ -156,9 +169,9 @@ def _run_dir(root: Path, name: str, source: str) -> Path:
     return run_dir
 
 
-def _run(role: str, run_dir: Path, *, options: PerfOptions, sandbox: SandboxPolicy, memory: int | None,
-         env: dict, device: str, alternate: bool, seed: int) -> tuple[dict, object]:
-    cfg = {"role": role, "device": device, "alternate": alternate, "seed": seed, "warmup": options.warmup, "trials": options.trials,
+def _run(role: str, run_dir: Path, timed: _Timing, *, alternate: bool) -> tuple[dict, object]:
+    options, sandbox, device = timed.options, timed.sandbox, timed.device
+    cfg = {"role": role, "device": device, "alternate": alternate, "seed": timed.seed, "warmup": options.warmup, "trials": options.trials,
            "compile": options.compile_baseline, "step_timeout": options.step_timeout,
            "import_timeout": options.step_timeout, "compile_timeout": options.step_timeout,
            "reference_path": str(run_dir / "reference.py"), "candidate_path": str(run_dir / "candidate.py"),
@@ -170,10 +183,10 @@ def _run(role: str, run_dir: Path, *, options: PerfOptions, sandbox: SandboxPoli
     policy = SandboxPolicy(mode=sandbox.mode, cpu_seconds=math.ceil(options.run_timeout) + 5,
                            file_size_bytes=sandbox.file_size_bytes, processes=sandbox.processes, memory_bytes=None,
                            open_files=max(sandbox.open_files or 0, 1024), gpu_devices=device == "cuda", hide=sandbox.hide,
-                           program_memory_bytes=memory)
+                           program_memory_bytes=timed.memory)
     step = run_sandboxed(f"kernelbench-perf[{role}]", [sys.executable, "-I", "kb_timing_harness.py", "config.json"],
                          run_dir=run_dir, timeout=options.run_timeout, policy=policy,
-                         env={"TORCH_EXTENSIONS_DIR": str(run_dir / "build"), **env})
+                         env={"TORCH_EXTENSIONS_DIR": str(run_dir / "build"), **timed.env})
     try:
         record = kb_claims.read_json(run_dir, TIMING_FILE, TIMING_LIMIT)
     except kb_claims.Unbelievable as e:

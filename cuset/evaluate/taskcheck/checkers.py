@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cuset.evaluate.cudabench import compare_outputs, run_once
+from cuset.evaluate.cudabench import Evaluation, compare_outputs, run_once
 from cuset.evaluate.strict import compare_arrays, decode, encode, find_reference, read_output
 from cuset.evaluate.taskcheck.corrupt import CORRUPTIONS, corrupt
 from cuset.evaluate.taskcheck.record import CorruptionResult
@@ -50,7 +50,7 @@ def compare_py_strength(task, ctx) -> tuple[str, str, tuple[CorruptionResult, ..
     try:
         if not outcome.ok:
             return checker, f"{NOT_MEASURED}the reference did not compile again: {outcome.detail}", ()
-        run_dir, why = run_once(task, 0, prepared, outcome.executable, ctx.backend, ws, opts)
+        run_dir, why = run_once(Evaluation(task, ctx.backend, ws, opts), 0, prepared, outcome.executable)
     finally:
         ctx.cache.release(task.bench_cu)   # pinned while its executable was copied
     if run_dir is None:

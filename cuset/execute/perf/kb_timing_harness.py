@@ -38,6 +38,7 @@ import json
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))   # -I leaves the script's dir off sys.path
 
@@ -53,21 +54,33 @@ TIME_TRIALS, WRITE_JSON = timing.time_trials, harness.write_json
 BOUND = {}   # torch's copy_, sum and abs, bound in main before any answer code runs
 
 
-def time_model(model, inputs, sets, cfg, timer, flush, steps, what, sums=None):
+@dataclass(frozen=True)
+class Run:
+    """What every step of this process reads: its config, its steps (harness.Steps: the
+    watchdog), the timer and the L2 flush (both bound in main before any answer code runs)."""
+
+    cfg: dict
+    steps: object
+    timer: object
+    flush: object
+
+
+def time_model(model, inputs, sets, run, what, sums=None):
     """Trial times of `model(*inputs)` and the last trial's outputs; with `sets` (two input sets
     on the device), each trial's set is first copied into `inputs` in place. With `sums` (a
     list), each trial's output checksums are appended to it after the trial (untimed)."""
     import torch
 
-    with steps.step(f"time {what}", cfg["step_timeout"]):
+    cfg = run.cfg
+    with run.steps.step(f"time {what}", cfg["step_timeout"]):
         with torch.no_grad():
             box = {}
 
-            def run():
+            def forward():
                 box["out"] = model(*inputs)
 
-            times = TIME_TRIALS(run, warmup=cfg["warmup"], trials=cfg["trials"], timer=timer,
-                                flush=before_each_trial(inputs, sets, flush),
+            times = TIME_TRIALS(forward, warmup=cfg["warmup"], trials=cfg["trials"], timer=run.timer,
+                                flush=before_each_trial(inputs, sets, run.flush),
                                 after=None if sums is None else lambda: sums.append(checksums(box.get("out"))))
     return times, box.get("out")
 
@@ -134,9 +147,10 @@ def live_copies(torch, values):
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in values]
 
 
-def reference(cfg, steps, timer, flush):
+def reference(run):
     import torch
 
+    cfg, steps = run.cfg, run.steps
     with steps.step("import reference", cfg["import_timeout"]):
         mod = harness.load_module("reference", cfg["reference_path"])
     torch.manual_seed(cfg["seed"])
@@ -156,7 +170,7 @@ def reference(cfg, steps, timer, flush):
     sets = None if second is None else [on_device(torch, first, cfg["device"]), on_device(torch, second, cfg["device"])]
     inputs = live_copies(torch, on_device(torch, first, cfg["device"]))
     sums = []
-    eager, out = time_model(model, inputs, sets, cfg, timer, flush, steps, "eager reference", sums)
+    eager, out = time_model(model, inputs, sets, run, "eager reference", sums)
     expected = {}
     harness.save(cfg["expected_dir"], "c0_t0", {"outputs": [harness.encode(o, expected, f"out.{k}")
                                                             for k, o in enumerate(harness.flatten(out))]}, expected)
@@ -167,12 +181,14 @@ def reference(cfg, steps, timer, flush):
             compiled = torch.compile(model)
             with torch.no_grad():
                 compiled(*inputs)   # compiles here, not in a timed trial
-        record["compile_ms"], _ = time_model(compiled, inputs, sets, cfg, timer, flush, steps, "compiled reference")
+        record["compile_ms"], _ = time_model(compiled, inputs, sets, run, "compiled reference")
     return record
 
 
-def candidate(cfg, steps, timer, flush):
+def candidate(run):
     import torch
+
+    cfg, steps = run.cfg, run.steps
 
     harness.install_extensions(harness.GpuExtensions(cfg["build_dir"]))
     init_meta, init_tensors = harness.load(cfg["inputs_dir"], "c0")
@@ -188,7 +204,7 @@ def candidate(cfg, steps, timer, flush):
     sets = values if cfg["alternate"] else None
     inputs = live_copies(torch, values[0])
     sums = []
-    times, out = time_model(model, inputs, sets, cfg, timer, flush, steps, "candidate", sums)
+    times, out = time_model(model, inputs, sets, run, "candidate", sums)
     written = {}
     harness.save(cfg["outputs_dir"], "c0_t0", {"outputs": [harness.encode(o, written, f"out.{k}")
                                                            for k, o in enumerate(harness.flatten(out))]}, written)
@@ -213,7 +229,7 @@ def main():
                 flush = timing.l2_flush(torch, "cuda", l2)
             else:
                 timer, flush = timing.HostTimer(), None
-        record = (reference if cfg["role"] == "reference" else candidate)(cfg, steps, timer, flush)
+        record = (reference if cfg["role"] == "reference" else candidate)(Run(cfg, steps, timer, flush))
     except harness.Verdict as v:
         record = v.record
     except BaseException as e:  # the candidate's failure (or SystemExit from it)
