@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import logging
+import typing
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -34,9 +37,11 @@ def fail(message: str, code: int = 2) -> "typer.Exit":
     raise typer.Exit(code)
 
 
-def config_argument(what: str) -> Optional[str]:
-    """The CONFIG argument every stage command takes the same way: `cuset STAGE [CONFIG] [key=value ...]`."""
-    return typer.Argument(None, metavar="CONFIG", show_default=False,
+def config_argument(what: str, annotated: bool = False) -> Optional[str]:
+    """The CONFIG argument every stage command takes the same way: `cuset STAGE [CONFIG] [key=value ...]`.
+    `annotated`: for `Annotated[Optional[str], config_argument(...)] = None` (an options_command
+    record's field), where the default is the field's own."""
+    return typer.Argument(*(() if annotated else (None,)), metavar="CONFIG", show_default=False,
                           help=f"YAML {what}; key=value overrides follow (CONFIG may be left out).")
 
 
@@ -96,3 +101,40 @@ def print_config_help(title: str, *sections: tuple[type, str]) -> None:
         for key, kind, default, text in describe(cls, prefix):
             table.add_row(escape(key), escape(kind), escape(default), escape(text))
     out.print(table)
+
+
+def options_command(record: type, **signature_only) -> Callable:
+    """Decorator: a Typer command whose command-line parameters are the fields of the frozen
+    dataclass `record`, each annotated `Annotated[type, typer.Option(...)]` (or
+    typer.Argument), and which receives them as one record: `def command(options)`, or
+    `def command(ctx, options)` for a command that reads its extra arguments. Typer reads the
+    parameters from the command's signature, which is made from the record's fields (plus
+    `ctx`); `signature_only` adds parameters that never reach the command (an eager
+    `--help-config` option, expose_value=False). So a command with many options is one
+    record, not a function of as many parameters (tests/test_parameter_counts.py)."""
+    hints = typing.get_type_hints(record, include_extras=True)
+    fields = dataclasses.fields(record)
+
+    def decorate(func: Callable) -> Callable:
+        takes_ctx = "ctx" in inspect.signature(func).parameters
+
+        def command(**values):
+            ctx = values.pop("ctx", None)
+            for name in signature_only:
+                values.pop(name, None)
+            options = record(**values)
+            return func(ctx, options) if takes_ctx else func(options)
+
+        params = [inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)] if takes_ctx else []
+        for f in fields:
+            default = f.default if f.default is not dataclasses.MISSING else inspect.Parameter.empty
+            params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                                            annotation=hints[f.name]))
+        for name, info in signature_only.items():
+            params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=bool))
+        command.__signature__ = inspect.Signature(params)
+        command.__name__, command.__qualname__, command.__doc__ = func.__name__, func.__qualname__, func.__doc__
+        command.__module__ = func.__module__
+        return command
+
+    return decorate

@@ -9,12 +9,13 @@ kinds of every token. With `--model`, token confidences give the full hybrid wei
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Annotated, Optional
 
 import typer
 
-from cuset.cli.common import console, fail, out
+from cuset.cli.common import console, fail, options_command, out
 from cuset.io import atomic_write_text
 
 RECORD_SUFFIXES = (".jsonl", ".json")
@@ -24,38 +25,45 @@ def register(root: typer.Typer) -> None:
     root.command("inspect")(inspect_sample)
 
 
-def inspect_sample(
-    file: Path = typer.Argument(..., help="A JSONL of training records (CUDABench tasks, chat messages, "
-                                "prompt/completion, alpaca), or any text file (.cu, .md, ...) taken as the response."),
-    index: int = typer.Option(0, "--index", "-i", min=0, help="Which record of a JSONL file (0-based, blank lines skipped)."),
-    tokenizer: Optional[str] = typer.Option(None, "--tokenizer", "-t", help="Tokenizer directory (or hub name when online); "
-                                            "without one (and without --model) the response is shown cut at span boundaries."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Causal LM (directory, adapter directory or hub name) "
-                                        "whose token confidences give the confidence mask and the sample weight."),
-    prompt: str = typer.Option("Write the CUDA program.", help="User prompt for a plain text FILE (JSONL records carry their own)."),
-    format: str = typer.Option("auto", "--format", help="Record format: auto, cudabench, messages, prompt_completion, alpaca."),
-    level: int = typer.Option(1, "--level", min=1, max=3, help="CUDABench prompt level rendered as the prompt."),
-    max_length: int = typer.Option(4096, "--max-length", min=2, help="Tokens kept, as in training (the rest is shown as cut)."),
-    lam: float = typer.Option(1.0, "--lambda", min=0.0, help="CUDA-mask weight lambda."),
-    tau: float = typer.Option(0.1, "--tau", min=0.0, max=1.0, help="Confidence-mask threshold tau (with --model)."),
-    window: int = typer.Option(256, "--window", min=1, help="Sliding window l for the sample weight (with --model)."),
-    html: Optional[Path] = typer.Option(None, "--html", help="Where to write the HTML page (default: inspect-<file>-<index>.html)."),
-    no_html: bool = typer.Option(False, "--no-html", help="Only print to the terminal."),
-    device: str = typer.Option("cpu", help="Device for --model: cpu, cuda, auto."),
-):
+@dataclass(frozen=True)
+class InspectOptions:
+    """The arguments and options of `cuset inspect` (the command's parameters, one field each)."""
+
+    file: Annotated[Path, typer.Argument(help="A JSONL of training records (CUDABench tasks, chat messages, "
+                                         "prompt/completion, alpaca), or any text file (.cu, .md, ...) taken as the response.")]
+    index: Annotated[int, typer.Option("--index", "-i", min=0, help="Which record of a JSONL file (0-based, blank lines skipped).")] = 0
+    tokenizer: Annotated[Optional[str], typer.Option("--tokenizer", "-t", help="Tokenizer directory (or hub name when online); "
+                                                     "without one (and without --model) the response is shown cut at span boundaries.")] = None
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Causal LM (directory, adapter directory or hub name) "
+                                                 "whose token confidences give the confidence mask and the sample weight.")] = None
+    prompt: Annotated[str, typer.Option(help="User prompt for a plain text FILE (JSONL records carry their own).")] = "Write the CUDA program."
+    format: Annotated[str, typer.Option("--format", help="Record format: auto, cudabench, messages, prompt_completion, alpaca.")] = "auto"
+    level: Annotated[int, typer.Option("--level", min=1, max=3, help="CUDABench prompt level rendered as the prompt.")] = 1
+    max_length: Annotated[int, typer.Option("--max-length", min=2, help="Tokens kept, as in training (the rest is shown as cut).")] = 4096
+    lam: Annotated[float, typer.Option("--lambda", min=0.0, help="CUDA-mask weight lambda.")] = 1.0
+    tau: Annotated[float, typer.Option("--tau", min=0.0, max=1.0, help="Confidence-mask threshold tau (with --model).")] = 0.1
+    window: Annotated[int, typer.Option("--window", min=1, help="Sliding window l for the sample weight (with --model).")] = 256
+    html: Annotated[Optional[Path], typer.Option("--html", help="Where to write the HTML page (default: inspect-<file>-<index>.html).")] = None
+    no_html: Annotated[bool, typer.Option("--no-html", help="Only print to the terminal.")] = False
+    device: Annotated[str, typer.Option(help="Device for --model: cpu, cuda, auto.")] = "cpu"
+
+
+@options_command(InspectOptions)
+def inspect_sample(opts: InspectOptions):
     """Show a sample's tokens coloured by supervision weight and span kind (terminal and HTML)."""
     from cuset.spans.view import SampleView, character_cells, to_html, to_rich
 
+    file, index, lam = opts.file, opts.index, opts.lam
     if not file.exists():
         fail(f"{file}: no such file")
     if file.is_dir():
         fail(f"{file}: is a directory; give one JSONL file of training records or tasks")
-    example = _load_example(file, index, format, level, prompt)
+    example = _load_example(file, index, opts.format, opts.level, opts.prompt)
     from cuset.train.data import response_spans
 
     spans = response_spans(example.response, example.code_range)
     title = f"{file.name}" + (f" record {index}" if file.suffix in RECORD_SUFFIXES else "")
-    if tokenizer is None and model is None:
+    if opts.tokenizer is None and opts.model is None:
         view = SampleView(
             title=f"{title} (no tokenizer: the response cut at span boundaries)",
             cells=character_cells(example.response, spans, lam=lam), lam=lam, mode="characters",
@@ -63,10 +71,10 @@ def inspect_sample(
             notes=("Give --tokenizer to see tokens and the chat template, --model for the confidence mask.",),
         )
     else:
-        view = _token_view(title, example, spans, tokenizer, model, max_length, lam, tau, window, device)
+        view = _token_view(title, example, spans, opts)
     out.print(to_rich(view))
-    if not no_html:
-        target = html or Path(f"inspect-{file.stem}-{index}.html")
+    if not opts.no_html:
+        target = opts.html or Path(f"inspect-{file.stem}-{index}.html")
         atomic_write_text(target, to_html(view))
         console.print(f"wrote {target}")
 
@@ -92,17 +100,20 @@ def _load_example(file: Path, index: int, format: str, level: int, prompt: str):
     fail(f"{file}: --index {index} is past the last record")
 
 
-def _token_view(title, example, spans, tokenizer_name, model_name, max_length, lam, tau, window, device):
+def _token_view(title, example, spans, opts: InspectOptions):
+    """The sample's tokens as training sees them (with --model: their confidences and the sample weight)."""
     from cuset.spans import token_kinds
     from cuset.spans.view import SampleView, token_cells
     from cuset.train.data.tokenize import PromptTooLongError, TemplateError, tokenize_example
 
+    tokenizer_name, model_name, max_length = opts.tokenizer, opts.model, opts.max_length
+    lam, tau, window = opts.lam, opts.tau, opts.window
     model = None
     if model_name is not None:
         from cuset.experiment.scoring import load_model, resolve_device
 
         # no such directory, no GPU or an unloadable model: MissingPath or ModelLoadError (CusetErrors)
-        model, model_tokenizer = load_model(model_name, device=resolve_device(device))
+        model, model_tokenizer = load_model(model_name, device=resolve_device(opts.device))
         tok = _load_tokenizer(tokenizer_name) if tokenizer_name else model_tokenizer
     else:
         tok = _load_tokenizer(tokenizer_name)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
-from cuset.cli.common import OVERRIDES, config_argument, console, fail, help_config_option, out, stage_config
+from cuset.cli.common import (OVERRIDES, config_argument, console, fail, help_config_option, options_command, out,
+                              stage_config)
 
 REPORT_HELP = (
     "Tables and figures from evaluation results: Table 2 (model x method), Table 3 (+ type, #params, average "
@@ -24,6 +26,28 @@ SWEEP_HELP = (
     "are skipped, failed ones are retried.")
 
 
+@dataclass(frozen=True)
+class ReportOptions:
+    """The arguments and options of `cuset report` (the command's parameters, one field each)."""
+
+    results: Annotated[List[Path], typer.Argument(help="Eval run directories, results JSONL or summary.json files.")]
+    label: Annotated[Optional[List[str]], typer.Option("--label", help="key=value,... labels for one RESULTS argument (repeat once per RESULTS, in order).")] = None
+    out_dir: Annotated[Path, typer.Option("--out", help="Output directory for report.md, report.json and PNGs.")] = Path("runs/report")
+    published: Annotated[str, typer.Option("--published", help="Reference rows from the paper: matched (models you evaluated), all, none.")] = "matched"
+    definition: Annotated[str, typer.Option("--definition", help="Metrics: unbiased (pass@k estimator), compat (official harness), compat_quirk.")] = "unbiased"
+    title: Annotated[str, typer.Option("--title", help="Report title.")] = "CuSeT evaluation report"
+    compare: Annotated[Optional[List[str]], typer.Option("--compare", help="A:B label selectors, e.g. "
+                                                         "method=SFT:method=CuSeT: paired comparison of B - A over the "
+                                                         "common tasks (runs matching a selector are its seeds: tasks and runs both random effects); "
+                                                         "repeatable. Two RESULTS and no --compare: run 2 vs run 1.")] = None
+    task_check: Annotated[Optional[Path], typer.Option("--task-check", help="A `cuset tasks check` result "
+                                                       "(task_check.json or its directory): its defective tasks are "
+                                                       "excluded or flagged (--defective), and the report says which "
+                                                       "and why.")] = None
+    defective: Annotated[str, typer.Option("--defective", help="With --task-check: exclude (left out of "
+                                           "every number) or flag (counted, listed with their share of function@1).")] = "exclude"
+
+
 def _sweep_keys():
     from cuset.experiment.sweep import SweepConfig
 
@@ -32,27 +56,14 @@ def _sweep_keys():
 
 def register(root: typer.Typer) -> None:
     @root.command("report", help=REPORT_HELP, no_args_is_help=True)
-    def report(
-        results: List[Path] = typer.Argument(..., help="Eval run directories, results JSONL or summary.json files."),
-        label: Optional[List[str]] = typer.Option(None, "--label", help="key=value,... labels for one RESULTS argument (repeat once per RESULTS, in order)."),
-        out_dir: Path = typer.Option(Path("runs/report"), "--out", help="Output directory for report.md, report.json and PNGs."),
-        published: str = typer.Option("matched", "--published", help="Reference rows from the paper: matched (models you evaluated), all, none."),
-        definition: str = typer.Option("unbiased", "--definition", help="Metrics: unbiased (pass@k estimator), compat (official harness), compat_quirk."),
-        title: str = typer.Option("CuSeT evaluation report", "--title", help="Report title."),
-        compare: Optional[List[str]] = typer.Option(None, "--compare", help="A:B label selectors, e.g. "
-                                                    "method=SFT:method=CuSeT: paired comparison of B - A over the "
-                                                    "common tasks (runs matching a selector are its seeds: tasks and runs both random effects); "
-                                                    "repeatable. Two RESULTS and no --compare: run 2 vs run 1."),
-        task_check: Optional[Path] = typer.Option(None, "--task-check", help="A `cuset tasks check` result "
-                                                  "(task_check.json or its directory): its defective tasks are "
-                                                  "excluded or flagged (--defective), and the report says which "
-                                                  "and why."),
-        defective: str = typer.Option("exclude", "--defective", help="With --task-check: exclude (left out of "
-                                      "every number) or flag (counted, listed with their share of function@1)."),
-    ):
+    @options_command(ReportOptions)
+    def report(opts: ReportOptions):
         from cuset.analysis.report import build_report
         from cuset.analysis.results import DEFINITIONS, load_runs
         from cuset.analysis.tables import PUBLISHED_MODES
+
+        published, definition, task_check, defective = opts.published, opts.definition, opts.task_check, opts.defective
+        out_dir = opts.out_dir
 
         if published not in PUBLISHED_MODES:
             fail(f"--published must be one of {', '.join(PUBLISHED_MODES)}, got {published!r}")
@@ -67,14 +78,14 @@ def register(root: typer.Typer) -> None:
                 fail(f"--defective must be one of {', '.join(MODES)}, got {defective!r}")
             check = load_check(task_check)   # TaskCheckFileError (a CusetError): one line
             exclude = tuple(check.defective()) if defective == "exclude" else ()
-        runs = load_runs(results, label or (), definition=definition,  # ResultsError (a CusetError): one line
+        runs = load_runs(opts.results, opts.label or (), definition=definition,  # ResultsError (a CusetError): one line
                          exclude_tasks=exclude)
         if task_check is not None:
             from cuset.analysis.defects import defects_section
 
             section = defects_section(check, defective, runs)
-        doc = build_report(runs, out_dir, published_mode=published, definition=definition, title=title,
-                           compare=compare or (), task_check=section)
+        doc = build_report(runs, out_dir, published_mode=published, definition=definition, title=opts.title,
+                           compare=opts.compare or (), task_check=section)
         if section is not None:
             console.print(f"{len(section['tasks'])} defective task(s) in {section['file']}: {defective}d "
                           f"(see the report's 'Benchmark defects')")
