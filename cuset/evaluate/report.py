@@ -131,8 +131,13 @@ def robust_section(summary: Summary) -> list[str]:
     return lines
 
 
+OWN_REPORT = ("counted inside the candidate's process, which the candidate can rewrite: its own report, "
+              "never evidence of a pass (docs/sandbox.md, \"Verdict channels\")")
+
+
 def kernel_section(summary: Summary) -> list[str]:
-    """KernelBench: what compilation means there, and what its passes ran."""
+    """KernelBench: what compilation means there, what the passes' own processes reported
+    about their kernels, and what decided (never those counts: see `strict_kernel_line`)."""
     o = summary.overall
     without = o.get("passed_without_kernel", {})
     n_pass = o["n_passed_with_kernel"] + sum(without.values())
@@ -140,27 +145,44 @@ def kernel_section(summary: Summary) -> list[str]:
              f"{o['n_kernelbench']} KernelBench sample(s) reached the harness. Compilation = every `load_inline` extension the answer "
              "asked for was built (an answer that asks for none compiles trivially); the official-harness "
              "compilation also needs its run to finish every trial.", "",
-             f"Passed: {n_pass} sample(s), of which {o['n_passed_with_kernel']} launched kernels of their own in "
-             "the checked calls and " + f"{sum(without.values())} none (`passed_without_kernel`)"
-             + (":" if without else ".")]
+             f"Passed: {n_pass} sample(s). Their kernel launches are {OWN_REPORT}. By that report "
+             f"{o['n_passed_with_kernel']} launched kernels of their own in the checked calls and "
+             f"{sum(without.values())} none (`passed_without_kernel`)" + (":" if without else ".")]
     lines += [f"- {why}: {n} ({WITHOUT_KERNEL.get(why, 'see the results')})"
               for why, n in sorted(without.items(), key=lambda kv: -kv[1])]
     listed = o.get("passed_without_kernel_samples") or []
     if listed:
-        lines += ["", "Which samples passed without a kernel of their own"
+        lines += ["", "Which samples passed without a kernel of their own, by their own report"
                   + (f" (the first {WITHOUT_KERNEL_LISTED} of {sum(without.values())}; every record in results.jsonl "
                      "has `passed_without_kernel`)" if sum(without.values()) > WITHOUT_KERNEL_LISTED else "") + ":"]
         lines += [f"- {s['task_id']}" + (f" ({s['task_name']})" if s['task_name'] != str(s['task_id']) else "")
                   + f" sample {s['sample']}: {s['why']}" for s in listed[:WITHOUT_KERNEL_LISTED]]
-    strict = summary.meta.get("strict_kernels")
-    if strict:
-        lines += ["", "strict_kernels=true: a pass without its own kernels is a failure here (counted under its "
-                      "failure status, not above)."]
-    elif strict is not None and without:
-        lines += ["", "strict_kernels=false: they count as passes in every number above, as KernelBench counts "
-                      "them; strict_kernels=true makes them failures."]
+    decided = strict_kernel_line(summary.meta, bool(without))
+    lines += ["", decided] if decided else []
     lines.append("")
     return lines
+
+
+def strict_kernel_line(meta: dict, any_without: bool) -> str:
+    """What decided the KernelBench passes, in the words of docs/sandbox.md's "Verdict
+    channels": under strict_kernels on the CPU the evaluator's own run with the answer's
+    kernel launches skipped; on the GPU (no such run yet) the static rules and the counts,
+    which can only fail an answer; without strict_kernels the outputs alone."""
+    strict = meta.get("strict_kernels")
+    if strict and meta.get("backend") == "cpu":
+        return ("strict_kernels=true: what decided is the evaluator's own run of each answer with its kernel "
+                "launches skipped (`CUSET_CPU_SKIP_LAUNCHES`), whose outputs the evaluator compares: every pass "
+                "above failed there. The counts could only fail an answer (none reported), never pass one; "
+                "a pass without its own kernels is a failure here (counted under its failure status, not above).")
+    if strict:
+        return ("strict_kernels=true on the GPU: no run without the answer's kernels there yet, so the counts "
+                "(the answer's own report) and the static rules decide, and they can only fail an answer: one "
+                "that reports no kernel of its own is a failure here (counted under its failure status, not above).")
+    if strict is not None and any_without:
+        return ("strict_kernels=false: the outputs alone decided, and the counts nothing: every pass counts in "
+                "every number above, as KernelBench counts them; strict_kernels=true also runs each answer without "
+                "its kernel launches (CPU backend) and fails those that still pass.")
+    return ""
 
 
 def judge_line(meta: dict) -> str:

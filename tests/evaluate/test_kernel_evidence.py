@@ -104,15 +104,19 @@ def test_report_lines_per_category():
     assert summary.overall["passed_without_kernel"] == {"build_failed": 2, "no_kernel_called": 1}
     assert summary.overall["n_passed_with_kernel"] == 1
     md = render_markdown(summary)
-    assert "Passed: 4 sample(s), of which 1 launched kernels of their own in the checked calls and 3 none" in md
+    # the counts are the candidate process's word, and the report says so (issue 61): never evidence of a pass
+    assert "of which 1 launched kernels of their own" not in md
+    assert ("Passed: 4 sample(s). Their kernel launches are counted inside the candidate's process, which the "
+            "candidate can rewrite: its own report, never evidence of a pass (docs/sandbox.md, \"Verdict channels\"). "
+            "By that report 1 launched kernels of their own in the checked calls and 3 none") in md
     lines = md.splitlines()
     first = lines.index(next(line for line in lines if line.startswith("- build_failed: 2")))
     assert lines[first + 1].startswith("- no_kernel_called: 1")
-    assert "strict_kernels=false: they count as passes" in md
+    assert "strict_kernels=false: the outputs alone decided, and the counts nothing" in md
     # and which samples, in task and sample order, in summary.json and report.md
     assert [(d["sample"], d["why"]) for d in summary.overall["passed_without_kernel_samples"]] == [
         (1, "no_kernel_called"), (2, "build_failed"), (3, "build_failed")]
-    listed = lines.index("Which samples passed without a kernel of their own:")
+    listed = lines.index("Which samples passed without a kernel of their own, by their own report:")
     assert lines[listed + 1:listed + 4] == ["- kb (K) sample 1: no_kernel_called", "- kb (K) sample 2: build_failed",
                                             "- kb (K) sample 3: build_failed"]
     assert "compilation judged by nvcc" not in md
@@ -121,6 +125,23 @@ def test_report_lines_per_category():
     assert judge_line({**meta, "kernelbench_only": False}).startswith("compilation judged by nvcc; KernelBench")
     # CUDABench-only results: no KernelBench section
     assert "KernelBench" not in render_markdown(summarize([SampleResult(1, "T", "T", 0, Status.PASSED, passed=True)]))
+
+
+def test_the_report_says_what_decided_under_strict_kernels():
+    """strict_kernels on the CPU: the evaluator's run without the answer's kernel launches
+    decided (docs/sandbox.md, "Verdict channels"); on the GPU only counts and rules, which
+    can only fail an answer; without strict_kernels the counts decided nothing."""
+    results = [sample(0, Status.PASSED, built=1), sample(1, Status.WRONG, built=1)]
+    cpu = render_markdown(summarize(results, meta={"backend": "cpu", "strict_kernels": True}))
+    assert ("strict_kernels=true: what decided is the evaluator's own run of each answer with its kernel launches "
+            "skipped (`CUSET_CPU_SKIP_LAUNCHES`), whose outputs the evaluator compares: every pass above failed "
+            "there. The counts could only fail an answer (none reported), never pass one") in cpu
+    gpu = render_markdown(summarize(results, meta={"backend": "gpu", "strict_kernels": True}))
+    assert "strict_kernels=true on the GPU: no run without the answer's kernels there yet" in gpu
+    assert "CUSET_CPU_SKIP_LAUNCHES" not in gpu
+    plain = render_markdown(summarize(results, meta={"backend": "cpu", "strict_kernels": False}))
+    assert "strict_kernels" not in plain.split("## KernelBench")[1]   # no pass without kernels: nothing to say
+    assert "its own report, never evidence of a pass" in plain
 
 
 def test_claims_accept_evidence_and_refuse_malformed_evidence():
@@ -151,7 +172,8 @@ def test_a_long_list_of_passes_without_kernel_is_cut_in_the_report_and_says_so()
     summary = summarize(results, meta={"backend": "cpu", "compile_judge": "nvcc", "strict_kernels": False})
     assert len(summary.overall["passed_without_kernel_samples"]) == WITHOUT_KERNEL_LISTED + 5
     md = render_markdown(summary)
-    assert (f"Which samples passed without a kernel of their own (the first {WITHOUT_KERNEL_LISTED} of "
+    assert (f"Which samples passed without a kernel of their own, by their own report (the first "
+            f"{WITHOUT_KERNEL_LISTED} of "
             f"{WITHOUT_KERNEL_LISTED + 5}; every record in results.jsonl has `passed_without_kernel`):") in md
     assert f"- kb (K) sample {WITHOUT_KERNEL_LISTED - 1}: no_kernel_called" in md
     assert f"- kb (K) sample {WITHOUT_KERNEL_LISTED}: no_kernel_called" not in md
