@@ -141,6 +141,10 @@ def test_report_tells_the_passes_apart_and_names_the_compiler(evaluated):
     report = (files / "out" / "report.md").read_text()
     assert "KernelBench extensions compiled by g++ (the CPU backend's build of load_inline extensions" in report
     assert "compilation judged by nvcc" not in report
-    assert "Passed: 4 sample(s), of which 2 launched kernels of their own in the checked calls and 2 none" in report
+    # the counts are the candidate process's word: labelled so, and the outputs decided (issue 61)
+    assert ("Passed: 4 sample(s). Their kernel launches are counted inside the candidate's process, which the "
+            "candidate can rewrite: its own report, never evidence of a pass") in report
+    assert "By that report 2 launched kernels of their own in the checked calls and 2 none" in report
+    assert "strict_kernels=false: the outputs alone decided, and the counts nothing" in report
     assert "- no_kernel_called: 1 (no kernel of its own launched" in report
     assert "- build_failed: 1 (an extension it asked for failed to build" in report
