@@ -72,7 +72,7 @@ _FOR_EACH_LANE = ("::cuset::rt::for_each_lane(cuset_bl, cuset_lo, [&](const unsi
                   "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
 
 
-def plan_kernels(src: str, ticking: frozenset[int] | None = None) -> list[KernelPlan]:
+def plan_kernels(src: str, *, ticking: frozenset[int]) -> list[KernelPlan]:
     """A plan per `__global__` definition of `src`: a block loop (block_loop.py) where
     it qualifies, else, for a kernel with `__syncthreads()`, barrier regions where they do
     (`ticking`: the rewriter's ticking loops, see block_loop.plan_kernels)."""

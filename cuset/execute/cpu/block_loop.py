@@ -158,17 +158,15 @@ class _NotCollapsible(Exception):
     pass
 
 
-def plan_kernels(src: str, barrier_planner=None, ticking: frozenset[int] | None = None) -> list[KernelPlan]:
+def plan_kernels(src: str, barrier_planner=None, *, ticking: frozenset[int]) -> list[KernelPlan]:
     """A plan per `__global__` definition of `src` (a variant where it qualifies).
     `barrier_planner(unit, fn, name, line)` plans the kernels with `__syncthreads()` or warp shuffles
     this module leaves on the fibers (barrier_regions.plan_kernels passes its own). `ticking`:
     the offsets (in `src`) of the loops that tick on the fibers, as the rewriter found them
-    (`rewriter.ticking_loops`, computed here when not given)."""
+    (`rewriter.ticking_loops`; required: a planner that guessed them could cut a loop's chunks
+    where the fibers do not switch). The planners never import the rewriter, which imports them."""
     if "__global__" not in src:
         return []
-    if ticking is None:
-        from cuset.execute.cpu.rewriter import ticking_loops  # the rewriter imports the planners
-        ticking = ticking_loops(src)
     data = src.encode()
     tree = parser().parse(data)
     unit = _Unit(data, tree.root_node, _byte_offsets(src, ticking))

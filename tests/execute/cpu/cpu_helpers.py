@@ -60,3 +60,15 @@ def both_paths(run, args: tuple[str, ...], order: str):
     assert on.returncode == 0 and off.returncode == 0, on.stderr + off.stderr
     assert out_on == out_off, f"{args} {order}: regions and fibers disagree"
     return out_on, paths_on, on.stderr
+
+
+def plan_kernels(src: str, regions: bool = True):
+    """The planners' plans for `src` with the rewriter's ticking loops, as `rewrite` makes them:
+    the barrier planner's (`regions`) or the block loops' alone."""
+    from cuset.execute.cpu import barrier_regions, block_loop
+    from cuset.execute.cpu.rewriter import ticking_loops
+
+    ticking = ticking_loops(src)
+    if regions:
+        return barrier_regions.plan_kernels(src, ticking=ticking)
+    return block_loop.plan_kernels(src, ticking=ticking)

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from cpu_helpers import FIXTURES, needs_gxx, parse_kv
-from cuset.execute.cpu.barrier_regions import plan_kernels
+from cpu_helpers import plan_kernels
 from cuset.execute.cpu.diagnostics import kernel_paths
 
 REGION_KERNELS = {"sort_rows<float>", "tiled", "reduce", "scan", "tickets"}

@@ -12,8 +12,13 @@ import subprocess
 import pytest
 
 from cpu_helpers import FIXTURES, needs_gxx, parse_kv
-from cuset.execute.cpu.block_loop import plan_kernels
+from cpu_helpers import plan_kernels as _plan_kernels
 from cuset.execute.cpu.diagnostics import kernel_paths
+
+
+def plan_kernels(src):
+    """The block loops' plans alone (no barrier planner)."""
+    return _plan_kernels(src, regions=False)
 
 
 def _plans(src: str) -> dict[str, object]:
@@ -31,7 +36,7 @@ def test_fixture_kernels_get_the_expected_paths():
     assert plans["elementwise"].loop and plans["elementwise"].hoisted == 0
     assert not plans["divergent"].loop and plans["divergent"].reason == "shared memory"
     assert not plans["shuffle"].loop  # the barrier planner (barrier_regions.py) takes it, warp after warp
-    from cuset.execute.cpu.barrier_regions import plan_kernels as plan_with_regions
+    from cpu_helpers import plan_kernels as plan_with_regions
 
     [shuffle] = [p for p in plan_with_regions((FIXTURES / "block_loops.cu").read_text()) if p.name == "shuffle"]
     assert shuffle.describe() == "shuffle: block loop with barrier regions (1 warp operation(s))"

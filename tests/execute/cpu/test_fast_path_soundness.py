@@ -19,7 +19,7 @@ import struct
 import pytest
 
 from cpu_helpers import needs_gxx, path_runner
-from cuset.execute.cpu.barrier_regions import plan_kernels
+from cpu_helpers import plan_kernels
 from cuset.execute.cpu.order_proof import plan_proofs
 
 SIDE_BY_SIDE = "block-stride loop(s) run with the threads side by side"

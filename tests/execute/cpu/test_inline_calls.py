@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from cpu_helpers import needs_gxx
-from cuset.execute.cpu.barrier_regions import plan_kernels
+from cpu_helpers import plan_kernels
 from cuset.execute.cpu.diagnostics import kernel_paths
 
 REDUCE = """

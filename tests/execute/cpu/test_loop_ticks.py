@@ -17,7 +17,7 @@ import struct
 import pytest
 
 from cpu_helpers import needs_gxx, path_runner
-from cuset.execute.cpu.barrier_regions import plan_kernels
+from cpu_helpers import plan_kernels
 
 # thread 0 writes a[0] at iteration 31, thread 1 reads it at iteration 32: the fibers'
 # second slice (iterations 31..62) holds both, chunks from iteration 0 (0..31, 32..63) did not

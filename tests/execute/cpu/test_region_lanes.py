@@ -11,7 +11,7 @@ import struct
 import pytest
 
 from cpu_helpers import both_paths, needs_gxx, path_runner
-from cuset.execute.cpu.barrier_regions import plan_kernels
+from cpu_helpers import plan_kernels
 
 KERNEL = r"""
 __global__ void attend(const float* __restrict__ q, const float* __restrict__ v, float* __restrict__ o,

@@ -12,7 +12,7 @@ import struct
 import pytest
 
 from cpu_helpers import both_paths, needs_gxx, path_runner
-from cuset.execute.cpu.barrier_regions import plan_kernels
+from cpu_helpers import plan_kernels
 
 KERNELS = r"""
 #define FULL 0xffffffffu
