@@ -8,9 +8,9 @@ from rich.console import Console
 import cuset.progress as progress
 
 
-def _capture(monkeypatch) -> io.StringIO:
+def _capture(monkeypatch, terminal: bool = True) -> io.StringIO:
     buf = io.StringIO()
-    monkeypatch.setattr(progress, "console", Console(file=buf, force_terminal=False, width=120))
+    monkeypatch.setattr(progress, "console", Console(file=buf, force_terminal=terminal, width=120))
     return buf
 
 
@@ -58,3 +58,52 @@ def test_a_bar_closed_by_an_error_leaves_no_display_behind(monkeypatch):
     except RuntimeError:
         pass
     assert progress._live is None and progress._open == 0
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_off_a_terminal_a_bar_prints_lines_at_most_an_interval_apart(monkeypatch):
+    """A log gets progress as lines (issue 63: 22 minutes of silence in a log): one when the bar opens,
+    one on the first advance LINE_INTERVAL_S after the last line, one when it closes."""
+    buf = _capture(monkeypatch, terminal=False)
+    clock = FakeClock()
+    monkeypatch.setattr(progress, "clock", clock)
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 30.0)
+    with progress.progress_bar("pretrain base", 1400) as bar:
+        assert progress._live is None  # no live display off a terminal
+        clock.now += 10
+        bar.advance(status="loss 5.1")      # 10 s after the opening line: nothing
+        clock.now += 25
+        bar.advance(status="loss 4.0")      # 35 s: a line
+        clock.now += 5
+        bar.update(completed=700)           # 5 s after it: nothing
+        clock.now += 90
+    lines = buf.getvalue().splitlines()
+    assert lines == ["pretrain base: 0/1400 (0%), elapsed 0:00",
+                     "pretrain base: 2/1400 (0%), elapsed 0:35, loss 4.0",
+                     "pretrain base: 700/1400 (50%), elapsed 2:10, loss 4.0"]
+
+
+def test_off_a_terminal_a_bar_that_does_not_advance_still_prints(monkeypatch):
+    """One generation batch can take minutes: the bar's clock thread prints while nothing advances."""
+    import time
+
+    buf = _capture(monkeypatch, terminal=False)
+    monkeypatch.setattr(progress, "LINE_INTERVAL_S", 0.05)
+    with progress.progress_bar("generate", None):
+        time.sleep(0.4)
+    lines = buf.getvalue().splitlines()
+    assert len(lines) >= 4 and all(line.startswith("generate: 0, elapsed 0:00") for line in lines)
+
+
+def test_a_line_bar_switched_off_prints_nothing(monkeypatch):
+    buf = _capture(monkeypatch, terminal=False)
+    with progress.progress_bar("quiet", 5, enabled=False) as bar:
+        bar.advance()
+    assert buf.getvalue() == ""
