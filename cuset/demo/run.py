@@ -25,8 +25,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cuset.demo.config import DemoConfig
+from cuset.demo.expect import announce
 from cuset.experiment import StepLog, run_cell, step_seconds
-from cuset.progress import progress_bar
 from cuset.io import atomic_write_text
 from cuset.localpath import MissingPath
 
@@ -142,16 +142,22 @@ class DemoRun:
         earlier = set(self.step_timings())  # steps an earlier invocation finished: skipped, their time reused
         atomic_write_text(self.out / "demo_config.json", json.dumps(asdict(self.cfg), indent=1))
         steps = StepLog(self.out, "demo")
-        steps.run("data", self.make_data)
-        steps.run("base_model", self.make_base_model)
-        if self.cfg.warmup_steps:
-            steps.run("warmup", self.warm_up)
-        steps.run("base_nll", self.base_nll)
+        c = self.cfg
+        steps.run("data", self.make_data, announce(c, "data"))
+        steps.run("base_model", self.make_base_model,
+                  "the shipped or cached base of this recipe, else pretrain one (announced when it must)")
+        if c.warmup_steps:
+            steps.run("warmup", self.warm_up, announce(c, "warmup"))
+        steps.run("base_nll", self.base_nll, announce(c, "base_nll"))
         for model in self.models:
-            run_cell(self.cell(model), name=f"demo {model}")
+            method = self.method_of(model)
+            run_cell(self.cell(model), name=f"demo {model}",
+                     about={step: announce(c, step, method) for step in ("train", "generate", "evaluate")
+                            if step != "train" or model != VANILLA})
         for model in self.models:  # a step of each cell: a run added to a finished demo gets its own
-            StepLog(self.cell_dir(model), f"demo {model}").run("reference_fit", lambda m=model: self.reference_fit(m))
-        steps.run("confidence", self.confidence)
+            StepLog(self.cell_dir(model), f"demo {model}").run("reference_fit", lambda m=model: self.reference_fit(m),
+                                                                announce(c, "reference_fit"))
+        steps.run("confidence", self.confidence, announce(c, "confidence"))
         from cuset.demo.attribute import attribution_stale
 
         if attribution_stale(self):  # a run added since it ran: the correct programs change with it
@@ -165,7 +171,7 @@ class DemoRun:
 
     # -- steps ---------------------------------------------------------------
     def make_data(self) -> None:
-        from cuset.curation.synth import make_tasks, point_of, synthesize, synthesize_points
+        from cuset.curation.synth import make_tasks, point_of, synthesize_points
         from cuset.tasks import save_tasks
 
         c = self.cfg
@@ -175,11 +181,9 @@ class DemoRun:
         if c.warmup_steps:
             points["warmup"] = warmup_points(points["train"], points["eval"], c.n_warmup, c.seed)
         tasks = {name: make_tasks(p) for name, p in points.items()}
-        instruct = synthesize(c.n_instruct, c.seed, families=c.instruct_family_list()) if c.n_instruct else []
-        pretrain = synthesize(c.n_pretrain, c.seed, families=c.pretrain_family_list()) if c.n_pretrain else []
+        pretrain, instruct = base_tasks(c)
         if c.layout == "kernels_first":
             tasks = {name: _kernels_first(ts) for name, ts in tasks.items()}
-            instruct, pretrain = _kernels_first(instruct), _kernels_first(pretrain)
         if c.replaceable:
             from cuset.curation.variation import vary_task
 
@@ -193,18 +197,13 @@ class DemoRun:
         atomic_write_text(self.points, json.dumps({name: [list(point_of(x)) for x in p] for name, p in points.items()}))
 
     def make_base_model(self) -> None:
-        """Tokenizer + randomly initialised model, then brief pretraining on programs of the
-        other families (raw) and on instruction pairs from other families (chat-formatted):
-        nothing of the fine-tuning or evaluation families, whose prompts and programs the
-        tokenizer does not see either."""
-        import random
-
-        import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        from cuset.demo.pretrain import instruction_document, pretrain
-        from cuset.tasks import load_tasks, render_prompt
-        from cuset.train.tiny import build_tiny_model
+        """Tokenizer + model pretrained on programs of the other families (raw) and on instruction
+        pairs from other families (chat-formatted): nothing of the fine-tuning or evaluation
+        families, whose prompts and programs the tokenizer does not see either. Built once per
+        recipe (cuset.demo.base): the shipped base, or the one cached under $CUSET_CACHE."""
+        from cuset.demo.base import provide_base
+        from cuset.demo.base_build import base_corpus
+        from cuset.tasks import load_tasks
 
         c = self.cfg
         target = self.pretrained_model
@@ -213,24 +212,8 @@ class DemoRun:
             _copy_pretrained(Path(c.pretrained), staging, c)
             staging.rename(target)
             return
-        tasks, _ = load_tasks(self.pretrain_tasks)
-        instruct, _ = load_tasks(self.instruct_tasks)
-        programs = [t.bench_cu for t in tasks]
-        prompts = [m["content"] for t in instruct for m in render_prompt(t, 1).messages()]
-        build_tiny_model(staging, programs + [t.bench_cu for t in instruct] + prompts, vocab_size=c.vocab_size,
-                         hidden_size=c.hidden, num_layers=c.layers, num_heads=4, num_kv_heads=2,
-                         intermediate_size=3 * c.hidden, seed=c.seed)
-        torch.manual_seed(c.seed)
-        tokenizer = AutoTokenizer.from_pretrained(staging)
-        model = AutoModelForCausalLM.from_pretrained(staging, dtype=torch.float32)
-        corpus = programs + [instruction_document(tokenizer, t) for t in instruct]
-        random.Random(c.seed).shuffle(corpus)
-        with progress_bar("pretrain vanilla", c.pretrain_steps, enabled=c.progress) as bar:
-            losses = pretrain(model, tokenizer, corpus, steps=c.pretrain_steps, seq_len=c.seq_len,
-                              batch_size=max(1, 4096 // c.seq_len), lr=c.pretrain_lr, seed=c.seed,
-                              progress=lambda s, loss: bar.advance(status=f"loss {loss:.3f}"))
-        model.save_pretrained(staging)
-        (staging / "pretrain_log.json").write_text(json.dumps({"loss": losses}))
+        corpus = base_corpus(load_tasks(self.pretrain_tasks)[0], load_tasks(self.instruct_tasks)[0])
+        provide_base(asdict(c), corpus, staging, progress=c.progress)
         staging.rename(target)
 
     def warmup_config(self):
@@ -440,6 +423,18 @@ def _copy_pretrained(source: Path, staging: Path, cfg: DemoConfig) -> None:
                          "or pretrain a new base")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging)
+
+
+def base_tasks(cfg: DemoConfig) -> tuple[list, list]:
+    """(pretraining tasks, instruction tasks) of the base: the other families' programs and the
+    instruction families' prompt/program pairs, laid out as `layout` says."""
+    from cuset.curation.synth import synthesize
+
+    instruct = synthesize(cfg.n_instruct, cfg.seed, families=cfg.instruct_family_list()) if cfg.n_instruct else []
+    pretrain = synthesize(cfg.n_pretrain, cfg.seed, families=cfg.pretrain_family_list()) if cfg.n_pretrain else []
+    if cfg.layout == "kernels_first":
+        instruct, pretrain = _kernels_first(instruct), _kernels_first(pretrain)
+    return pretrain, instruct
 
 
 def _kernels_first(tasks: list) -> list:
