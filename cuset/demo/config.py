@@ -20,24 +20,29 @@ DEMO_FAMILIES = "vector_binary,saxpy,relu,sigmoid,smooth_activation,polynomial,b
 # trains that token (measured: every CuSeT sample was no_code).
 INSTRUCT_FAMILIES = "column_reduce,rgb_to_gray,resize,range_histogram,permute_3d,block_sum,max_pool2d,outer_product"
 
+# The study's and the default demo's instruction families: sixteen, so that the base practises
+# copying sizes and constants from prompts.
+STUDY_INSTRUCT_FAMILIES = (INSTRUCT_FAMILIES + ",dot_product,row_reduce,softmax,rmsnorm,gemv,avg_pool2d,"
+                           "transpose,heat_1d")
+
 
 @dataclass
 class DemoConfig:
     out: str = option("", help="Run directory (default runs/demo-<timestamp>). Re-running with the same out resumes.")
     seed: int = option(0, help="Seed for data, initialisation, training order and sampling.")
-    n_train: int = option(600, help="Synthesised training tasks (prompt + reference program).")
-    n_eval: int = option(16, help="Held-out evaluation tasks (parameters never seen in training).")
+    n_train: int = option(1000, help="Synthesised training tasks (prompt + reference program).")
+    n_eval: int = option(12, help="Held-out evaluation tasks (parameters never seen in training).")
     families: str = option(DEMO_FAMILIES, help="Comma-separated task families to draw from, or 'all'. The default "
                            "is the elementwise domain: short programs a tiny model can learn in minutes.")
     n_pretrain: int = option(1200, help="Raw programs in the base model's pretraining corpus, drawn from every family "
                              "not in `families` (the base model never sees the fine-tuning families' programs).")
-    n_instruct: int = option(800, help="Chat-formatted prompt/program pairs from instruct_families in the base model's "
+    n_instruct: int = option(2000, help="Chat-formatted prompt/program pairs from instruct_families in the base model's "
                              "pretraining corpus (0: raw programs only).")
-    instruct_families: str = option(INSTRUCT_FAMILIES, help="Families of the base model's instruction pairs; must be "
+    instruct_families: str = option(STUDY_INSTRUCT_FAMILIES, help="Families of the base model's instruction pairs; must be "
                                     "disjoint from families.")
     holdout: str = option("params", help="What the evaluation set holds out: params (same families, unseen "
                           "constants and sizes) or families (unseen families).", choices=("params", "families"))
-    layout: str = option("helpers_first", help="Where the programs' shared host helpers (CUDA_CHECK, read/write_binary) "
+    layout: str = option("kernels_first", help="Where the programs' shared host helpers (CUDA_CHECK, read/write_binary) "
                          "stand: helpers_first (as synthesised: ~40 shared lines before the task's code) or kernels_first "
                          "(moved before main(): the task-specific constants and kernels come first; programs whose "
                          "helpers are used before main() keep their layout).", choices=("helpers_first", "kernels_first"))
@@ -50,19 +55,19 @@ class DemoConfig:
                             "trained on the programs and prompts of the pretraining corpus.")
     hidden: int = option(128, help="Hidden size of the base model (a Qwen2 architecture).")
     layers: int = option(4, help="Transformer layers of the base model.")
-    pretrain_steps: int = option(700, help="Causal-LM steps (4096 tokens each) on the other families' programs and "
+    pretrain_steps: int = option(1400, help="Causal-LM steps (4096 tokens each) on the other families' programs and "
                                 "the instruction pairs that make the vanilla base model.")
     pretrain_lr: float = option(3e-3, help="Peak learning rate of pretraining.")
     pretrained: str = option("", help="A pretrained base model directory to start from instead of pretraining one "
                              "(models/vanilla of a demo run without warm-up, or models/pretrained of one with it); "
                              "its tokenizer comes with it. Lets several base strengths share one pretraining.")
-    warmup_steps: int = option(40, help="Base strength: optimizer steps of supervised training (SFT, full) of the "
+    warmup_steps: int = option(0, help="Base strength: optimizer steps of supervised training (SFT, full) of the "
                                "pretrained base on prompt/program pairs of the fine-tuning families at (family, "
                                "variant, size) points that neither the fine-tuning nor the evaluation set holds "
-                               "(checked before training). 0: the base never sees those families (the weak base). "
-                               "40 (the default) puts the demo's base where the paper's premise holds (measured: "
-                               "NLL 0.14, 2.1% of target tokens at p <= 0.1, CUDA-sensitive tokens less confident "
-                               "than neutral ones); --fast and --study keep 0.")
+                               "(checked before training). 0 (the default): the base never sees those families. "
+                               "40 on the earlier demo base (700 pretraining steps, 800 instruction pairs) gave NLL "
+                               "0.14 and 2.1% of target tokens at p <= 0.1 (docs/demo-2026-11-26-premise), and "
+                               "compiled 21% of its samples, passing none.")
     n_warmup: int = option(600, help="Tasks in the warm-up set (warmup_steps > 0), drawn from every size of the "
                            "fine-tuning families minus the fine-tuning and evaluation points.")
     warmup_lr: float = option(1e-3, help="Peak learning rate of the warm-up.")
@@ -85,11 +90,11 @@ class DemoConfig:
                              "it uses directly).", choices=("broad", "paper"))
     seeds: int = option(1, help="Fine-tuning runs per method, with seeds seed, seed+1, ... (training order, "
                         "initialisation of adapters, sampling); the base model is built once.")
-    finetune_steps: int = option(200, help="Optimizer steps of each fine-tune (SFT and CuSeT get the same budget).")
-    finetune_lr: float = option(1e-3, help="Peak learning rate of fine-tuning (higher than the paper's 1e-4: tiny model, "
+    finetune_steps: int = option(300, help="Optimizer steps of each fine-tune (SFT and CuSeT get the same budget).")
+    finetune_lr: float = option(3e-3, help="Peak learning rate of fine-tuning (higher than the paper's 1e-4: tiny model, "
                                 "few steps; try 2e-3 with finetune=lora).")
     batch_size: int = option(4, help="Examples per fine-tuning step.")
-    micro_batch: int = option(0, help="Examples per forward pass, 0 for the whole batch (otherwise batch_size / "
+    micro_batch: int = option(1, help="Examples per forward pass, 0 for the whole batch (otherwise batch_size / "
                               "micro_batch gradient-accumulation passes; the loss is normalised over the whole step "
                               "either way). 1 pads nothing: on 2 CPU cores 500 SFT steps of 4 took 262 s as passes of 1 "
                               "against 323 s as padded batches of 4 (measured), because the padding mask takes "
@@ -100,7 +105,8 @@ class DemoConfig:
     lam: float = option(1.0, help="CuSeT CUDA-mask weight lambda.")
     samples: int = option(3, help="Samples per evaluation task (Pass@1 and Pass@3).")
     temperature: float = option(0.5, help="Sampling temperature.")
-    max_new_tokens: int = option(1100, help="Generated tokens per sample at most.")
+    max_new_tokens: int = option(960, help="Generated tokens per sample at most (1.2x the longest reference "
+                                 "program of the study, 784 tokens).")
     gate_compile: float = option(0.65, help="`--regime`: the competence gate's compile@1 (a fraction): a base "
                                  "counts as at the paper's competence when, before fine-tuning, it compiles at least "
                                  "this share and passes at least gate_function of the evaluation tasks (the paper's "
@@ -320,8 +326,6 @@ FAST = {"warmup_steps": 0, "n_train": 60, "n_eval": 3, "n_pretrain": 60, "n_inst
 # third method because it trains as fast as SFT; ASFT's reference forward pass would put the
 # study over an hour (`methods=sft,cuset,asft` still runs it). Samples stop at 960 tokens,
 # 1.2x the longest reference program (784): what runs longer is a model that lost its way.
-STUDY_INSTRUCT_FAMILIES = (INSTRUCT_FAMILIES + ",dot_product,row_reduce,softmax,rmsnorm,gemv,avg_pool2d,"
-                           "transpose,heat_1d")
 STUDY = {"warmup_steps": 0, "n_train": 1000, "n_eval": 64, "seeds": 2, "methods": "sft,cuset,dft", "finetune_steps": 500,
          "finetune_lr": 3e-3, "micro_batch": 1, "max_new_tokens": 960, "pretrain_steps": 1400, "n_instruct": 2000,
          "instruct_families": STUDY_INSTRUCT_FAMILIES, "layout": "kernels_first"}

@@ -75,11 +75,13 @@ class StepLog:
         self.label = label or Path(directory).name
         self.seconds: dict[str, float] = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
 
-    def run(self, key: str, fn: Callable[[], None]) -> None:
+    def run(self, key: str, fn: Callable[[], None], about: str = "") -> None:
+        """Run `fn` unless `key` finished earlier; `about` (what the step does, how long it should
+        take) is announced before it starts."""
         if key in self.seconds:
             log.info("[%s] %s: done in an earlier run, skipped", self.label, key)
             return
-        log.info("[%s] %s ...", self.label, key)
+        log.info("[%s] %s%s ...", self.label, key, f": {about}" if about else "")
         t0 = time.perf_counter()
         fn()
         self.seconds[key] = round(time.perf_counter() - t0, 1)
@@ -92,16 +94,17 @@ def step_seconds(cell_dir: str | Path) -> dict[str, float]:
     return dict(StepLog(cell_dir).seconds)
 
 
-def run_cell(cell: Cell, *, backend=None, name: str = "") -> Path:
+def run_cell(cell: Cell, *, backend=None, name: str = "", about: dict[str, str] | None = None) -> Path:
     """Run (or resume) every unfinished step of `cell`; returns its eval directory.
     `backend`: an execution backend to evaluate with (default: the eval config's);
-    `name`: how log lines call this cell."""
+    `name`: how log lines call this cell; `about`: per step, what it does and how long it should take."""
     cell.dir.mkdir(parents=True, exist_ok=True)
     steps = StepLog(cell.dir, name)
+    about = about or {}
     if cell.train is not None:
-        steps.run("train", lambda: _train(cell))
-    steps.run("generate", lambda: _generate(cell))
-    steps.run("evaluate", lambda: _evaluate(cell, backend))
+        steps.run("train", lambda: _train(cell), about.get("train", ""))
+    steps.run("generate", lambda: _generate(cell), about.get("generate", ""))
+    steps.run("evaluate", lambda: _evaluate(cell, backend), about.get("evaluate", ""))
     return cell.eval_dir
 
 

@@ -3,13 +3,13 @@
 import pytest
 
 from cuset.config import load_config
-from cuset.demo.config import DEMO_FAMILIES, INSTRUCT_FAMILIES, DemoConfig, MethodSpec, parse_method_spec
+from cuset.demo.config import DEMO_FAMILIES, STUDY_INSTRUCT_FAMILIES, DemoConfig, MethodSpec, parse_method_spec
 
 
 def test_defaults_name_real_disjoint_families():
     cfg = DemoConfig()
     demo, instruct = cfg.family_list(), cfg.instruct_family_list()
-    assert demo == DEMO_FAMILIES.split(",") and instruct == INSTRUCT_FAMILIES.split(",")
+    assert demo == DEMO_FAMILIES.split(",") and instruct == STUDY_INSTRUCT_FAMILIES.split(",")
     assert not set(demo) & set(instruct)
 
 
@@ -169,9 +169,9 @@ def test_micro_batches_accumulate_to_the_step_batch(tmp_path):
 
     optim = DemoRun(DemoConfig(batch_size=4, micro_batch=1), tmp_path).cell("sft").train.optim
     assert (optim.per_device_batch_size, optim.gradient_accumulation_steps) == (1, 4)
-    optim = DemoRun(DemoConfig(batch_size=4), tmp_path).cell("sft").train.optim
+    optim = DemoRun(DemoConfig(batch_size=4, micro_batch=0), tmp_path).cell("sft").train.optim
     assert (optim.per_device_batch_size, optim.gradient_accumulation_steps) == (4, 1)
-    optim = DemoRun(DemoConfig(batch_size=2), tmp_path).cell("sft").train.optim   # 0 follows batch_size
+    optim = DemoRun(DemoConfig(batch_size=2, micro_batch=0), tmp_path).cell("sft").train.optim   # 0 follows batch_size
     assert (optim.per_device_batch_size, optim.gradient_accumulation_steps) == (2, 1)
     with pytest.raises(ValueError, match=r"micro_batch \(3\) must divide batch_size \(4\)"):
         DemoConfig(micro_batch=3)

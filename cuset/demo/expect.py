@@ -1,0 +1,67 @@
+"""How long each demo step should take, announced before it starts.
+
+Rates measured on the project's 2-core machine, idle (bench/results/demo_time.json: the
+default `make demo`'s step times divided by the work each step did). On a loaded machine
+or another CPU the steps take longer or shorter; the announcement is a guide, the report
+records what each step took.
+"""
+
+from __future__ import annotations
+
+# seconds per unit of work at the default model size (hidden 128, 4 layers) on 2 idle cores
+SECONDS_PER = {
+    "train_example": 0.16,        # one example's forward + backward pass, SFT (micro-batches of 1)
+    "generate_token": 0.0032,     # one sampled token of max_new_tokens, batches of 16
+    "evaluate_sample": 1.1,       # nvcc + a run on the CPU backend, one sample
+    "score_reference": 0.25,      # one teacher-forced reference program
+    "synth_task": 0.004,          # one synthesised task
+}
+# CuSeT's loss scores the batch's confidences and windows too: its steps are slower than SFT's
+LOSS_FACTOR = {"sft": 1.0, "cuset": 1.6}
+
+
+def size_factor(cfg) -> float:
+    """Compute per token relative to the default model (hidden 128, 4 layers), at least a twentieth:
+    a smaller model's steps cost more than its size suggests (Python overhead)."""
+    return max((cfg.hidden / 128) ** 2 * cfg.layers / 4, 0.05)
+
+
+def minutes(seconds: float) -> str:
+    return "under a minute" if seconds < 60 else f"about {seconds / 60:.0f} minute{'s' if seconds >= 90 else ''}"
+
+
+def expected(cfg, step: str, method: str = "sft") -> float:
+    """Expected seconds of `step` (data, base_nll, train, generate, evaluate, reference_fit, confidence)."""
+    from cuset.demo.config import parse_method_spec
+
+    if step == "data":
+        return SECONDS_PER["synth_task"] * (cfg.n_train + cfg.n_eval + cfg.n_pretrain + cfg.n_instruct)
+    if step in ("base_nll", "reference_fit", "confidence"):
+        refs = min(64, cfg.n_train if step == "base_nll" else cfg.n_eval)
+        return SECONDS_PER["score_reference"] * refs * size_factor(cfg)
+    if step in ("train", "warmup"):
+        loss = parse_method_spec(method).loss if step == "train" else "sft"
+        steps = cfg.finetune_steps if step == "train" else cfg.warmup_steps
+        return (SECONDS_PER["train_example"] * steps * cfg.batch_size * size_factor(cfg)
+                * LOSS_FACTOR.get(loss, 1.3))
+    if step == "generate":
+        return SECONDS_PER["generate_token"] * cfg.n_eval * cfg.samples * cfg.max_new_tokens * size_factor(cfg)
+    if step == "evaluate":
+        return SECONDS_PER["evaluate_sample"] * cfg.n_eval * cfg.samples
+    raise ValueError(f"no expected time for step {step!r}")
+
+
+def announce(cfg, step: str, method: str = "sft") -> str:
+    """What `step` does and how long it should take, one line."""
+    what = {
+        "data": f"synthesise {cfg.n_train} training and {cfg.n_eval} evaluation tasks and the base's corpus",
+        "warmup": f"warm the base up with {cfg.warmup_steps} SFT steps",
+        "base_nll": "score the base on fine-tuning references (NLL, tokens at p <= tau)",
+        "train": f"fine-tune with {method}: {cfg.finetune_steps} steps of {cfg.batch_size} examples",
+        "generate": f"sample {cfg.samples} programs for each of {cfg.n_eval} evaluation tasks "
+                    f"(at most {cfg.max_new_tokens} tokens each)",
+        "evaluate": f"compile {cfg.n_eval * cfg.samples} samples with nvcc and run them on the CPU backend",
+        "reference_fit": "score the held-out reference programs teacher-forced",
+        "confidence": "token confidence of the base (paper section 3)",
+    }[step]
+    return f"{what}, expected {minutes(expected(cfg, step, method))} on 2 idle cores"
