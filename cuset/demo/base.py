@@ -180,7 +180,7 @@ def corpus_of(cfg) -> BaseCorpus:
 def _config_of(manifest: dict):
     from cuset.demo.config import DemoConfig
 
-    return DemoConfig(**manifest["corpus_config"], **manifest["recipe"]["settings"])
+    return DemoConfig(**{**manifest["corpus_config"], **manifest["recipe"]["settings"]})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -313,8 +313,9 @@ def _names(spec: str) -> list[str] | None:
 # `--fast`, used by tests: same pipeline, a fraction of the work.
 # Samples stop at 256 tokens: a model this small and this briefly trained compiles nothing at any
 # length (none of the 27 samples per run at 1100 tokens did), and generation was a third of the run.
+# --fast keeps whole batches per pass (micro_batch=0), as before micro-batches of 1 became the default.
 FAST = {"warmup_steps": 0, "n_train": 60, "n_eval": 3, "n_pretrain": 60, "n_instruct": 40, "pretrain_steps": 40, "finetune_steps": 20,
-        "hidden": 96, "layers": 2, "vocab_size": 1024, "max_new_tokens": 256}
+        "hidden": 96, "layers": 2, "vocab_size": 1024, "max_new_tokens": 256, "micro_batch": 0}
 # `--study`: enough tasks and seeds for a paired comparison, and a base and budget under which
 # SFT passes a fair share of the tasks. The base practises copying sizes and constants from
 # prompts on 2000 instruction pairs from 16 families; layout=kernels_first puts each task's

@@ -91,3 +91,24 @@ def test_the_shipped_base_is_the_default_configs_recipe():
     assert rec == manifest["recipe"] and recipe_sha256(rec) == manifest["recipe_sha256"]
     check_files(SHIPPED, manifest)
     assert json.loads((SHIPPED / "config.json").read_text())["hidden_size"] == cfg.hidden
+
+
+def test_check_re_makes_a_base_from_its_manifest_and_compares_the_bytes(tmp_path, capsys):
+    from cuset.demo.base import corpus_of, main
+    from cuset.demo.config import DemoConfig
+
+    cfg = DemoConfig(**TINY)
+    made = make(tmp_path / "b", asdict(cfg), corpus_of(cfg), progress=False)
+    assert made["corpus_config"] == {k: TINY[k] for k in base_mod.CORPUS_FIELDS}
+    assert main(["check", "--dir", str(tmp_path / "b")]) == 0
+    assert f"all {len(made['files'])} files byte-identical" in capsys.readouterr().out
+    # a manifest whose recipe is not what this code makes from its settings: refused, nothing re-made
+    manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
+    manifest["recipe"]["sources"]["demo/pretrain.py"] = "0" * 64
+    manifest["recipe_sha256"] = recipe_sha256(manifest["recipe"])
+    (tmp_path / "b" / "manifest.json").write_text(json.dumps(manifest))
+    assert main(["check", "--dir", str(tmp_path / "b")]) == 1
+    out = capsys.readouterr().out
+    assert "the recipe changed since" in out and "(sources)" in out
+    with pytest.raises(SystemExit, match="holds no manifest.json"):
+        main(["check", "--dir", str(tmp_path)])
