@@ -41,8 +41,9 @@ MANIFEST = "manifest.json"
 CACHE_SUBDIR = "demo-base"
 # The DemoConfig fields that decide the corpus (its sha256 is in the recipe; these re-make it).
 CORPUS_FIELDS = ("seed", "families", "n_pretrain", "n_instruct", "instruct_families", "layout")
-# Measured pretraining speed of the default base (4096 tokens per step, hidden 128, 4 layers),
-# one thread on an idle core of the 2-core machine: what a build announces it will take.
+# Pretraining speed of the default base (4096 tokens per step, hidden 128, 4 layers) on one
+# thread of the 2-core machine at load ~1: its first 100 steps took 78 s (2026-12-06). What a
+# build announces it will take; a loaded machine takes longer.
 SECONDS_PER_STEP_AT_128x4 = 0.8
 
 

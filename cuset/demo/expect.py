@@ -1,22 +1,25 @@
 """How long each demo step should take, announced before it starts.
 
-Rates measured on the project's 2-core machine, idle (bench/results/demo_time.json: the
-default `make demo`'s step times divided by the work each step did). On a loaded machine
-or another CPU the steps take longer or shorter; the announcement is a guide, the report
-records what each step took.
+Rates per unit of work on the project's 2-core machine, from committed step times: the
+study re-run's report (docs/study-2026-11-26-rerun/report.json, `timings_s`: 1000 training
+and 64 evaluation tasks, 3 samples of at most 960 tokens) and the measurement behind
+DemoConfig.micro_batch (500 SFT steps of 4 in passes of 1: 262 s). Their load was not
+recorded, so the announcement is a guide; the report records what each step took, and
+bench/demo_time.py what the whole demo took.
 """
 
 from __future__ import annotations
 
-# seconds per unit of work at the default model size (hidden 128, 4 layers) on 2 idle cores
+# seconds per unit of work at the default model size (hidden 128, 4 layers) on 2 cores
 SECONDS_PER = {
-    "train_example": 0.16,        # one example's forward + backward pass, SFT (micro-batches of 1)
-    "generate_token": 0.0032,     # one sampled token of max_new_tokens, batches of 16
-    "evaluate_sample": 1.1,       # nvcc + a run on the CPU backend, one sample
-    "score_reference": 0.25,      # one teacher-forced reference program
-    "synth_task": 0.004,          # one synthesised task
+    "train_example": 0.13,        # one example's forward + backward pass, SFT: 262 s / (500 steps x 4)
+    "generate_token": 0.0021,     # one token of max_new_tokens: the study's base, 383 s / (192 samples x 960)
+    "evaluate_sample": 2.5,       # nvcc + a run on the CPU backend: the study's SFT run, 475.6 s / 192 samples
+    "score_reference": 0.12,      # one teacher-forced reference: the study's base NLL, 7.7 s / 64
+    "synth_task": 0.001,          # one synthesised task (the study's data step: 1.7 s for 4264)
 }
 # CuSeT's loss scores the batch's confidences and windows too: its steps are slower than SFT's
+# (the earlier default demo: 675.7 s against 421.4 s, docs/demo-2026-11-26-premise/report.json)
 LOSS_FACTOR = {"sft": 1.0, "cuset": 1.6}
 
 
