@@ -31,7 +31,7 @@ class DemoConfig:
     out: str = option("", help="Run directory (default runs/demo-<timestamp>). Re-running with the same out resumes.")
     seed: int = option(0, help="Seed for data, initialisation, training order and sampling.")
     n_train: int = option(1000, help="Synthesised training tasks (prompt + reference program).")
-    n_eval: int = option(12, help="Held-out evaluation tasks (parameters never seen in training).")
+    n_eval: int = option(10, help="Held-out evaluation tasks (parameters never seen in training).")
     families: str = option(DEMO_FAMILIES, help="Comma-separated task families to draw from, or 'all'. The default "
                            "is the elementwise domain: short programs a tiny model can learn in minutes.")
     n_pretrain: int = option(1200, help="Raw programs in the base model's pretraining corpus, drawn from every family "
