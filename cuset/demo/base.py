@@ -172,7 +172,7 @@ def _cpu() -> dict | None:
 def corpus_of(cfg) -> BaseCorpus:
     """The base corpus a DemoConfig asks for, synthesised afresh (what its data step saves)."""
     from cuset.demo.base_build import base_corpus
-    from cuset.demo.run import base_tasks
+    from cuset.demo.corpus import base_tasks
 
     pretrain, instruct = base_tasks(cfg)
     return base_corpus(pretrain, instruct)

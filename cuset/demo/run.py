@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cuset.demo.config import DemoConfig
+from cuset.demo.corpus import base_tasks
 from cuset.demo.expect import announce
 from cuset.experiment import StepLog, run_cell, step_seconds
 from cuset.io import atomic_write_text
@@ -423,33 +424,6 @@ def _copy_pretrained(source: Path, staging: Path, cfg: DemoConfig) -> None:
                          "or pretrain a new base")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(source, staging)
-
-
-def base_tasks(cfg: DemoConfig) -> tuple[list, list]:
-    """(pretraining tasks, instruction tasks) of the base: the other families' programs and the
-    instruction families' prompt/program pairs, laid out as `layout` says."""
-    from cuset.curation.synth import synthesize
-
-    instruct = synthesize(cfg.n_instruct, cfg.seed, families=cfg.instruct_family_list()) if cfg.n_instruct else []
-    pretrain = synthesize(cfg.n_pretrain, cfg.seed, families=cfg.pretrain_family_list()) if cfg.n_pretrain else []
-    if cfg.layout == "kernels_first":
-        instruct, pretrain = _kernels_first(instruct), _kernels_first(pretrain)
-    return pretrain, instruct
-
-
-def _kernels_first(tasks: list) -> list:
-    """The tasks with their programs' host helpers moved before main() where they can be."""
-    from dataclasses import replace
-
-    from cuset.curation.families.base import kernels_first
-
-    out = []
-    for task in tasks:
-        try:
-            out.append(replace(task, bench_cu=kernels_first(task.bench_cu)))
-        except ValueError:  # a helper used before main(): the program keeps its layout
-            out.append(task)
-    return out
 
 
 def run_demo(cfg: DemoConfig) -> Path:
