@@ -15,11 +15,11 @@ def base_tasks(cfg: DemoConfig) -> tuple[list, list]:
     instruct = synthesize(cfg.n_instruct, cfg.seed, families=cfg.instruct_family_list()) if cfg.n_instruct else []
     pretrain = synthesize(cfg.n_pretrain, cfg.seed, families=cfg.pretrain_family_list()) if cfg.n_pretrain else []
     if cfg.layout == "kernels_first":
-        instruct, pretrain = _kernels_first(instruct), _kernels_first(pretrain)
+        instruct, pretrain = kernels_first_layout(instruct), kernels_first_layout(pretrain)
     return pretrain, instruct
 
 
-def _kernels_first(tasks: list) -> list:
+def kernels_first_layout(tasks: list) -> list:
     """The tasks with their programs' host helpers moved before main() where they can be."""
     from dataclasses import replace
 

@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cuset.demo.config import DemoConfig
-from cuset.demo.corpus import base_tasks
+from cuset.demo.corpus import base_tasks, kernels_first_layout
 from cuset.demo.expect import announce
 from cuset.experiment import StepLog, run_cell, step_seconds
 from cuset.io import atomic_write_text
@@ -184,7 +184,7 @@ class DemoRun:
         tasks = {name: make_tasks(p) for name, p in points.items()}
         pretrain, instruct = base_tasks(c)
         if c.layout == "kernels_first":
-            tasks = {name: _kernels_first(ts) for name, ts in tasks.items()}
+            tasks = {name: kernels_first_layout(ts) for name, ts in tasks.items()}
         if c.replaceable:
             from cuset.curation.variation import vary_task
 
