@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# What this record measures (docs/tools/perf_table.py marks it stale when these change).
+MEASURES = ("cuset/demo", "cuset/train", "cuset/losses", "cuset/generate", "cuset/execute", "cuset/evaluate")
 
 
 def machine_cpu_seconds() -> float:
