@@ -98,12 +98,14 @@ def race(tmp_path: Path, isolate: bool, attempts: int, starts: int = 120, stop_e
 
 @needs_mounts
 @pytest.mark.slow
-def test_without_either_defence_the_churn_breaks_sandbox_setups(tmp_path):
-    """The control: quotas mounted beside the run dirs (no private parent) and one attempt
-    per sandbox. Its first failure ends it (7 to 11 of 120 starts failed in three runs on
-    a 2-core machine, so 600 starts leave no real chance of a false alarm)."""
-    counts = race(tmp_path, isolate=False, attempts=1, starts=600, stop_early=True)
-    assert counts["setup_failed"] == counts["failed"] == 1, counts
+def test_the_minimal_world_is_not_disturbed_even_without_either_defence(tmp_path):
+    """Quotas mounted beside the run dirs (no private parent) and one attempt per sandbox.
+    Before run steps got the least readable world (852e83f), bubblewrap bound the whole host
+    root and this churn broke 7 to 11 of 120 setups on a 2-core machine; now a run sees only
+    /usr, /sys, Python, its read-only paths and its run dir, and 600 starts saw no failure
+    (2026-12-06). One setup failure is allowed, as with the defences below."""
+    counts = race(tmp_path, isolate=False, attempts=1, starts=600)
+    assert counts["failed"] <= 1 and counts["setup_failed"] == counts["failed"], counts
     assert counts["other_errors"] == []
 
 
