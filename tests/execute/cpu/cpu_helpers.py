@@ -62,13 +62,13 @@ def both_paths(run, args: tuple[str, ...], order: str):
     return out_on, paths_on, on.stderr
 
 
-def plan_kernels(src: str, regions: bool = True):
-    """The planners' plans for `src` with the rewriter's ticking loops, as `rewrite` makes them:
-    the barrier planner's (`regions`) or the block loops' alone."""
+def plan_kernels(src: str, regions: bool = True, ticking: frozenset[int] | None = None):
+    """The planners' plans for `src` with the rewriter's ticking loops, as `rewrite` makes them
+    (or the `ticking` given): the barrier planner's (`regions`) or the block loops' alone."""
     from cuset.execute.cpu import barrier_regions, block_loop
     from cuset.execute.cpu.rewriter import ticking_loops
 
-    ticking = ticking_loops(src)
+    ticking = ticking_loops(src) if ticking is None else ticking
     if regions:
         return barrier_regions.plan_kernels(src, ticking=ticking)
     return block_loop.plan_kernels(src, ticking=ticking)
