@@ -5,6 +5,14 @@ compiler version and flags, so a changed toolchain never reuses stale binaries.
 Layout: <root>/<key[:2]>/<key>/ holds the backend's build directory (the
 executable plus whatever the backend left next to it) and `outcome.json`.
 
+Each entry's `outcome.json` holds the sha256 of its executable; an entry whose
+executable does not match it (changed after it was built, a link, gone) or that has no
+outcome.json (a directory nobody published) is no entry: it is discarded and built
+again. Only the evaluating process writes under the root (hidden from every sandbox);
+the digest catches what changes an entry after that (a build's process that outlived
+its step, a damaged disk), and `CompileOutcome.digest` lets a caller check the copy it
+hands a program (cuset.execute.kernelbench.extension_cache).
+
 Identical sources compile once: within a process, concurrent requests for one
 key wait on the same future; across processes an flock on `<key>.lock`
 serialises the build and the loser reads the winner's entry. Compile errors are
@@ -51,6 +59,7 @@ from cuset.cachedir import cache_root
 from cuset.execute.interface import Backend, CompileOutcome
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import protect
+from cuset.execute.untrusted_files import UnsafeOutput, open_output, read_digest
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 20 << 30     # a compile cache's size budget (EvalConfig.compile_cache_gb)
@@ -168,6 +177,10 @@ class CompileCache:
             with entry_lock(entry):  # another process may be building the same key
                 cached = _read_entry(entry)
                 if cached is None:
+                    if os.path.lexists(entry):   # unreadable, or its executable is not the one built: not ours
+                        log.warning("compile cache: entry %s does not match its outcome.json; discarded, built "
+                                    "again", entry)
+                        discard_entry(entry)
                     self._count(hit=False)
                     outcome = self._build(entry, source, deadline)
                     if not outcome.ok or key in self._unstored or self._pin(key):
@@ -228,7 +241,7 @@ class CompileCache:
             # (not in the key) and the machine, not on the source alone; do not cache it.
             shutil.rmtree(workdir, ignore_errors=True)
             return outcome
-        rel = None
+        rel = digest = None
         if outcome.ok:
             if outcome.executable is None:
                 raise RuntimeError(f"{type(self.backend).__name__}.compile returned ok without an executable")
@@ -236,7 +249,12 @@ class CompileCache:
             if rel.startswith(".."):
                 raise RuntimeError(f"{type(self.backend).__name__}.compile put the executable outside its workdir: "
                                    f"{outcome.executable}")
-        meta = {"ok": outcome.ok, "executable": rel, "step": asdict(outcome.step),
+            digest = file_digest(workdir, rel)
+            if digest is None:
+                raise RuntimeError(f"{type(self.backend).__name__}.compile returned an executable that is not a "
+                                   f"regular file: {outcome.executable}")
+            outcome = dataclasses.replace(outcome, digest=digest)
+        meta = {"ok": outcome.ok, "executable": rel, "sha256": digest, "step": asdict(outcome.step),
                 "status": outcome.status.value if outcome.status else None, "detail": outcome.detail}
         (workdir / OUTCOME).write_text(json.dumps(meta))
         os.chmod(workdir, 0o755)
@@ -256,15 +274,32 @@ class CompileCache:
 
 
 def _read_entry(entry: Path) -> CompileOutcome | None:
+    """The entry's outcome; None when there is none, or when its executable is not the regular
+    file whose sha256 outcome.json names (an entry written before digests were kept included)."""
     try:
         meta = json.loads((entry / OUTCOME).read_text())
-    except (OSError, ValueError):
+        exe = entry / meta["executable"] if meta.get("executable") else None
+        digest = meta.get("sha256") if meta["ok"] else None
+        if meta["ok"] and (exe is None or not digest or file_digest(entry, meta["executable"]) != digest):
+            return None
+        status = Status(meta["status"]) if meta.get("status") else None
+        return CompileOutcome(meta["ok"], exe, StepResult(**meta["step"]), status, meta.get("detail", ""),
+                              digest=digest)
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    exe = entry / meta["executable"] if meta.get("executable") else None
-    if meta["ok"] and (exe is None or not exe.exists()):
+
+
+def file_digest(root: Path, rel: str) -> str | None:
+    """sha256 of root/rel, read without following links (the careful reader); None when it is
+    missing, a link or not a regular file."""
+    try:
+        fd, st = open_output(Path(root), rel, None)
+    except (OSError, ValueError, UnsafeOutput):
         return None
-    status = Status(meta["status"]) if meta.get("status") else None
-    return CompileOutcome(meta["ok"], exe, StepResult(**meta["step"]), status, meta.get("detail", ""))
+    try:
+        return read_digest(fd, st.st_size)
+    finally:
+        os.close(fd)
 
 
 def pin_entry(entry: Path, marker: str = OUTCOME) -> int | None:

@@ -25,6 +25,8 @@ class CompileOutcome:
     detail: str = ""
     # the compiler ran for this outcome (False: read from a cache); not part of what it is
     built: bool = field(default=False, compare=False)
+    # sha256 of the executable as the compile cache stored it (None outside a cache)
+    digest: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

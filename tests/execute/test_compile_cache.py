@@ -147,6 +147,54 @@ def test_separate_processes_share_one_build(tmp_path):
     assert compiles(log) == ["SAME"]
 
 
+def test_an_entry_whose_executable_changed_is_discarded_and_built_again(tmp_path):
+    """outcome.json names the executable's sha256 (hand-checked here); an executable that
+    no longer matches it is not handed out: the entry goes and the source is built again."""
+    import hashlib
+    import json
+
+    log = tmp_path / "log"
+    with CompileCache(CountingBackend(log, delay=0), tmp_path / "c") as cache:
+        first = cache.compile("A")
+        meta = json.loads((first.executable.parents[1] / "outcome.json").read_text())
+        assert meta["sha256"] == first.digest == hashlib.sha256(b"A").hexdigest()
+        first.executable.write_text("B")     # the entry's executable is not the one built any more
+    with CompileCache(CountingBackend(log, delay=0), tmp_path / "c") as cache:
+        again = cache.compile("A")
+        assert (cache.hits, cache.misses) == (0, 1)
+    assert compiles(log) == ["A", "A"]
+    assert again.executable.read_text() == "A" and again.digest == hashlib.sha256(b"A").hexdigest()
+
+
+@pytest.mark.parametrize("planted", ["no digest", "wrong digest", "link", "no outcome"])
+def test_a_planted_entry_is_not_used(tmp_path, planted):
+    """A directory at a key's place that the cache did not write (no sha256 in its outcome.json,
+    one that does not match, an executable that is a link to a file with the right bytes, no
+    outcome.json at all) is not an entry: never returned, replaced by a build."""
+    import hashlib
+    import json
+
+    log = tmp_path / "log"
+    with CompileCache(CountingBackend(log, delay=0), tmp_path / "c") as cache:
+        entry = cache.entry_dir(cache.key("A"))
+        (entry / "bin").mkdir(parents=True)
+        meta = {"ok": True, "executable": "bin/prog", "step": {"name": "compile", "returncode": 0, "seconds": 0.1}}
+        if planted == "link":
+            (tmp_path / "target").write_text("PLANTED")
+            (entry / "bin" / "prog").symlink_to(tmp_path / "target")
+            meta["sha256"] = hashlib.sha256(b"PLANTED").hexdigest()
+        else:
+            (entry / "bin" / "prog").write_text("PLANTED")
+            if planted == "wrong digest":
+                meta["sha256"] = hashlib.sha256(b"A").hexdigest()
+        if planted != "no outcome":
+            (entry / "outcome.json").write_text(json.dumps(meta))
+        got = cache.compile("A")
+        assert (cache.hits, cache.misses) == (0, 1)
+    assert compiles(log) == ["A"]
+    assert got.executable.read_text() == "A" and not got.executable.is_symlink()
+
+
 def test_executable_outside_workdir_is_refused(tmp_path):
     class Escaping(CountingBackend):
         def compile(self, source, workdir, timeout):
