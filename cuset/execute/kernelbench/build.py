@@ -62,17 +62,39 @@ class SpecError(ValueError):
     """A load_inline call the CPU builder cannot express (bad function names, no functions=)."""
 
 
+FLAG_FIELDS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
+# load_inline's arguments in the build record (harness.call_spec), and those that change nothing
+# that is built (where torch builds it, its log, its objects kept): the same lists as the harness's.
+KEYED_ARGS = ("name", "cpp_sources", "cuda_sources", "functions", *FLAG_FIELDS, "with_cuda",
+              "with_pytorch_error_handling")
+HARMLESS_ARGS = ("verbose", "build_directory", "keep_intermediates")
+
+
 @dataclass(frozen=True)
 class ExtensionSpec:
-    """What one load_inline call asks for (the parts that change the build)."""
+    """What one load_inline call asks for: every argument that changes what torch builds
+    (the harness's call_spec makes the same record from the call it sees). The CPU build
+    honours the sources and functions; the flags are in the key all the same."""
 
     name: str
     cpp_sources: tuple[str, ...]
     cuda_sources: tuple[str, ...]
     functions: tuple[str, ...]
+    extra_cflags: tuple[str, ...] = ()
+    extra_cuda_cflags: tuple[str, ...] = ()
+    extra_ldflags: tuple[str, ...] = ()
+    extra_include_paths: tuple[str, ...] = ()
+    with_cuda: bool | None = None                 # None: as torch decides it, True iff there are CUDA sources
+    with_pytorch_error_handling: bool = True
+
+    def __post_init__(self):
+        if self.with_cuda is None:
+            object.__setattr__(self, "with_cuda", bool(self.cuda_sources))
 
     @classmethod
-    def from_call(cls, name, cpp_sources, cuda_sources=None, functions=None) -> "ExtensionSpec":
+    def from_call(cls, name, cpp_sources, cuda_sources=None, functions=None, *, extra_cflags=None,
+                  extra_cuda_cflags=None, extra_ldflags=None, extra_include_paths=None, with_cuda=None,
+                  with_pytorch_error_handling=True) -> "ExtensionSpec":
         def strings(v) -> tuple[str, ...]:
             if v is None:
                 return ()
@@ -82,15 +104,21 @@ class ExtensionSpec:
 
         if isinstance(functions, dict):
             functions = list(functions)
-        return cls(str(name), strings(cpp_sources), strings(cuda_sources), strings(functions))
+        return cls(str(name), strings(cpp_sources), strings(cuda_sources or None), strings(functions),
+                   strings(extra_cflags), strings(extra_cuda_cflags), strings(extra_ldflags),
+                   strings(extra_include_paths), None if with_cuda is None else bool(with_cuda),
+                   bool(with_pytorch_error_handling))
 
     def to_json(self) -> dict:
         return {"name": self.name, "cpp_sources": list(self.cpp_sources), "cuda_sources": list(self.cuda_sources),
-                "functions": list(self.functions)}
+                "functions": list(self.functions), **{f: list(getattr(self, f)) for f in FLAG_FIELDS},
+                "with_cuda": self.with_cuda, "with_pytorch_error_handling": self.with_pytorch_error_handling}
 
     @classmethod
     def from_json(cls, d: dict) -> "ExtensionSpec":
-        return cls(d["name"], tuple(d["cpp_sources"]), tuple(d["cuda_sources"]), tuple(d["functions"]))
+        return cls(d["name"], tuple(d["cpp_sources"]), tuple(d["cuda_sources"]), tuple(d["functions"]),
+                   *(tuple(d.get(f, ())) for f in FLAG_FIELDS), d.get("with_cuda"),
+                   d.get("with_pytorch_error_handling", True))
 
     def key(self) -> str:
         """Content key: the harness finds a call's build by it (same on both sides)."""
@@ -250,6 +278,11 @@ class ExtensionBuilder:
     def fingerprint(self) -> str:
         """The compile-cache key's part: the toolchain (PCH) and the generated sources' version."""
         return f"{self.toolchain.fingerprint()}-b{BUILDER_VERSION}"
+
+    @staticmethod
+    def module_name(spec: ExtensionSpec) -> str:
+        """The module's name in its PyInit_ (bindings_source): one per build, never the candidate's."""
+        return spec.module_name()
 
     def prepare(self) -> None:
         """Build the shared toolchain (PIC runtime, precompiled header) now, if not built yet:

@@ -170,14 +170,65 @@ class Counted:
         return call
 
 
-def call_spec(name, cpp_sources, cuda_sources, args, functions):
-    if args:  # sycl_sources, functions, ... given positionally
-        if len(args) >= 2 and functions is None:
-            functions = args[1]
-    if isinstance(functions, dict):
-        functions = list(functions)
-    return {"name": str(name), "cpp_sources": list(as_tuple(cpp_sources)),
-            "cuda_sources": list(as_tuple(cuda_sources)), "functions": list(as_tuple(functions))}
+# load_inline's arguments that decide what is built: the content key of a build holds them all
+# (build.ExtensionSpec.to_json is the same record, made by the parent).
+FLAG_ARGS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths")
+# Arguments that change nothing in the module built (where torch builds it, its log, its objects).
+HARMLESS_ARGS = ("verbose", "build_directory", "keep_intermediates")
+
+
+def load_inline_signature():
+    """torch's own load_inline signature (taken before it is replaced): calls are bound by it."""
+    import inspect
+    from torch.utils import cpp_extension
+
+    return inspect.signature(cpp_extension.load_inline)
+
+
+def call_spec(signature, args, kwargs, strict=False):
+    """The build record of one load_inline call (what the parent builds and keys on), or None
+    when `strict` (the GPU: torch's real build) and the call asks for something the record does
+    not hold: then only torch's own build in this process is exact. Not strict (the CPU
+    backend's build, which honours no argument beyond the sources and functions), anything
+    else is ignored. TypeError for a call torch's load_inline would refuse the same way."""
+    given = dict(signature.bind(*args, **kwargs).arguments)
+    functions = given.get("functions")
+    lists = {"cpp_sources": given.get("cpp_sources"), "cuda_sources": given.get("cuda_sources") or None,
+             "functions": list(functions) if isinstance(functions, dict) else functions,
+             **{f: given.get(f) for f in FLAG_ARGS}}
+    with_cuda, handling = given.get("with_cuda"), given.get("with_pytorch_error_handling", True)
+    if strict and not _exact(signature, given, lists, with_cuda, handling):
+        return None
+    spec = {"name": str(given["name"]), **{k: list(as_tuple(v)) for k, v in lists.items()}}
+    spec["with_cuda"] = bool(spec["cuda_sources"]) if with_cuda is None else bool(with_cuda)
+    spec["with_pytorch_error_handling"] = bool(handling)
+    return spec
+
+
+def _exact(signature, given, lists, with_cuda, handling):
+    """Whether the build record of a call holds everything torch's build of it depends on."""
+    keyed = {"name", *lists, "with_cuda", "with_pytorch_error_handling"}
+    for arg, value in given.items():
+        if arg not in keyed and arg not in HARMLESS_ARGS and value != signature.parameters[arg].default:
+            return False    # sycl_sources, use_pch, is_python_module=False, ...
+    functions = given.get("functions")
+    if isinstance(functions, dict) or (functions is not None and not isinstance(functions, str) and not functions):
+        return False        # the bindings' docstrings; an empty binding block (functions=[])
+    if given.get("extra_include_paths"):
+        return False        # headers read from the host's directories: not in the record
+    strings = all(v is None or isinstance(v, str) or (isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v))
+                  for v in lists.values())
+    return strings and isinstance(given["name"], str) and (with_cuda is None or isinstance(with_cuda, bool)) \
+        and isinstance(handling, bool)
+
+
+def load_extension(module_name, path):
+    """The extension module at `path` (a build the parent made), imported as torch imports one."""
+    loader = importlib.machinery.ExtensionFileLoader(module_name, path)
+    spec_ = importlib.util.spec_from_file_location(module_name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec_)
+    loader.exec_module(module)
+    return module
 
 
 class CpuExtensions:
@@ -187,12 +238,13 @@ class CpuExtensions:
         # key -> {"so": path, "module": name}, or a failed build the candidate asked for in an
         # earlier run: {"status", "detail", "log"}
         self.manifest = manifest
+        self.signature = load_inline_signature()
         self.loaded = {}            # key -> module: one load per extension, however often it is asked for
         self.raw = []               # the loaded modules themselves (their launch counters)
         self.counted = Counted()
 
-    def load_inline(self, name, cpp_sources, cuda_sources=None, *args, functions=None, **kwargs):
-        spec = call_spec(name, cpp_sources, cuda_sources, args, functions)
+    def load_inline(self, *args, **kwargs):
+        spec = call_spec(self.signature, args, kwargs)
         key = spec_key(spec)
         entry = self.manifest.get(key)
         if entry is None:  # the parent builds it (or refuses it) and runs the candidate again
@@ -201,10 +253,7 @@ class CpuExtensions:
             raise RuntimeError(f"Error building extension '{spec['name']}': {entry['detail']}")
         if key in self.loaded:
             return self.loaded[key]
-        loader = importlib.machinery.ExtensionFileLoader(entry["module"], entry["so"])
-        spec_ = importlib.util.spec_from_file_location(entry["module"], entry["so"], loader=loader)
-        module = importlib.util.module_from_spec(spec_)
-        loader.exec_module(module)
+        module = load_extension(entry["module"], entry["so"])
         self.raw.append(module)
         self.loaded[key] = self.counted.wrap(module)
         return self.loaded[key]
@@ -326,33 +375,58 @@ def install_cpu_device_map(candidate_path):
 
 
 class GpuExtensions:
-    """The real load_inline (and load), building under the run dir. A failed build raises
-    torch's own error (as it does on any GPU machine) and is named in the run's record."""
+    """load_inline (and load) on the GPU. A call whose build record (call_spec, strict) the
+    parent built is loaded from the run dir's copy of that build (`manifest`: key -> {"so",
+    "module"}, or a failed build: {"status", "detail"}, raised as torch raises it); any other
+    is torch's real load_inline, building under the run dir in this sandbox (never kept for
+    another run). A failed build raises torch's own error (as it does on any GPU machine)
+    and is named in the run's record."""
 
-    def __init__(self, build_dir):
+    def __init__(self, build_dir, manifest=None):
         from torch.utils import cpp_extension
 
         self.build_dir = build_dir
+        self.manifest = manifest or {}
+        self.signature = load_inline_signature()
         self.real = {"load_inline": cpp_extension.load_inline, "load": cpp_extension.load}
         self.loaded = {}
+        self.built = {}             # key -> module: the parent's builds loaded so far
         self.build_failed = []
         self.counted = Counted()
 
-    def load_inline(self, name, *args, **kwargs):
-        return self.build("load_inline", name, args, kwargs)
+    def load_inline(self, *args, **kwargs):
+        try:
+            spec = call_spec(self.signature, args, kwargs, strict=True)
+        except TypeError:
+            spec = None             # torch's own call raises it, as it would anywhere
+        entry = self.manifest.get(spec_key(spec)) if spec is not None else None
+        if entry is not None:
+            return self.prebuilt(spec, entry)
+        return self.build("load_inline", args, kwargs)
 
-    def load(self, name, *args, **kwargs):
-        return self.build("load", name, args, kwargs)
+    def prebuilt(self, spec, entry):
+        key = spec_key(spec)
+        if "so" not in entry:       # the parent's build failed: torch's error, as its own build raises it
+            self.build_failed.append(spec["name"])
+            raise RuntimeError(f"Error building extension '{spec['name']}': {entry.get('detail', '')}")
+        if key not in self.built:
+            module = load_extension(entry["module"], entry["so"])
+            self.built[key] = self.loaded[module] = self.counted.wrap(module)
+        return self.built[key]
 
-    def build(self, how, name, args, kwargs):
+    def load(self, *args, **kwargs):
+        return self.build("load", args, kwargs)
+
+    def build(self, how, args, kwargs):
+        name = args[0] if args else kwargs.get("name")
         kwargs.setdefault("build_directory", None)
         if kwargs["build_directory"] is None:
-            path = os.path.join(self.build_dir, hashlib.sha256(repr((how, name, args, sorted(kwargs.items())))
+            path = os.path.join(self.build_dir, hashlib.sha256(repr((how, args, sorted(kwargs.items())))
                                                                .encode()).hexdigest()[:16])
             os.makedirs(path, exist_ok=True)
             kwargs["build_directory"] = path
         try:
-            module = self.real[how](name, *args, **kwargs)
+            module = self.real[how](*args, **kwargs)
         except RuntimeError as e:
             if "Ninja is required" in str(e):  # the machine's fault, not the candidate's (verify checks it first)
                 end_run({"status": "runtime_error", "detail": f"{how} needs ninja on the evaluating machine: {e}"})
@@ -684,7 +758,7 @@ def run(cfg, steps):
             install_cpu_device_map(None)
         return run_reference(cfg, steps, device, sync)
     if gpu:
-        ext = install_extensions(GpuExtensions(cfg["build_dir"]))
+        ext = install_extensions(GpuExtensions(cfg["build_dir"], cfg.get("extensions")))
     else:
         install_cpu_device_map(cfg["candidate_path"])
         ext = install_extensions(CpuExtensions(cfg["extensions"]))
