@@ -130,6 +130,10 @@ class CompileCache:
                     fut = None   # failed, or its entry was evicted since: look again
                 else:
                     mark_used(self.entry_dir(key))
+                    self.hits += 1   # (under self._lock already)
+                    hit = Future()   # this request's outcome: read from the cache, no compiler ran for it
+                    hit.set_result(dataclasses.replace(outcome, built=False))
+                    return hit
             if fut is None:
                 fut = self._pool.submit(self._get_or_build, key, source, deadline)
                 self._pending[key] = (fut, deadline)

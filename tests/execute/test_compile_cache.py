@@ -147,6 +147,17 @@ def test_separate_processes_share_one_build(tmp_path):
     assert compiles(log) == ["SAME"]
 
 
+def test_a_repeated_request_in_one_process_is_a_hit_not_a_build(tmp_path):
+    """A KernelBench sample's budget charges builds (`built`): the second sample asking this
+    process's cache for the same source was charged the first one's build."""
+    log = tmp_path / "log"
+    with CompileCache(CountingBackend(log, delay=0), tmp_path / "c") as cache:
+        first, second = cache.compile("A"), cache.compile("A")
+        assert (first.built, second.built) == (True, False) and (cache.hits, cache.misses) == (1, 1)
+        assert second.executable == first.executable and second.digest == first.digest
+    assert compiles(log) == ["A"]
+
+
 def test_an_entry_whose_executable_changed_is_discarded_and_built_again(tmp_path):
     """outcome.json names the executable's sha256 (hand-checked here); an executable that
     no longer matches it is not handed out: the entry goes and the source is built again."""
