@@ -46,7 +46,7 @@ from pathlib import Path
 from cuset.evaluate.kernelbench_hacks import check_answer, summary_line
 from cuset.evaluate.options import EvalOptions
 from cuset.execute.compile_cache import CompileCache
-from cuset.execute.kernelbench.build import ExtensionBuilder
+from cuset.execute.kernelbench.extension_cache import builds_extensions, extension_builder
 from cuset.execute.kernelbench.budget import BuildBudget
 from cuset.execute.kernelbench.options import VerifyOptions
 from cuset.execute.kernelbench.verify import DEFAULT_SEED, Check, KbVerdict, plain_checks, verify
@@ -104,22 +104,20 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOption
                          cache: CompileCache | None = None, workspace=None, workdir=None) -> ExecResult:
     """One candidate on one KernelBench task. `backend`: a Backend (its name is
     used: "cpu" or "gpu") or the name itself. `cache`: a CompileCache whose
-    backend is a kernelbench ExtensionBuilder (others are ignored; extensions then
-    go to a cache of their own under the same root). Run dirs go to the `workspace`'s
+    backend builds this backend's extensions (extension_cache.extension_builder; others are
+    ignored: extensions then go to a cache of their own under the same root). Run dirs go to the `workspace`'s
     runs/ (hidden from every sandbox, removed with it), else under `workdir`."""
     opts = options or EvalOptions()
     if workspace is not None:
         workdir = workspace.runs_dir()
     name = backend if isinstance(backend, str) else backend.name
     t0 = time.perf_counter()
-    own = cache is None or not isinstance(cache.backend, ExtensionBuilder)
-    if own and name == "cpu":
-        cache = CompileCache(ExtensionBuilder(sandbox_mode=opts.sandbox.mode),
+    own = not builds_extensions(cache, name)
+    if own:
+        cache = CompileCache(extension_builder(name, opts.sandbox.mode),
                              root=cache.root if cache is not None else None, timeout=opts.timeouts.compile,
                              **({"max_bytes": cache.max_bytes, "max_entry_bytes": cache.max_entry_bytes}
                                 if cache is not None else {}))
-    elif name != "cpu":
-        cache = None
     # one build budget for the sample: its verifications (plain, thread order, robust) share it
     budget = BuildBudget(opts.timeouts.compile, opts.build_rounds)
     sample = Sample(task.reference_src, code, verify_options(opts, name, task), cache, workdir, budget)

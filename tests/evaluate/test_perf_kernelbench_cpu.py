@@ -158,8 +158,13 @@ def test_an_answer_cannot_rewrite_its_own_times(relu, tmp_path, forge):
 
 
 def test_an_extension_answer_builds_through_the_harness_s_loader(relu, tmp_path):
-    """load_inline goes through the harness's extension loader (GpuExtensions: the real
-    load_inline, building under the run dir): here a C++-only extension g++ builds."""
+    """load_inline goes through the harness's extension loader (GpuExtensions): the call found
+    in the source is built by the parent, as torch builds it (here a C++-only extension g++
+    builds), through the extension cache, and the run loads that build; timing the answer
+    again builds nothing (issue 62)."""
+    from cuset.execute.compile_cache import CompileCache
+    from cuset.execute.kernelbench.torch_build import TorchExtensionBuilder
+
     ext = """import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -173,9 +178,14 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return ext.relu(x)
 """
-    perf = timed(relu, ext, tmp_path, PerfOptions(warmup=1, trials=3, compile_baseline=False, run_timeout=600))
-    assert perf["status"] == "measured", perf
-    assert perf["candidate_ms"]["n"] == 3
+    options = PerfOptions(warmup=1, trials=3, compile_baseline=False, run_timeout=600)
+    with CompileCache(TorchExtensionBuilder(), root=tmp_path / "cache", timeout=600) as cache:
+        for k in range(2):
+            (tmp_path / "runs").mkdir(exist_ok=True)
+            perf = time_kernelbench(relu, ext, options=options, workdir=tmp_path / "runs", device="cpu", cache=cache)
+            assert perf["status"] == "measured", perf
+            assert perf["candidate_ms"]["n"] == 3
+            assert (cache.misses, cache.hits) == (1, k)   # built once, by the parent
 
 
 def kernelbench_task(tmp_path, get_inputs: str, forward: str = "x * scale"):

@@ -11,7 +11,10 @@ devices, its own run dir and its own timeout (`PerfOptions.run_timeout`):
    warm-up, trials, the two input sets alternated in place and the L2 flushed before each
    trial, CUDA events (cuset.execute.perf.timing; kb_timing_harness.py says why);
 2. the answer alone on copies of those inputs, timed the same way, the outputs of its
-   last timed forward written.
+   last timed forward written. Its `load_inline` calls that the parent builds (those
+   torch's build makes exactly) come from the extension cache, where its verification
+   left them (extension_cache: checked copies), so the timing run compiles nothing it
+   need not; any other call builds in the run, as torch does.
 
 The parent then re-checks correctness on the timed inputs (compare.judge with the
 task's tolerances: a forward that is fast because it computes something else is
@@ -34,7 +37,11 @@ from pathlib import Path
 
 from cuset.evaluate.perf.options import PerfOptions
 from cuset.evaluate.perf.records import FAILED, UNBELIEVABLE, kernelbench_measured
+from cuset.execute.compile_cache import CompileCache
 from cuset.execute.kernelbench import claims as kb_claims
+from cuset.execute.kernelbench.budget import MAX_STATIC_BUILDS, BuildBudget
+from cuset.execute.kernelbench.extension_cache import builds_extensions, extension_builder, place_extensions
+from cuset.execute.kernelbench.verify import extract_specs
 from cuset.execute.kernelbench.compare import BadOutput, judge, read_files
 from cuset.execute.perf import timing
 from cuset.execute.perf.claims import UnbelievableTiming, checked_times
@@ -64,10 +71,13 @@ class _Timing:
 
 def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxPolicy = SandboxPolicy(),
                      workdir=None, program_memory_bytes: int | None = None,
-                     extra_env: dict[str, str] | None = None, device: str = "cuda") -> dict:
+                     extra_env: dict[str, str] | None = None, device: str = "cuda",
+                     cache: CompileCache | None = None) -> dict:
     """The perf record (cuset.evaluate.perf.records) of a passing answer on the GPU.
     `device="cpu"` is for tests only: the same sandboxed runs of the same harness on the CPU,
-    with the host clock (the pipeline never passes it; the CPU backend times nothing)."""
+    with the host clock (the pipeline never passes it; the CPU backend times nothing).
+    `cache`: where the answer's extensions are built (a CompileCache of the GPU's extension
+    builder; any other: one of those under its root)."""
     root = Path(tempfile.mkdtemp(prefix="kbperf-", dir=workdir))
     os.chmod(root, 0o711)
     seed = options.seed if options.seed is not None else secrets.randbelow(2**31)
@@ -80,11 +90,13 @@ def time_kernelbench(task, code: str, *, options: PerfOptions, sandbox: SandboxP
         expected = read_files(ref_dir / "expected", "c0_t0")
         if expected is None:
             return _failed("the reference's timing run wrote no outputs")
+        built = _built_extensions(code, cache, sandbox, options.run_timeout)
         cand_dir = _run_dir(root, "candidate.py", code)
         shutil.copytree(ref_dir / "inputs", cand_dir / "inputs")
         remove_tree(ref_dir)   # the reference's source and outputs are gone before the answer runs
         alternate = ref.get("inputs_alternate") is True
-        cand, cand_step = _run("candidate", cand_dir, timed, alternate=alternate)
+        cand, cand_step = _run("candidate", cand_dir, timed, alternate=alternate,
+                               extensions=place_extensions(built, cand_dir / "ext"))
         if cand_step.timed_out:
             return _failed(f"the answer's timing run still ran after {options.run_timeout:g} s; killed")
         check = [{"name": "timed", "seeds": [seed]}]
@@ -158,7 +170,27 @@ def time_answer(task, code: str, *, backend, perf: PerfOptions, options, cache=N
     the evaluation's options give the sandbox and limits; run dirs go to the workspace's runs/."""
     return time_kernelbench(task, code, options=perf, sandbox=options.sandbox,
                             workdir=workspace.runs_dir() if workspace is not None else None,
-                            program_memory_bytes=options.program_memory_bytes, extra_env=dict(options.extra_env))
+                            program_memory_bytes=options.program_memory_bytes, extra_env=dict(options.extra_env),
+                            cache=cache)
+
+
+def _built_extensions(code: str, cache: CompileCache | None, sandbox: SandboxPolicy, seconds: float) -> dict:
+    """The builds of the answer's load_inline calls found in its source (those torch's build
+    makes exactly), from the extension cache (built now, within `seconds`, when its
+    verification used another cache): {key: entry} of those that built."""
+    specs = extract_specs(code, strict=True)[:MAX_STATIC_BUILDS]
+    if not specs:
+        return {}
+    own = not builds_extensions(cache, "gpu")
+    ext_cache = CompileCache(extension_builder("gpu", sandbox.mode), root=cache.root if cache is not None else None,
+                             timeout=seconds) if own else cache
+    manifest: dict = {}
+    try:
+        BuildBudget(seconds).build(ext_cache, specs, manifest, [], {})
+    finally:
+        if own:
+            ext_cache.close()
+    return {k: e for k, e in manifest.items() if "path" in e}   # a failed one builds in the run, as torch does
 
 
 def _run_dir(root: Path, name: str, source: str) -> Path:
@@ -169,7 +201,8 @@ def _run_dir(root: Path, name: str, source: str) -> Path:
     return run_dir
 
 
-def _run(role: str, run_dir: Path, timed: _Timing, *, alternate: bool) -> tuple[dict, object]:
+def _run(role: str, run_dir: Path, timed: _Timing, *, alternate: bool,
+         extensions: dict | None = None) -> tuple[dict, object]:
     options, sandbox, device = timed.options, timed.sandbox, timed.device
     cfg = {"role": role, "device": device, "alternate": alternate, "seed": timed.seed, "warmup": options.warmup, "trials": options.trials,
            "compile": options.compile_baseline, "step_timeout": options.step_timeout,
@@ -178,7 +211,7 @@ def _run(role: str, run_dir: Path, timed: _Timing, *, alternate: bool) -> tuple[
            "inputs_dir": str(run_dir / "inputs"), "expected_dir": str(run_dir / "expected"),
            "outputs_dir": str(run_dir / "outputs"), "build_dir": str(run_dir / "build"),
            "timing_path": str(run_dir / TIMING_FILE), "progress_path": str(run_dir / "progress.json"),
-           "timeout_path": str(run_dir / "timeout.txt")}
+           "timeout_path": str(run_dir / "timeout.txt"), "extensions": extensions or {}}
     (run_dir / "config.json").write_text(json.dumps(cfg))
     policy = SandboxPolicy(mode=sandbox.mode, cpu_seconds=math.ceil(options.run_timeout) + 5,
                            file_size_bytes=sandbox.file_size_bytes, processes=sandbox.processes, memory_bytes=None,

@@ -97,8 +97,9 @@ class BuildBudget:
                 self.builds += 1
                 self.cpu += outcome.step.cpu_seconds or 0.0
             steps.append(outcome.step)
-            if outcome.ok:
-                manifest[key] = {"path": str(outcome.executable), "module": spec.module_name()}
+            if outcome.ok:   # its digest: each run's copy is checked against it (extension_cache.place_extensions)
+                manifest[key] = {"path": str(outcome.executable), "module": module_name(cache.backend, spec),
+                                 "sha256": outcome.digest}
                 continue
             manifest[key] = {"status": (outcome.status or Status.COMPILE_ERROR).value,
                              "detail": f"load_inline({spec.name!r}): {outcome.detail}",
@@ -112,3 +113,10 @@ class BuildBudget:
         """The sample's timings: what its builds and request rounds cost."""
         return {"build_wall_seconds": round(self.wall, 3), "build_cpu_seconds": round(self.cpu, 3),
                 "build_rounds": float(self.rounds_used), "builds": float(self.builds)}
+
+
+def module_name(builder, spec: ExtensionSpec) -> str:
+    """The name the built module initialises under: the builder's (torch's: the call's name),
+    else the CPU build's own (ExtensionSpec.module_name)."""
+    named = getattr(builder, "module_name", None)
+    return named(spec) if named is not None else spec.module_name()

@@ -25,8 +25,14 @@ in the candidate's next run as torch's own error, as on a GPU: a candidate that
 falls back to torch and passes is a pass without its own kernels
 (`KernelEvidence.without_kernel` = "build_failed"); one that fails anyway fails
 with the build's `compile_error`.
-GPU backend: the harness calls the real `load_inline` (nvcc) inside the
-sandbox, with the GPU devices visible; the comparisons are the same code.
+GPU backend: the calls found in the source that torch's build would make exactly
+(`extract_specs(strict=True)`) are built by the parent the way torch builds them
+(torch_build.TorchExtensionBuilder: torch's build.ninja, nvcc, in the compile sandbox),
+through the same compile cache and budget; the harness loads those builds and calls the
+real `load_inline` (nvcc, inside the candidate's sandbox, kept nowhere) for any other
+call, and for a call whose parent build failed (its own build decides, as it always
+did). The comparisons are the same code. Either backend's run gets private copies of the
+builds, checked against the sha256 the cache recorded (extension_cache.place_extensions).
 
 Isolation: the reference and the candidate never share a process. A reference
 run (sandboxed) writes the seeded inputs and the expected outputs/gradients
@@ -74,7 +80,8 @@ from pathlib import Path
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.cpu.diagnostics import classify_run
 from cuset.execute.kernelbench import claims
-from cuset.execute.kernelbench.build import ExtensionBuilder, ExtensionSpec
+from cuset.execute.kernelbench.build import FLAG_FIELDS, ExtensionSpec
+from cuset.execute.kernelbench.extension_cache import extension_builder, place_extensions
 from cuset.execute.kernelbench.budget import MAX_STATIC_BUILDS, BuildBudget
 from cuset.execute.kernelbench.compare import BadOutput, judge, read_files, tensor_bytes
 from cuset.execute.kernelbench.options import VerifyOptions
@@ -190,9 +197,9 @@ def verify(reference_src: str, candidate_src: str | None, checks: list[Check] | 
     own_budget = build_budget is None
     budget = build_budget or BuildBudget(options.compile_timeout if options.build_budget_seconds is None
                                          else options.build_budget_seconds, options.build_rounds)
-    own_cache = cache is None and backend == "cpu"
+    own_cache = cache is None
     if own_cache:
-        cache = CompileCache(ExtensionBuilder(sandbox_mode=options.sandbox.mode), timeout=options.compile_timeout)
+        cache = CompileCache(extension_builder(backend, options.sandbox.mode), timeout=options.compile_timeout)
     steps: list[StepResult] = []
     timings: dict[str, float] = {}
     run_root = Path(tempfile.mkdtemp(prefix="kb-", dir=workdir))
@@ -219,10 +226,14 @@ def verify(reference_src: str, candidate_src: str | None, checks: list[Check] | 
             asked_failed.update({s.key(): manifest[s.key()] for s in asked
                                  if manifest.get(s.key(), {}).get("status") == Status.COMPILE_ERROR.value})
             refusal = _static_refusal(manifest)
+        else:   # the GPU: the calls torch's build makes exactly, built once for every run of every sample
+            over = budget.build(cache, extract_specs(candidate_src, strict=True)[:MAX_STATIC_BUILDS], manifest,
+                                steps, timings)
         quota = options.run_disk_bytes if options.run_disk_bytes is not None else \
             RUN_DISK_SLACK + 2 * sum(tensor_bytes(t) for _, t in expected.values())
         # 2. The candidate alone, on copies of the inputs; 3. the comparison, here.
         while over is None and refusal is None:
+            # a failed GPU build is not shown: the run's own build of the call decides, as it always did
             shown = _shown(manifest, asked_failed)
             run_dir = _candidate_dir(run_root, candidate_src, inputs, shown, quota)
             record, step = _run_harness("candidate", run_dir, shown, checks, options, timings)
@@ -469,15 +480,16 @@ def _static_problem(candidate_src: str) -> tuple[Status, str] | None:
 
 
 # ---------------------------------------------------------------- static extension discovery
-def extract_specs(candidate_src: str) -> list[ExtensionSpec]:
+def extract_specs(candidate_src: str, strict: bool = False) -> list[ExtensionSpec]:
     """The load_inline calls whose arguments are string constants (module-level
     names bound to literals, concatenations, lists of them): built before the
-    harness runs, so most candidates run once. Others are found at run time."""
+    harness runs, so most candidates run once. Others are found at run time.
+    `strict` (the GPU): only the calls whose every argument is in the build record."""
     tree = _parse(candidate_src)
     if isinstance(tree, str):
         return []
     try:
-        return _specs_of(tree)
+        return _specs_of(tree, strict)
     except RecursionError:  # constants nested beyond the stack: left to the run-time discovery
         return []
 
@@ -497,31 +509,87 @@ def _parse(source: str) -> ast.Module | str:
         return f"the candidate is not valid Python: {printable(str(e))[:200]}"
 
 
-def _specs_of(tree: ast.Module) -> list[ExtensionSpec]:
+def _specs_of(tree: ast.Module, strict: bool = False) -> list[ExtensionSpec]:
     env: dict[str, object] = {}
+    dicts: set[str] = set()   # names bound to dict literals (functions= with docstrings)
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             value = _const(node.value, env)
             if value is not None:
                 env[node.targets[0].id] = value
+                if isinstance(node.value, ast.Dict):
+                    dicts.add(node.targets[0].id)
     specs = []
+    params = _load_inline_params()
+    listed = ("name", "cpp_sources", "cuda_sources", "functions", *FLAG_FIELDS)
+    flags = ("with_cuda", "with_pytorch_error_handling")
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
             continue
         fname = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
-        if fname != "load_inline":
+        if fname != "load_inline" or any(isinstance(a, ast.Starred) for a in node.args) or \
+                any(k.arg is None for k in node.keywords):
             continue
-        params = ["name", "cpp_sources", "cuda_sources", "sycl_sources", "functions"]
         args = dict(zip(params, node.args))
-        args.update({k.arg: k.value for k in node.keywords if k.arg})
-        values = {p: _const(args[p], env) if p in args else None for p in ("name", "cpp_sources", "cuda_sources",
-                                                                             "functions")}
+        args.update({k.arg: k.value for k in node.keywords})
+        args = {p: v for p, v in args.items() if not (isinstance(v, ast.Constant) and v.value is None)}   # = default
+        values = {p: _const(args[p], env) if p in args else None for p in listed}
+        bools = {p: _literal(args[p]) if p in args else None for p in flags}
         if values["name"] is None or values["cpp_sources"] is None or any(
-                p in args and values[p] is None for p in ("cuda_sources", "functions")):
+                p in args and values[p] is None for p in listed) or any(
+                p in args and not isinstance(bools[p], (bool, type(None))) for p in flags):
             continue
-        specs.append(ExtensionSpec.from_call(values["name"], values["cpp_sources"], values["cuda_sources"],
-                                             values["functions"]))
+        if strict and not _exact_call(args, params, values, dicts):
+            continue
+        specs.append(ExtensionSpec.from_call(
+            values["name"], values["cpp_sources"], values["cuda_sources"], values["functions"],
+            **{f: values[f] for f in FLAG_FIELDS}, with_cuda=bools["with_cuda"],
+            with_pytorch_error_handling=True if bools["with_pytorch_error_handling"] is None
+            else bools["with_pytorch_error_handling"]))
     return specs
+
+
+def _exact_call(args: dict, params: tuple[str, ...], values: dict, dicts: set[str]) -> bool:
+    """Whether the GPU harness will look this call up by its build record (harness._exact):
+    the parent builds only what a run will load."""
+    from cuset.execute.kernelbench.build import HARMLESS_ARGS, KEYED_ARGS
+
+    defaults = _load_inline_defaults()
+    for arg, node in args.items():
+        if arg not in KEYED_ARGS and arg not in HARMLESS_ARGS and (
+                arg not in params or not isinstance(node, ast.Constant) or _literal(node) != defaults.get(arg)):
+            return False    # sycl_sources, use_pch, is_python_module=False, ...
+    functions = args.get("functions")
+    if isinstance(functions, ast.Dict) or (isinstance(functions, ast.Name) and functions.id in dicts) or \
+            values.get("functions") == []:
+        return False
+    return not values.get("extra_include_paths")
+
+
+def _literal(node, missing=None):
+    """True, False, None, a number or a string from a constant node, else `missing`."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float, str, type(None))):
+        return node.value
+    return missing
+
+
+@functools.lru_cache(maxsize=1)
+def _load_inline_params() -> tuple[str, ...]:
+    """load_inline's parameters in torch's order (the harness binds calls by the same signature)."""
+    return tuple(_load_inline_signature().parameters)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_inline_defaults() -> dict:
+    return {k: p.default for k, p in _load_inline_signature().parameters.items()}
+
+
+def _load_inline_signature():
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    return inspect.signature(cpp_extension.load_inline)
 
 
 def _const(node, env):
@@ -669,16 +737,7 @@ def _run_harness(role: str, run_dir: Path, manifest: dict, checks: list[Check], 
     shown the extensions of `manifest`: (the record the parent believes, its step). Its
     seconds are added to `timings[role]`."""
     backend, step_timeout = options.backend, options.step_timeout
-    extensions = {}
-    (run_dir / "ext").mkdir()
-    for key, entry in manifest.items():
-        if "path" in entry:  # a private copy: the sandbox sees nothing of the cache
-            local = run_dir / "ext" / key[:16] / Path(entry["path"]).name
-            local.parent.mkdir()
-            shutil.copy2(entry["path"], local)
-            extensions[key] = {"so": str(local), "module": entry["module"]}
-        else:
-            extensions[key] = entry
+    extensions = place_extensions(manifest, run_dir / "ext")   # private copies, checked against their sha256
     # Importing torch (and, on the GPU, building the extensions) is one step.
     import_timeout = options.import_timeout or (options.compile_timeout + 60 if backend == "gpu" else 60.0)
     n_steps = sum(1 + len(c.seeds) * (2 if c.backward else 1) for c in checks)

@@ -190,7 +190,7 @@ def candidate(run):
 
     cfg, steps = run.cfg, run.steps
 
-    harness.install_extensions(harness.GpuExtensions(cfg["build_dir"]))
+    harness.install_extensions(harness.GpuExtensions(cfg["build_dir"], cfg.get("extensions")))
     init_meta, init_tensors = harness.load(cfg["inputs_dir"], "c0")
     # both input sets are read before the answer is imported (cfg["alternate"]: the reference had two),
     # and then removed with the inputs folder: the answer never sees its inputs before it is called
