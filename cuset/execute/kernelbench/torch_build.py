@@ -39,7 +39,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from cuset.execute.interface import CompileOutcome
-from cuset.execute.kernelbench.build import FLAG_FIELDS, ExtensionSpec
+from cuset.execute.kernelbench.build import FLAG_FIELDS, ExtensionSpec, torch_build_info
 from cuset.execute.cpu.toolchain import ToolchainError
 from cuset.execute.process import clean_env
 from cuset.execute.result import Status, StepResult
@@ -210,16 +210,13 @@ def readonly_paths(with_cuda: bool) -> tuple[Path, ...]:
 @lru_cache(maxsize=1)
 def toolchain_facts() -> dict:
     """Everything besides the spec that decides what a build makes (the fingerprint's content)."""
-    try:
-        import torch
-        from torch.utils import cpp_extension as ce
-    except ImportError as e:
-        raise ToolchainError(f"KernelBench extensions are built against the evaluating interpreter's torch, "
-                             f"which does not import ({e}): install torch in {sys.executable}'s environment") from e
+    info = torch_build_info()   # ToolchainError, naming the fix, where torch does not import
+    import torch
+    from torch.utils import cpp_extension as ce
+
     cxx = ce.get_cxx_compiler()
     nvcc = Path(ce.CUDA_HOME) / "bin" / "nvcc" if ce.CUDA_HOME else None
-    return {"torch": torch.__version__, "torch_cuda": torch.version.cuda,
-            "abi": int(bool(torch._C._GLIBCXX_USE_CXX11_ABI)), "python": sys.version,
+    return {"torch": info["version"], "torch_cuda": torch.version.cuda, "abi": info["abi"], "python": sys.version,
             "ext_suffix": sysconfig.get_config_var("EXT_SUFFIX"), "cxx": cxx, "cxx_version": _version(cxx),
             "cc": os.environ.get("CC"), "cuda_home": ce.CUDA_HOME,
             "nvcc_version": _version(str(nvcc)) if nvcc is not None and nvcc.exists() else None,
