@@ -18,7 +18,9 @@ from cuset.execute.result import Status, printable
 from cuset.execute.untrusted_files import UnsafeOutput, read_bounded
 from cuset.io import json_line
 
-SPEC = {"name": "relu", "cpp_sources": ["int f();"], "cuda_sources": [], "functions": ["f"]}
+SPEC = {"name": "relu", "cpp_sources": ["int f();"], "cuda_sources": [], "functions": ["f"], "extra_cflags": ["-O3"],
+        "extra_cuda_cflags": [], "extra_ldflags": [], "extra_include_paths": [], "with_cuda": False,
+        "with_pytorch_error_handling": True}
 
 
 @pytest.mark.parametrize("status", ["passed", "skipped", "infra_error", "no_code", "made_up", None, 3])
@@ -42,6 +44,10 @@ def test_the_reference_may_skip_its_task_but_never_pass():
     ({"status": "wrong", "detail": {"x": 1}}, "field 'detail' is a dict"),
     ({"status": "need_extensions"}, "without naming them"),
     ({"status": "need_extensions", "specs": [{**SPEC, "functions": "f"}]}, "not a load_inline call's arguments"),
+    ({"status": "need_extensions", "specs": [{**SPEC, "extra_cflags": "-O3"}]}, "not a load_inline call's arguments"),
+    ({"status": "need_extensions", "specs": [{**SPEC, "with_cuda": 1}]}, "not a load_inline call's arguments"),
+    ({"status": "need_extensions", "specs": [{k: v for k, v in SPEC.items() if k != "extra_ldflags"}]},
+     "not a load_inline call's arguments"),
     ({"status": "need_extensions", "specs": [SPEC] * (claims.MAX_SPECS + 1)}, "more than 16"),
 ])
 def test_malformed_records_are_not_believed(value, why):

@@ -47,6 +47,10 @@ def test_an_unknown_extension_ends_the_run_with_its_request(harness):
                                  "cuda_sources": ["__global__ void k() {}"], "functions": ["f"],
                                  "extra_cflags": [], "extra_cuda_cflags": [], "extra_ldflags": [],
                                  "extra_include_paths": [], "with_cuda": True, "with_pytorch_error_handling": True}]}
+    # the parent believes the request whole (claims): the record it builds is the one the run looks up
+    from cuset.execute.kernelbench import claims
+
+    assert claims.checked_record(record, "candidate")["specs"] == record["specs"]
 
 
 def test_a_failed_build_raises_torchs_error_and_file_load_is_refused(harness):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from cuset.execute.kernelbench.build import FLAG_FIELDS
 from cuset.execute.kernelbench.compare import BadOutput, parse_json
 from cuset.execute.result import Status, printable
 from cuset.execute.untrusted_files import UnsafeOutput, read_bounded
@@ -46,7 +47,9 @@ _FIELDS = {"status": (str,), "detail": (str,), "log": (str,), "check": (str,), "
 _NAME_LISTS = ("loaded", "build_failed")
 MAX_NAMES = 64               # extensions a record may say it loaded (or failed to build)
 _PROGRESS = {"step": (str,), "timeout": (int, float), "check": (str,), "trial": (int,), "seed": (int,)}
-_SPEC_FIELDS = ("name", "cpp_sources", "cuda_sources", "functions")
+# a request's build record (harness.call_spec, build.ExtensionSpec.to_json): lists of strings, two flags
+_SPEC_LISTS = ("cpp_sources", "cuda_sources", "functions", *FLAG_FIELDS)
+_SPEC_FLAGS = ("with_cuda", "with_pytorch_error_handling")
 
 
 class Unbelievable(ValueError):
@@ -120,9 +123,9 @@ def _checked_specs(specs) -> list[dict]:
     for spec in specs:
         if not isinstance(spec, dict) or not isinstance(spec.get("name"), str) or any(
                 not isinstance(spec.get(k), list) or not all(isinstance(s, str) for s in spec[k])
-                for k in _SPEC_FIELDS[1:]):
+                for k in _SPEC_LISTS) or any(not isinstance(spec.get(k), bool) for k in _SPEC_FLAGS):
             raise Unbelievable(f"{VERDICT_FILE}: an extension request is not a load_inline call's arguments")
-        checked.append({k: spec[k] for k in _SPEC_FIELDS})
+        checked.append({k: spec[k] for k in ("name", *_SPEC_LISTS, *_SPEC_FLAGS)})
     return checked
 
 
