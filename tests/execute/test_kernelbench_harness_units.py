@@ -175,3 +175,12 @@ def test_gpu_loader_loads_the_parents_build_and_falls_back_to_torch(harness, tmp
     assert calls == ["cached", "other"]
     assert ext.evidence(None, ext.counted.calls) == {"loaded": ["cached_ext", "cached", "other"],
                                                      "extension_calls": 1, "build_failed": ["failed"]}
+
+
+def test_the_harness_and_the_parent_name_the_same_arguments(harness):
+    """harness.py imports nothing of cuset: its lists are copies of build.py's, kept equal here."""
+    from cuset.execute.kernelbench import build
+
+    h, _ = harness
+    assert (h.FLAG_ARGS, h.HARMLESS_ARGS) == (build.FLAG_FIELDS, build.HARMLESS_ARGS)
+    assert h.LAUNCHES_FUNCTION == build.LAUNCHES_FUNCTION

@@ -80,7 +80,7 @@ from pathlib import Path
 from cuset.execute.compile_cache import CompileCache
 from cuset.execute.cpu.diagnostics import classify_run
 from cuset.execute.kernelbench import claims
-from cuset.execute.kernelbench.build import FLAG_FIELDS, ExtensionSpec
+from cuset.execute.kernelbench.build import FLAG_FIELDS, HARMLESS_ARGS, KEYED_ARGS, ExtensionSpec
 from cuset.execute.kernelbench.extension_cache import extension_builder, place_extensions
 from cuset.execute.kernelbench.budget import MAX_STATIC_BUILDS, BuildBudget
 from cuset.execute.kernelbench.compare import BadOutput, judge, read_files, tensor_bytes
@@ -552,8 +552,6 @@ def _specs_of(tree: ast.Module, strict: bool = False) -> list[ExtensionSpec]:
 def _exact_call(args: dict, params: tuple[str, ...], values: dict, dicts: set[str]) -> bool:
     """Whether the GPU harness will look this call up by its build record (harness._exact):
     the parent builds only what a run will load."""
-    from cuset.execute.kernelbench.build import HARMLESS_ARGS, KEYED_ARGS
-
     defaults = _load_inline_defaults()
     for arg, node in args.items():
         if arg not in KEYED_ARGS and arg not in HARMLESS_ARGS and (
@@ -566,11 +564,11 @@ def _exact_call(args: dict, params: tuple[str, ...], values: dict, dicts: set[st
     return not values.get("extra_include_paths")
 
 
-def _literal(node, missing=None):
-    """True, False, None, a number or a string from a constant node, else `missing`."""
+def _literal(node):
+    """True, False, None, a number or a string from a constant node, else None."""
     if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float, str, type(None))):
         return node.value
-    return missing
+    return None
 
 
 @functools.lru_cache(maxsize=1)
