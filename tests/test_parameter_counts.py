@@ -26,6 +26,13 @@ ALLOWED = {
         "registry.get_backend(**options)), called with keywords at some 70 places",
     "cuset/evaluate/records.py:SampleResult.from_exec":
         "a record's constructor from an ExecResult: one keyword per SampleResult field the ExecResult does not hold",
+    "cuset/execute/kernelbench/build.py:ExtensionSpec.from_call":
+        "a record built from one load_inline call: its parameters mirror torch's load_inline's, so that a call "
+        "binds here exactly as torch binds it (the cache key must see every argument torch builds with)",
+    "cuset/evaluate/perf/kernelbench_runner.py:time_kernelbench":
+        "the KernelBench timing entry: task, code and PerfOptions, the evaluation's sandbox, memory and "
+        "environment as keywords (time_answer passes them from EvalOptions) and the extension cache its "
+        "verification filled; to become one record with time_answer's",
     "cuset/execute/cpu/fuzz/campaign.py:run_campaign":
         "the CPU backend's differential fuzzer (a development tool, no verdict passes through it), which came to "
         "main with this test in flight: its keyword settings (per_program, jobs, minimise_budget) are to become "
