@@ -102,7 +102,10 @@ SLOW_CPP = ("constexpr long spin(long n) {{ long s = 0; for (long i = 0; i < n; 
 def flood(n: int) -> str:
     """A candidate that ends its first run asking for `n` slow extensions at once (its own
     verdict.json, as the harness's request looks)."""
-    wanted = [{"name": f"slow{i}", "cpp_sources": [SLOW_CPP.format(i=i)], "cuda_sources": [], "functions": [f"f{i}"]}
+    from cuset.execute.kernelbench.build import FLAG_FIELDS
+
+    wanted = [{"name": f"slow{i}", "cpp_sources": [SLOW_CPP.format(i=i)], "cuda_sources": [], "functions": [f"f{i}"],
+               **{flags: [] for flags in FLAG_FIELDS}, "with_cuda": False, "with_pytorch_error_handling": True}
               for i in range(n)]
     record = json.dumps({"status": "need_extensions", "detail": "", "specs": wanted})
     return ("import json, os\nCFG = json.load(open('config.json'))\n"

@@ -250,12 +250,13 @@ RELU_OTHER_FLAG = RELU_OK.replace('extra_cuda_cflags=["-O3", "--use_fast_math"]'
 
 def three_samples(backend: str, cache: CompileCache) -> tuple[list, list[BuildBudget]]:
     """The same answer as two samples, then the answer with another flag: their verdicts and budgets."""
-    from cuset.execute.kernelbench.verify import verify
+    from cuset.execute.kernelbench.options import VerifyOptions
+    from cuset.execute.kernelbench.verify import plain_checks, verify
 
     assert RELU_OTHER_FLAG != RELU_OK
     budgets = [BuildBudget(600) for _ in range(3)]
-    verdicts = [verify(REFERENCE, code, backend=backend, n_trials=2, cache=cache, build_budget=budget,
-                       compile_timeout=600, step_timeout=120)
+    options = VerifyOptions(backend=backend, compile_timeout=600, step_timeout=120)
+    verdicts = [verify(REFERENCE, code, plain_checks(2), options=options, cache=cache, build_budget=budget)
                 for code, budget in zip((RELU_OK, RELU_OK, RELU_OTHER_FLAG), budgets)]
     return verdicts, budgets
 
