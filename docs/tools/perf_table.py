@@ -331,7 +331,9 @@ def git(root: Path, *args: str, check: bool = True) -> str:
 
 
 def has_commit(root: Path, commit: str) -> bool:
-    return subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root,
+    """Is the commit in HEAD's history? Mere presence is not enough: a commit of a branch that was
+    rebased stays in the object store of the clone that made it, and nowhere else."""
+    return subprocess.run(["git", "merge-base", "--is-ancestor", commit, "HEAD"], cwd=root,
                           capture_output=True).returncode == 0
 
 
@@ -390,8 +392,8 @@ def freshness(root: Path, record: dict) -> Freshness:
         if git(root, "rev-parse", "--is-shallow-repository").strip() == "true":
             raise HistoryMissing(f"commit {commit[:10]} of {record['script']}'s record is not in this shallow clone: "
                                  "`git fetch --unshallow` to tell whether it is stale")
-        raise ValueError(f"{record['script']}'s record names commit {commit[:10]}, which this repository does not "
-                         "have: re-measure it here")
+        raise ValueError(f"{record['script']}'s record names commit {commit[:10]}, which is not in HEAD's history "
+                         "(measured on a branch that was rebased?): re-measure it here")
     notes, state = [], "current"
     if paths:
         touched = git(root, "log", "--reverse", "--format=%H", f"{commit}..HEAD", "--", *paths).split()

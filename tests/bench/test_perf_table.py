@@ -145,8 +145,20 @@ def test_a_script_must_declare_existing_paths_it_measures(table, repo):
     with pytest.raises(ValueError, match=r"MEASURES names \['gone'\], not in the tree"):
         table.freshness(repo, _record(first))
     _commit(repo, "Declare what exists", {"bench/speed.py": 'MEASURES = ("pkg",)\n'})
-    with pytest.raises(ValueError, match="names commit 0000000000, which this repository does not have"):
+    with pytest.raises(ValueError, match="names commit 0000000000, which is not in HEAD's history"):
         table.freshness(repo, _record("0" * 40))
+
+
+def test_a_record_measured_on_a_branch_that_was_rebased_away_fails(table, repo):
+    """The commit is still in this clone's objects, but a clean clone of main would not have it."""
+    _commit(repo, "Add", {"bench/speed.py": 'MEASURES = ("pkg",)\n', "pkg/a.py": "x = 1\n"})
+    main = _git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip()
+    _git(repo, "checkout", "-q", "-b", "side")
+    side = _commit(repo, "Measure on the side", {"pkg/a.py": "x = 2\n"})
+    _git(repo, "checkout", "-q", main)
+    assert _git(repo, "cat-file", "-t", side) == "commit"   # the object is here, off HEAD's history
+    with pytest.raises(ValueError, match=r"not in HEAD's history \(measured on a branch that was rebased\?\)"):
+        table.freshness(repo, _record(side))
 
 
 def test_a_shallow_clone_says_what_to_fetch(table, repo, tmp_path):
