@@ -166,6 +166,52 @@ def test_atomics(compile_fixture):
     assert kv["atomic_cas"] == str(n) and kv["lock"] == "0" and kv["guarded"] == str(sum(range(n)))
 
 
+OPERAND_IS_RESULT = r"""
+#include <cstdio>
+__global__ void k(unsigned* a, unsigned long long* b, unsigned* out, unsigned long long* out64) {
+    unsigned t = threadIdx.x;
+    unsigned v = t * 2654435761u;
+    unsigned long long w = t * 11400714819323198485ull;
+    if (t < 3u) {              // the branch is what makes GCC 12.2 reuse the register xadd overwrote
+        v += atomicAdd(&a[t], v);
+        w += atomicAdd(&b[t], w);
+    }
+    out[t] = v;
+    out64[t] = w;
+}
+int main() {
+    unsigned h[4] = {17u, 2654435744u, 100u, 7u};
+    unsigned long long h64[4] = {17ull, 5ull, 1ull << 40, 9ull};
+    unsigned *a, *out; unsigned long long *b, *out64;
+    cudaMalloc(&a, sizeof h); cudaMalloc(&out, sizeof h); cudaMalloc(&b, sizeof h64); cudaMalloc(&out64, sizeof h64);
+    cudaMemcpy(a, h, sizeof h, cudaMemcpyHostToDevice); cudaMemcpy(b, h64, sizeof h64, cudaMemcpyHostToDevice);
+    k<<<1, 4>>>(a, b, out, out64);
+    unsigned r[4], m[4]; unsigned long long r64[4], m64[4];
+    cudaMemcpy(r, out, sizeof r, cudaMemcpyDeviceToHost); cudaMemcpy(m, a, sizeof m, cudaMemcpyDeviceToHost);
+    cudaMemcpy(r64, out64, sizeof r64, cudaMemcpyDeviceToHost); cudaMemcpy(m64, b, sizeof m64, cudaMemcpyDeviceToHost);
+    printf("v=%u,%u,%u,%u a=%u,%u,%u,%u\n", r[0], r[1], r[2], r[3], m[0], m[1], m[2], m[3]);
+    printf("w=%llu,%llu,%llu,%llu b=%llu,%llu,%llu,%llu\n", r64[0], r64[1], r64[2], r64[3],
+           m64[0], m64[1], m64[2], m64[3]);
+    return 0;
+}
+"""
+
+
+def test_an_atomic_whose_operand_is_also_its_result(compile_source):
+    """`v += atomicAdd(&a[t], v)`: v becomes v + old, and a[t] old + v (each thread its own
+    element, so every order agrees). GCC 12.2 compiled the unsigned forms, in a branch, to
+    old + old: 34 instead of 17 for thread 0 (the differential fuzzer's kernel 5559)."""
+    kv, _ = run_both(compile_source(OPERAND_IS_RESULT, "operand_is_result"))
+    h, h64 = [17, 2654435744, 100, 7], [17, 5, 1 << 40, 9]
+    v = [(t * 2654435761) % 2**32 for t in range(4)]
+    w = [(t * 11400714819323198485) % 2**64 for t in range(4)]
+    want_v = [(v[t] + h[t]) % 2**32 if t < 3 else v[t] for t in range(4)]
+    want_w = [(w[t] + h64[t]) % 2**64 if t < 3 else w[t] for t in range(4)]
+    assert want_v[:2] == [17, 1013904209]                                   # by hand: 0 + 17; g + (g - 17)
+    assert kv["v"] == ",".join(map(str, want_v)) and kv["a"] == ",".join(map(str, want_v[:3] + [7]))
+    assert kv["w"] == ",".join(map(str, want_w)) and kv["b"] == ",".join(map(str, want_w[:3] + [9]))
+
+
 # ------------------------------------------------------------------ warps and groups
 def _row(kv, key):
     return [int(x) for x in kv[key].split(",")]

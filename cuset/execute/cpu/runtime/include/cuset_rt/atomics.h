@@ -21,8 +21,14 @@ CUSET_NOT_RACECHECKED __attribute__((always_inline)) inline T atomic_update(T* a
 }  // namespace rt
 }  // namespace cuset
 
+// The empty asm hides from the optimiser that the operand is the caller's variable: GCC 12.2
+// (Debian 12.2.0-14) at -O1 and up compiles `if (c) v += atomicAdd(p, v);` on unsigned and
+// unsigned long long to `lock xadd v, (p); add v, v`, adding the old value to itself because
+// xadd overwrote the register holding v (tests/execute/cpu/test_runtime.py
+// test_an_atomic_whose_operand_is_also_its_result, found by the differential fuzzer).
 #define CUSET_ATOMIC_FETCH(name, T, builtin)                                            \
   CUSET_NOT_RACECHECKED inline T name(T* address, T val) {                             \
+    __asm__("" : "+r"(val));                                                           \
     return builtin(address, val, __ATOMIC_SEQ_CST);                                    \
   }                                                                                    \
   inline T name##_block(T* address, T val) { return name(address, val); }             \
