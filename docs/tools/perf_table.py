@@ -26,6 +26,7 @@ import json
 import re
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -232,6 +233,32 @@ def _proof_trust(r: dict) -> str:
     return "per sample, believed proof -> every order run: " + "; ".join(parts)
 
 
+def _cpu_fuzz(r: dict) -> str:
+    kinds = ", ".join(f"{n} {what}" for what, n in sorted(Counter(d["what"] for d in r["disagreement_list"]).items()))
+    verdicts = " / ".join(f"{n:,} {v}" for v, n in r["reference_verdicts"].items())
+    covered = sum(1 for n in r["features"].values() if n)
+    return (f"{r['kernels_generated']:,} of {r['kernels_requested']:,} kernels checked "
+            f"({'complete' if r['complete'] else 'incomplete'}), {r['disagreements']} disagreement(s)"
+            + (f" ({kinds})" if kinds else "") + f"; the fibers' verdicts {verdicts}; "
+            f"{covered} of {len(r['features'])} features covered; {r['proven_kernels']:,} kernels proven by the "
+            f"order proof; {_n(r['seconds'], 0)} s wall, {_n(r['kernels_per_s'], 2)} kernels/s ({r['jobs']} jobs)")
+
+
+def _speed_vs(r: dict) -> str:
+    worst = r["worst"][0]
+    return (f"{r['samples']} samples, old ({r['old_commit'][:7]}) {_n(r['old_s'])} s -> new {_n(r['new_s'])} s in all "
+            f"(x{_n(r['new_over_old'], 3)}, median per sample x{_n(r['median_ratio'], 3)}); the largest ratio "
+            f"{worst['sample']} x{_n(worst['ratio'], 2)} ({_n(worst['old_s'])} -> {_n(worst['new_s'])} s)")
+
+
+def _demo_time(r: dict) -> str:
+    steps = ", ".join(f"{k} {_n(v, 0)}" for k, v in r["steps_s"].items() if v >= 30)
+    models = "; ".join(f"{m['method']}: compile@1 {_n(m['compile@1'])}%, function@1 {_n(m['function@1'])}%"
+                       for m in r["models"].values() if m["compile@1"] is not None)
+    return (f"{_n(r['wall_min'])} min wall ({_n(r['wall_s'], 0)} s), {_n(r['cpu_s'], 0)} CPU s, the demo's share of "
+            f"the machine's CPU {_n(100 * r['demo_share_of_machine_cpu'], 0)}%; steps over 30 s (s): {steps}; {models}")
+
+
 def _demo_same(r: dict) -> str:
     return (f"{r['fields_compared']} fields compared, {len(r['result_differences'])} results differ, "
             f"{len(r['bookkeeping_differences'])} bookkeeping fields differ; identical results: "
@@ -302,6 +329,11 @@ ROWS = (
     Row("proof_trust.json", "CPU backend, the bundled CPU suite's references evaluated as trusted programs (the "
         "order proof believed) and as model answers (every order run), alternately", "<= 1.10x per honest sample",
         _proof_trust),
+    Row("cpu_fuzz.json", "CPU backend, differential fuzzer: random CUDA kernels on the default paths and order "
+        "proof vs the fibers in every order, verdicts and bytes per kernel", "0 disagreements in >= 10,000 kernels",
+        _cpu_fuzz),
+    Row("demo_time.json", "`make demo` from a fresh cache (the shipped base; data, SFT and CuSeT, generate, "
+        "evaluate, report)", "<= 15 min on 2 idle cores", _demo_time),
     Row("demo_same_numbers.json", "`cuset demo` with one config before and after a refactoring, field by field",
         "identical results", _demo_same),
 )
