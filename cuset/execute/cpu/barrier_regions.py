@@ -48,9 +48,10 @@ import re
 from dataclasses import dataclass, replace
 
 from cuset.execute.cpu import block_loop, inline_calls, memory_intrinsics, region_lanes
-from cuset.execute.cpu.block_loop import (
-    _FOR_EACH_THREAD, _LOOPS, _MAX_REPLICATED, WARP_OPS, KernelPlan, _declared_names, _flat, _ForHeader,
-    _KernelVariant, _NotCollapsible, _unwrap, _Unit, _VariantWriter, _walk, replicated_types,
+from cuset.execute.cpu.block_loop import KernelPlan, KernelVariant, VariantWriter
+from cuset.execute.cpu.plan_ir import (
+    FOR_EACH_THREAD, LOOPS, MAX_REPLICATED, WARP_OPS, ForHeader, NotCollapsible, Unit, called_name, declared_names,
+    flat, replicated_types, unwrap, walk,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
@@ -79,8 +80,8 @@ def plan_kernels(src: str, *, ticking: frozenset[int]) -> list[KernelPlan]:
     return block_loop.plan_kernels(src, barrier_planner=plan_barrier_kernel, ticking=ticking)
 
 
-def plan_barrier_kernel(unit: _Unit, fn, name: str, line: int) -> KernelPlan:
-    """The plan of a kernel with barriers; raises _NotCollapsible where it needs the fibers.
+def plan_barrier_kernel(unit: Unit, fn, name: str, line: int) -> KernelPlan:
+    """The plan of a kernel with barriers; raises NotCollapsible where it needs the fibers.
     A kernel whose barriers sit in helpers it calls is planned with those calls inlined
     (inline_calls.py): the variant is written from that text, the fibers keep the calls.
     The regions run each stretch between barriers without a switch, so no loop the kernel
@@ -88,33 +89,33 @@ def plan_barrier_kernel(unit: _Unit, fn, name: str, line: int) -> KernelPlan:
     plan = _plan_barrier_kernel(unit, fn, name, line)
     where = _ticking_loop(unit, fn.child_by_field_name("body"), set())
     if where:
-        raise _NotCollapsible(f"a loop that ticks on the fibers ({where})")
+        raise NotCollapsible(f"a loop that ticks on the fibers ({where})")
     return plan
 
 
-def _plan_barrier_kernel(unit: _Unit, fn, name: str, line: int) -> KernelPlan:
+def _plan_barrier_kernel(unit: Unit, fn, name: str, line: int) -> KernelPlan:
     try:
         return _BarrierVariant(unit, fn).plan(name, line)
-    except _NotCollapsible:
+    except NotCollapsible:
         inlined = inline_calls.inline_barrier_calls(unit, fn)
         if inlined is None:
             raise
     source, calls = inlined
     data = source.encode()
-    new_unit = _Unit(data, parser().parse(data).root_node)
+    new_unit = Unit(data, parser().parse(data).root_node)
     # the edits are all inside the kernel's body: it starts where it did
     [new_fn] = [k for k in new_unit.kernels if k.start_byte == fn.start_byte]
     plan = _BarrierVariant(new_unit, new_fn).plan(name, line)
     return replace(plan, inlined=calls)
 
 
-def _ticking_loop(unit: _Unit, body, seen: set[str]) -> str:
+def _ticking_loop(unit: Unit, body, seen: set[str]) -> str:
     """Where `body`, or a function of the file it calls (at any depth), has a loop that
-    ticks on the fibers (`_Unit.ticks`): "" for none."""
-    for n in _walk(body) if body is not None else ():
-        if n.type in _LOOPS and unit.ticks(n):
+    ticks on the fibers (`Unit.ticks`): "" for none."""
+    for n in walk(body) if body is not None else ():
+        if n.type in LOOPS and unit.ticks(n):
             return f"line {n.start_point[0] + 1}"
-        name = block_loop._called_name(unit, n) if n.type == "call_expression" else ""
+        name = called_name(unit, n) if n.type == "call_expression" else ""
         if name in unit.functions and name not in seen:
             seen.add(name)
             for f in unit.functions[name]:
@@ -124,8 +125,8 @@ def _ticking_loop(unit: _Unit, body, seen: set[str]) -> str:
     return ""
 
 
-class _BarrierVariant(_KernelVariant):
-    def __init__(self, unit: _Unit, fn):
+class _BarrierVariant(KernelVariant):
+    def __init__(self, unit: Unit, fn):
         super().__init__(unit, fn)
         self.uniform_now: set[str] = set()  # uniform locals and loop variables in scope while classifying
         self.remat_now: set[str] = set()    # recomputed locals in scope while classifying
@@ -148,7 +149,7 @@ class _BarrierVariant(_KernelVariant):
         # A barrier or shared memory behind a macro would sit inside a region.
         for word in re.findall(r"[A-Za-z_]\w*", self.u.macros[name]):
             if word in ("__syncthreads", "__shared__", "extern"):
-                raise _NotCollapsible(f"macro {name} uses {word}")
+                raise NotCollapsible(f"macro {name} uses {word}")
         return super()._check_macro(name, seen)
 
     def _check_call(self, call) -> bool:
@@ -166,20 +167,20 @@ class _BarrierVariant(_KernelVariant):
     # -------------------------------------------------- the plan
     def plan(self, name: str, line: int) -> KernelPlan:
         self._check_kernel()
-        for n in _walk(self.body):
+        for n in walk(self.body):
             if n.type in ("while_statement", "do_statement"):
-                raise _NotCollapsible("a while loop (it ticks on the fibers)")
+                raise NotCollapsible("a while loop (it ticks on the fibers)")
             if n.type == "call_expression" and self._callee_name(n) in self.checked_functions \
                     and self.checked_functions[self._callee_name(n)]:
-                raise _NotCollapsible("calls a function with a loop (it ticks on the fibers)")
+                raise NotCollapsible("calls a function with a loop (it ticks on the fibers)")
             if n.type == "identifier" and self.u.text(n) in self.u.macros and self._check_macro(self.u.text(n), set()):
-                raise _NotCollapsible("a macro with a loop")
-        items = self._level(_unwrap(self.body), top=True)
-        placed = sum(1 for n in _walk(self.body) if n.type == "identifier" and self.u.text(n) == "__syncthreads")
+                raise NotCollapsible("a macro with a loop")
+        items = self._level(unwrap(self.body), top=True)
+        placed = sum(1 for n in walk(self.body) if n.type == "identifier" and self.u.text(n) == "__syncthreads")
         if placed != self.barriers:
-            raise _NotCollapsible("a barrier under thread-dependent control flow")
+            raise NotCollapsible("a barrier under thread-dependent control flow")
         if _junctions_race(items, self._accesses):
-            raise _NotCollapsible("a hoisted loop joins two stretches that may race with no barrier between")
+            raise NotCollapsible("a hoisted loop joins two stretches that may race with no barrier between")
         if self.shuffles:
             self._check_warp_intervals(items)
         gen = _BarrierGenerator(self, items)
@@ -202,27 +203,27 @@ class _BarrierVariant(_KernelVariant):
             if self._has_shuffle(s) and not self._has_barrier(s):
                 items.append(self._warp_item(s))
                 continue
-            if any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in _walk(s)):
+            if any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in walk(s)):
                 if s.type != "for_statement":
-                    raise _NotCollapsible("a barrier under thread-dependent control flow")
+                    raise NotCollapsible("a barrier under thread-dependent control flow")
                 var = self._uniform_for(s)
                 self.loops += 1
                 outer = (set(self.uniform_now), set(self.remat_now))  # the body's locals end with it
                 self.uniform_now.add(var)
-                inner = self._level(_unwrap(s.child_by_field_name("body")), top=False)
+                inner = self._level(unwrap(s.child_by_field_name("body")), top=False)
                 self.uniform_now, self.remat_now = outer
                 items.append(("loop", s, inner))
                 continue
-            if any(n.type == "type_qualifier" and self.u.text(n) == "__shared__" for n in _walk(s)):
+            if any(n.type == "type_qualifier" and self.u.text(n) == "__shared__" for n in walk(s)):
                 if not top or s.type != "declaration":
-                    raise _NotCollapsible("shared memory declared in a nested block")
+                    raise NotCollapsible("shared memory declared in a nested block")
                 items.append(("shared", s))
                 continue
-            if any(n.type == "storage_class_specifier" and self.u.text(n) == "extern" for n in _walk(s)):
-                raise _NotCollapsible("extern")
+            if any(n.type == "storage_class_specifier" and self.u.text(n) == "extern" for n in walk(s)):
+                raise NotCollapsible("extern")
             self._check_jumps(s)
             if s.type == "declaration":
-                names = tuple(_declared_names(self.u, s))
+                names = tuple(declared_names(self.u, s))
                 if self._uniform_declaration(s):
                     self.uniform_now.update(names)
                     items.append(("uniform", s, names))
@@ -237,10 +238,10 @@ class _BarrierVariant(_KernelVariant):
 
     # -------------------------------------------------- warp shuffles
     def _has_shuffle(self, s) -> bool:
-        return any(n.type == "identifier" and self.u.text(n) in WARP_OPS for n in _walk(s))
+        return any(n.type == "identifier" and self.u.text(n) in WARP_OPS for n in walk(s))
 
     def _has_barrier(self, s) -> bool:
-        return any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in _walk(s))
+        return any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in walk(s))
 
     def _warp_item(self, s) -> tuple:
         """A statement with warp shuffles and no barrier: ("shfl", node, _Shuffle) for a
@@ -254,18 +255,18 @@ class _BarrierVariant(_KernelVariant):
             var = self._uniform_for(s)
             outer = (set(self.uniform_now), set(self.remat_now))
             self.uniform_now.add(var)
-            inner = self._level(_unwrap(s.child_by_field_name("body")), top=False)
+            inner = self._level(unwrap(s.child_by_field_name("body")), top=False)
             self.uniform_now, self.remat_now = outer
             return ("wloop", s, inner)
         if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
             cond = s.child_by_field_name("condition")
             if any(n.type in ("declaration", "init_statement") for n in cond.named_children):
-                raise _NotCollapsible("a declaration in the condition of an if around warp shuffles")
+                raise NotCollapsible("a declaration in the condition of an if around warp shuffles")
             outer = (set(self.uniform_now), set(self.remat_now))
-            inner = self._level(_unwrap(s.child_by_field_name("consequence")), top=False)
+            inner = self._level(unwrap(s.child_by_field_name("consequence")), top=False)
             self.uniform_now, self.remat_now = outer
             return ("wif", s, inner)
-        raise _NotCollapsible("a warp shuffle other than a whole statement `T x = __shfl_*_sync(...);` or "
+        raise NotCollapsible("a warp shuffle other than a whole statement `T x = __shfl_*_sync(...);` or "
                               "`x = __shfl_*_sync(...);` in the kernel body, a block-uniform for or an if")
 
     def _shuffle_statement(self, s):
@@ -278,7 +279,7 @@ class _BarrierVariant(_KernelVariant):
             call = s.named_children[0]
             args = call.child_by_field_name("arguments").named_children
             if len(args) > 1 or (args and not self._full_mask(args[0])):
-                raise _NotCollapsible("__syncwarp with a mask that is not the full warp")
+                raise NotCollapsible("__syncwarp with a mask that is not the full warp")
             return _Shuffle("sync", "__syncwarp", "", None, None, None, None, call.start_point[0] + 1)
         if s.type == "declaration":
             declarators = s.children_by_field_name("declarator")
@@ -297,7 +298,7 @@ class _BarrierVariant(_KernelVariant):
         value, around = call, None
         if not self._is_shuffle_call(call):
             # the one shuffle inside a value that around it reads no memory: `v = f(v, shfl(...))`
-            inner = [n for n in _walk(value) if self._is_shuffle_call(n)]
+            inner = [n for n in walk(value) if self._is_shuffle_call(n)]
             if len(inner) != 1 or not self._plain_around(value, inner[0]):
                 return None
             call, around = inner[0], value
@@ -308,7 +309,7 @@ class _BarrierVariant(_KernelVariant):
         if len(args) not in ((2,) if vote else (3, 4)) or any(self._has_shuffle(a) for a in args):
             return None
         if not self._full_mask(args[0]):
-            raise _NotCollapsible(f"a warp shuffle whose mask is not the full warp ({self.u.text(args[0])})")
+            raise NotCollapsible(f"a warp shuffle whose mask is not the full warp ({self.u.text(args[0])})")
         exchanged = "int" if vote else None   # a vote exchanges its predicate as an int, as the runtime does
         if around is not None and not vote:
             exchanged = self._local_type(args[1])
@@ -325,8 +326,8 @@ class _BarrierVariant(_KernelVariant):
         """Around `call`, `value` holds locals, constants, operators and calls of pure
         functions or of the file's functions that touch no memory: evaluated after the
         exchange instead of before it, it computes the same."""
-        inside = {id(n) for n in _walk(call)}
-        for n in _walk(value):
+        inside = {id(n) for n in walk(call)}
+        for n in walk(value):
             if id(n) in inside or not n.is_named:
                 continue
             t = n.type
@@ -360,7 +361,7 @@ class _BarrierVariant(_KernelVariant):
             body = fn.child_by_field_name("body")
             if body is None:
                 return False
-            for n in _walk(body):
+            for n in walk(body):
                 t = n.type
                 if t in ("subscript_expression", "pointer_expression") or \
                         (t == "field_expression" and operator_text(self.u, n) == "->"):
@@ -380,11 +381,11 @@ class _BarrierVariant(_KernelVariant):
             return None
         name = self.u.text(node)
         found = []
-        for n in _walk(self.body):
-            if n.type == "declaration" and name in _declared_names(self.u, n):
+        for n in walk(self.body):
+            if n.type == "declaration" and name in declared_names(self.u, n):
                 try:
                     found += [t for d, t in replicated_types(self.u, n) if d == name]
-                except _NotCollapsible:
+                except NotCollapsible:
                     return None
         for prm in self._parameters():
             if prm.type == "parameter_declaration":
@@ -423,10 +424,10 @@ class _BarrierVariant(_KernelVariant):
                     and self._pure_with(cond, known, uniform & known):
                 needed = self._needed_declarations(cond, items)
                 if needed is not None:
-                    guards.append((needed, _flat(self.u, cond)))
+                    guards.append((needed, flat(self.u, cond)))
                     guarded.add(body[0].start_byte)
-        if any(n.type == "return_statement" and n.start_byte not in guarded for n in _walk(self.body)):
-            raise _NotCollapsible("warp shuffles in a kernel that returns other than `if (C) return;` before its "
+        if any(n.type == "return_statement" and n.start_byte not in guarded for n in walk(self.body)):
+            raise NotCollapsible("warp shuffles in a kernel that returns other than `if (C) return;` before its "
                                   "first barrier and shuffle")
         return guards
 
@@ -447,7 +448,7 @@ class _BarrierVariant(_KernelVariant):
                 cond = it[1].child_by_field_name("condition")
                 needed = self._needed_declarations(cond, items)
                 if needed is not None and self._pure_with(cond, known, uniform & known):
-                    self.warp_checks.append((needed, _flat(self.u, cond)))
+                    self.warp_checks.append((needed, flat(self.u, cond)))
                     checked.add(it[1].start_byte)
         return checked
 
@@ -459,14 +460,14 @@ class _BarrierVariant(_KernelVariant):
         wanted, todo = set(), [cond]
         while todo:
             node = todo.pop()
-            for n in _walk(node):
+            for n in walk(node):
                 name = self.u.text(n) if n.type == "identifier" else None
                 if name in self._shared_arrays():
                     return None
                 if name in decl_of and name not in wanted:
                     wanted.add(name)
                     todo.append(decl_of[name][1])
-        return [_flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]) for it in items
+        return [flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]) for it in items
                 if it[0] in ("remat", "uniform") and set(it[2]) & wanted]
 
     def _pure_with(self, node, remat: set[str], uniform: set[str]) -> bool:
@@ -480,7 +481,7 @@ class _BarrierVariant(_KernelVariant):
     def _runs_once(self, loop) -> bool:
         """A `for (int v = A; v OP B; ...)` with constant A and B whose condition holds at
         A: it runs at least one iteration (`for (int o = 16; o > 0; o >>= 1)`)."""
-        h = _ForHeader.of(self.u, loop)
+        h = ForHeader.of(self.u, loop)
         cond = loop.child_by_field_name("condition")
         start = self._constant(h.declarator.child_by_field_name("value"))
         if cond is None or cond.type != "binary_expression" or start is None:
@@ -540,24 +541,24 @@ class _BarrierVariant(_KernelVariant):
         reaches a barrier next (on the fibers a deadlock, reported the same), so last
         in its interval, not in a loop, and not in the kernel's last stretch; and no
         junction inside a warp's stretches may race (`_warp_junctions_race`)."""
-        if any(n.type == "return_statement" for n in _walk(self.body)):
+        if any(n.type == "return_statement" for n in walk(self.body)):
             self.warp_checks = self._exit_guards(items)
         checked = self._checked_ifs(items)
         for it in _all_items(items):
             if it[0] == "loop" and any(x[0] in _WARP_KINDS for x in _all_items(it[2])):
-                raise _NotCollapsible("warp shuffles in a loop with barriers")
+                raise NotCollapsible("warp shuffles in a loop with barriers")
             if it[0] in ("wloop", "wif") and any(x[0] in ("barrier", "loop", "shared") for x in _all_items(it[2])):
-                raise _NotCollapsible("a barrier among warp shuffles")  # _level counts it as placed
+                raise NotCollapsible("a barrier among warp shuffles")  # _level counts it as placed
         for interval, closed in _intervals(items):
             if not any(it[0] in _WARP_KINDS for it in interval):
                 continue
             if any(it[0] == "loop" for it in interval):
-                raise _NotCollapsible("warp shuffles next to a hoisted loop with barriers")
+                raise NotCollapsible("warp shuffles next to a hoisted loop with barriers")
             if _misplaced_if(interval, closed, checked):
-                raise _NotCollapsible("an if around warp shuffles that is not the last of its stretch before a "
+                raise NotCollapsible("an if around warp shuffles that is not the last of its stretch before a "
                                       "barrier")
             if _warp_junctions_race(interval, self._accesses, self._runs_once):
-                raise _NotCollapsible("a loop or if around warp shuffles joins two stretches that may race")
+                raise NotCollapsible("a loop or if around warp shuffles joins two stretches that may race")
 
     def _uniform_declaration(self, s) -> bool:
         """Every declarator initialised with a value every thread computes alike, never written."""
@@ -570,44 +571,44 @@ class _BarrierVariant(_KernelVariant):
         why = "a barrier in a loop that is not block-uniform"
         var = self._loop_variable(node)
         if var is None or update is None:
-            raise _NotCollapsible(why)
+            raise NotCollapsible(why)
         [declarator] = node.child_by_field_name("initializer").children_by_field_name("declarator")
         if not self._pure(declarator.child_by_field_name("value"), set(), thread_ok=False):
-            raise _NotCollapsible(why)
+            raise NotCollapsible(why)
         outer = set(self.uniform_now)
         self.uniform_now.add(var)
         try:
             if not self._pure(cond, set(), thread_ok=False):
-                raise _NotCollapsible(why)
-            for n in _walk(update):  # writes only the loop variable, with uniform values
+                raise NotCollapsible(why)
+            for n in walk(update):  # writes only the loop variable, with uniform values
                 if n.type in ("assignment_expression", "update_expression"):
                     target = n.child_by_field_name("left") or n.child_by_field_name("argument")
                     if target is None or target.type != "identifier" or self.u.text(target) != var:
-                        raise _NotCollapsible(why)
+                        raise NotCollapsible(why)
                     right = n.child_by_field_name("right")
                     if right is not None and not self._pure(right, set(), thread_ok=False):
-                        raise _NotCollapsible(why)
+                        raise NotCollapsible(why)
                 elif n.type in ("subscript_expression", "call_expression", "pointer_expression", "comma_expression"):
-                    raise _NotCollapsible(why)
+                    raise NotCollapsible(why)
         finally:
             self.uniform_now = outer
         changed = self._changes_variable(node.child_by_field_name("body"), var)
         if changed:
-            raise _NotCollapsible(f"a loop with a barrier whose body {changed}")
+            raise NotCollapsible(f"a loop with a barrier whose body {changed}")
         return var
 
     def _check_jumps(self, s) -> None:
         """A `break`/`continue` inside a region must stay inside its statement."""
-        for n in _walk(s):
+        for n in walk(s):
             if n.type not in ("break_statement", "continue_statement"):
                 continue
             p = n.parent
             while p is not None and p != s.parent:
-                if p.type in _LOOPS or (p.type == "switch_statement" and n.type == "break_statement"):
+                if p.type in LOOPS or (p.type == "switch_statement" and n.type == "break_statement"):
                     break
                 p = p.parent
             if p is None or p == s.parent:
-                raise _NotCollapsible(f"{n.type.replace('_statement', '')} across a barrier")
+                raise NotCollapsible(f"{n.type.replace('_statement', '')} across a barrier")
 
     def _accesses(self, node) -> tuple[set[str], set[str]]:
         """(written, read) memory objects of a statement (`_memory_object`): a `__shared__`
@@ -620,7 +621,7 @@ class _BarrierVariant(_KernelVariant):
         written: set[str] = set()
         read: set[str] = set()
 
-        for n in _walk(node):
+        for n in walk(node):
             t = n.type
             if self._is_access(n):
                 where = self._access_object(n)
@@ -740,7 +741,7 @@ class _BarrierVariant(_KernelVariant):
             return self._alias_cache
         named = self._shared_names() | self._restrict_params()
         aliases: dict[str, str] = {}
-        for decl in _unwrap(self.body):
+        for decl in unwrap(self.body):
             if decl.type != "declaration":
                 continue
             for d in decl.children_by_field_name("declarator"):
@@ -751,13 +752,13 @@ class _BarrierVariant(_KernelVariant):
                 if target in named:
                     aliases[self.u.text(declared_identifier(d))] = target
         declared: dict[str, int] = {}
-        for n in _walk(self.body):
+        for n in walk(self.body):
             if n.type == "declaration":
-                for name in _declared_names(self.u, n):
+                for name in declared_names(self.u, n):
                     declared[name] = declared.get(name, 0) + 1
         for name in [a for a in aliases if declared.get(a, 0) != 1]:
             del aliases[name]   # declared again in an inner scope: that one may point anywhere
-        for n in _walk(self.body):  # reassigned, stepped or its address taken: not an alias
+        for n in walk(self.body):  # reassigned, stepped or its address taken: not an alias
             target = None
             if n.type == "assignment_expression":
                 target = n.child_by_field_name("left")
@@ -782,13 +783,13 @@ class _BarrierVariant(_KernelVariant):
     def _shared_scalars(self) -> set[str]:
         """`__shared__` variables that are no arrays: their name reads the memory."""
         if not hasattr(self, "_scalar_cache"):
-            self._scalar_cache = {self.u.text(declared_identifier(d)) for n in _unwrap(self.body)
+            self._scalar_cache = {self.u.text(declared_identifier(d)) for n in unwrap(self.body)
                                   if n.type == "declaration"
                                   and any(c.type == "type_qualifier" and self.u.text(c) == "__shared__"
                                           for c in n.children)
                                   for d in n.children_by_field_name("declarator")
                                   if d.type != "array_declarator" and declared_identifier(d) is not None
-                                  and not any(x.type == "array_declarator" for x in _walk(d))}
+                                  and not any(x.type == "array_declarator" for x in walk(d))}
         return self._scalar_cache
 
     def _shared_arrays(self) -> set[str]:
@@ -798,20 +799,20 @@ class _BarrierVariant(_KernelVariant):
     def _extern_shared(self) -> set[str]:
         """`extern __shared__` arrays: all of them start at the one dynamic window."""
         if not hasattr(self, "_extern_cache"):
-            self._extern_cache = {name for n in _unwrap(self.body) if n.type == "declaration"
+            self._extern_cache = {name for n in unwrap(self.body) if n.type == "declaration"
                                   and any(c.type == "type_qualifier" and self.u.text(c) == "__shared__"
                                           for c in n.children)
                                   and any(c.type == "storage_class_specifier" and self.u.text(c) == "extern"
                                           for c in n.children)
-                                  for name in _declared_names(self.u, n)}
+                                  for name in declared_names(self.u, n)}
         return self._extern_cache
 
     def _shared_names(self) -> set[str]:
         if not hasattr(self, "_shared_cache"):
-            self._shared_cache = {name for n in _unwrap(self.body) if n.type == "declaration"
+            self._shared_cache = {name for n in unwrap(self.body) if n.type == "declaration"
                                   and any(c.type == "type_qualifier" and self.u.text(c) == "__shared__"
                                           for c in n.children)
-                                  for name in _declared_names(self.u, n)}
+                                  for name in declared_names(self.u, n)}
         return self._shared_cache
 
 
@@ -931,7 +932,7 @@ def _declares(ident) -> bool:
         and ident in parent.children_by_field_name("declarator")
 
 
-def _pointed_into(unit: _Unit, value) -> str:
+def _pointed_into(unit: Unit, value) -> str:
     """The array or pointer named first in `a`, `a + e`, `a - e`, `&a[e]` (casts and
     parentheses around them allowed); "" otherwise."""
     while value is not None:
@@ -966,7 +967,7 @@ def _overlap(x: set[str], y: set[str]) -> bool:
     return bool(x & y) or bool((x | y) & {"global", "*"})
 
 
-def _is_barrier(unit: _Unit, s) -> bool:
+def _is_barrier(unit: Unit, s) -> bool:
     if s.type != "expression_statement" or len(s.named_children) != 1:
         return False
     call = s.named_children[0]
@@ -1023,7 +1024,7 @@ def _junctions_race(items, accesses) -> bool:
 
 
 # ---------------------------------------------------------------- code generation
-class _BarrierGenerator(_VariantWriter):
+class _BarrierGenerator(VariantWriter):
     """The variant's text: each level's statements between barriers as one loop over
     the block's threads (`::cuset::rt::for_each_thread`, in the order of `cuset_bl`),
     hoisted loops and uniform locals at block level, a barrier as the next order."""
@@ -1031,13 +1032,13 @@ class _BarrierGenerator(_VariantWriter):
     def __init__(self, kv: _BarrierVariant, items: list[tuple]):
         super().__init__(kv)
         self.items = items
-        self.uses_done = any(n.type == "return_statement" for n in _walk(kv.body))
+        self.uses_done = any(n.type == "return_statement" for n in walk(kv.body))
         self.lanes = 0  # regions run with groups of threads side by side (region_lanes.py)
 
     def variant(self) -> str:
         body = self._level(self.items, [], [])
-        if len(self.replicated) + 1 > _MAX_REPLICATED:
-            raise _NotCollapsible("too many locals live across a barrier")
+        if len(self.replicated) + 1 > MAX_REPLICATED:
+            raise NotCollapsible("too many locals live across a barrier")
         # The threads still running: a barrier draws the next order for them alone.
         live = "unsigned cuset_live = cuset_bl.n; " if self.uses_done else ""
         # Shuffles run warp by warp: blocks of whole warps only, each leaving whole (else the fibers).
@@ -1081,15 +1082,15 @@ class _BarrierGenerator(_VariantWriter):
                 start = (list(prologue), list(bound))
             elif kind == "loop":
                 flush()
-                h = _ForHeader.of(self.u, it[1])
+                h = ForHeader.of(self.u, it[1])
                 out.append(f"for ({h.init} {h.cond}; {h.step}) {{ {self._level(it[2], prologue, bound)} }}")
                 start = (list(prologue), list(bound))
             elif kind == "shared":
                 out.append(self._shared(it[1]))
             elif kind == "uniform":
-                out.append(_flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]))
+                out.append(flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]))
             elif kind == "remat":
-                text = _flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
+                text = flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
                 region.append(text)
                 entries.append((it, text, False))
                 prologue.append(text)
@@ -1160,16 +1161,16 @@ class _BarrierGenerator(_VariantWriter):
                 elif sh.target in dict(self.replicated):
                     type_text = f"cuset_t_{sh.target}"
                 else:
-                    raise _NotCollapsible(f"a shuffle assigned to {sh.target}, which is not a local of the kernel")
+                    raise NotCollapsible(f"a shuffle assigned to {sh.target}, which is not a local of the kernel")
                 exchanged = sh.exchanged or type_text
                 buffers.append(f"std::remove_const_t<{exchanged}> cuset_xv{n}[32]; int cuset_xa{n}[32], cuset_xw{n}[32];")
-                width = _flat(self.u, sh.width) if sh.width is not None else "32"
+                width = flat(self.u, sh.width) if sh.width is not None else "32"
                 lane = "cuset_t & 31u"
                 if sh.kind in _VOTES:
-                    region.append(f"cuset_xv{n}[{lane}] = (int)({_flat(self.u, sh.value)});")
+                    region.append(f"cuset_xv{n}[{lane}] = (int)({flat(self.u, sh.value)});")
                 else:
-                    region.append(f"cuset_xv{n}[{lane}] = ({_flat(self.u, sh.value)}); cuset_xa{n}[{lane}] = "
-                                  f"(int)({_flat(self.u, sh.arg)}); cuset_xw{n}[{lane}] = (int)({width});")
+                    region.append(f"cuset_xv{n}[{lane}] = ({flat(self.u, sh.value)}); cuset_xa{n}[{lane}] = "
+                                  f"(int)({flat(self.u, sh.arg)}); cuset_xw{n}[{lane}] = (int)({width});")
                 flush()
                 out.append(self._release())
                 start = (list(prologue), list(bound))
@@ -1178,7 +1179,7 @@ class _BarrierGenerator(_VariantWriter):
                 if sh.kind in _VOTES:   # every lane's predicate, as compute_group reads them
                     read = f"::cuset::rt::block_loop_vote(::cuset::rt::WarpKind::{sh.kind}, cuset_xv{n})"
                 if sh.around is not None:  # the value around the shuffle, with the exchanged value in its place
-                    read = _flat(self.u, sh.around, {sh.call.start_byte: (sh.call.end_byte, f"({read})")})
+                    read = flat(self.u, sh.around, {sh.call.start_byte: (sh.call.end_byte, f"({read})")})
                 if sh.decl is None:
                     region.append(f"{sh.target} {sh.op} {read};")
                 elif self._outlives_stretch((sh.target,), items[k + 1:], later if top else []):
@@ -1189,14 +1190,14 @@ class _BarrierGenerator(_VariantWriter):
                     region.append(f"{type_text} {sh.target} = {read}; (void){sh.target};")
             elif kind == "wloop":
                 flush()
-                h = _ForHeader.of(self.u, it[1])
+                h = ForHeader.of(self.u, it[1])
                 inner = self._warp_level(it[2], rest, prologue, bound, hoisted, buffers, top=False)
                 out.append(f"for ({h.init} {h.cond}; {h.step}) {{ {inner} }}")
                 start = (list(prologue), list(bound))
             elif kind == "wif":
                 n = len(buffers)
                 buffers.append(f"unsigned char cuset_wc{n}[32] = {{}};")  # a returned lane counts as out
-                region.append(f"cuset_wc{n}[cuset_t & 31u] = {_flat(self.u, it[1].child_by_field_name('condition'))} "
+                region.append(f"cuset_wc{n}[cuset_t & 31u] = {flat(self.u, it[1].child_by_field_name('condition'))} "
                               "? 1 : 0;")
                 flush()
                 inner = self._warp_level(it[2], rest, prologue, bound, hoisted, buffers, top=False)
@@ -1208,10 +1209,10 @@ class _BarrierGenerator(_VariantWriter):
             elif kind == "shared":
                 hoisted.append(self._shared(it[1]))
             elif kind == "uniform":
-                text = _flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
+                text = flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
                 (hoisted if top else out).append(text)
             elif kind == "remat":
-                text = _flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
+                text = flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
                 region.append(text)
                 prologue.append(text)
             elif kind == "other" and self._outlives_stretch(it[2], items[k + 1:], later if top else []):
@@ -1237,7 +1238,7 @@ class _BarrierGenerator(_VariantWriter):
         if name not in known:
             self.replicated.append((name, type_text))
         elif known[name] != type_text:
-            raise _NotCollapsible(f"two locals named {name} of different types live across regions")
+            raise NotCollapsible(f"two locals named {name} of different types live across regions")
 
     def _lanes(self, prologue: list[str], bound: list[str], stmts: list[str]) -> str:
         """A stretch of the warp's lanes (`cuset_lo`), as _region writes one of the block's threads."""
@@ -1249,7 +1250,7 @@ class _BarrierGenerator(_VariantWriter):
         release = "::cuset::rt::block_loop_warp_release(cuset_lo);"
         return f"if (!cuset_done[cuset_lo[0]]) {release}" if self.uses_done else release
 
-    def _region(self, prologue: list[str], bound: list[str], stmts: list[str], head: str = _FOR_EACH_THREAD) -> str:
+    def _region(self, prologue: list[str], bound: list[str], stmts: list[str], head: str = FOR_EACH_THREAD) -> str:
         binds = " ".join(self._bind(n) for n in bound)
         inner = " ".join(prologue) + " " + binds + " " + " ".join(stmts)
         if not self.uses_done:
@@ -1264,21 +1265,21 @@ class _BarrierGenerator(_VariantWriter):
         `extern __shared__ T s[];` as a pointer to the dynamic window, as the rewriter writes it."""
         words = [self.u.text(c) for c in decl.children if c.type in ("storage_class_specifier", "type_qualifier")]
         if "extern" not in words:
-            return _flat(self.u, decl)
+            return flat(self.u, decl)
         [d] = decl.children_by_field_name("declarator")
         name = d.child_by_field_name("declarator")
         if d.type != "array_declarator" or d.child_by_field_name("size") is not None or name is None \
                 or name.type != "identifier":
-            raise _NotCollapsible("an extern shared declaration other than `T name[]`")
+            raise NotCollapsible("an extern shared declaration other than `T name[]`")
         quals = " ".join(w for w in words if w not in ("extern", "__shared__"))
         type_text = f"{quals} {self.u.text(decl.child_by_field_name('type'))}".strip()
         n = self.u.text(name)
         return f"{type_text}* const {n} = reinterpret_cast<{type_text}*>(::cuset::rt::dynamic_smem); (void){n};"
 
 
-def _used_later(unit: _Unit, names: tuple, rest: list[tuple]) -> bool:
+def _used_later(unit: Unit, names: tuple, rest: list[tuple]) -> bool:
     wanted = set(names)
     for it in _all_items(rest):
-        if len(it) > 1 and any(n.type == "identifier" and unit.text(n) in wanted for n in _walk(it[1])):
+        if len(it) > 1 and any(n.type == "identifier" and unit.text(n) in wanted for n in walk(it[1])):
             return True
     return False

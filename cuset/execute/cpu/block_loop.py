@@ -73,6 +73,11 @@ import re
 from dataclasses import dataclass
 
 from cuset.execute.cpu import macro_effects, memory_intrinsics
+from cuset.execute.cpu.plan_ir import (
+    FOR_EACH_THREAD, LOOPS, MAX_REPLICATED, PURE_FUNCTIONS, TYPE_WORDS, ForHeader, NotCollapsible, Unit,
+    declared_names, flat, function_declarator, is_pragma, meets,
+    pointer_parameter, replicated_types, unwrap, walk,
+)
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import FREE_FUNCTIONS, parser
 
@@ -89,34 +94,9 @@ _BLOCKING_WORDS = {
     "dynamic_smem": "shared memory", "extern": "extern",
 }
 
-# Functions that compute a value from their arguments only (never a load or store
-# intrinsic: those are memory accesses, memory_intrinsics.py).
-_PURE_FUNCTIONS = frozenset("""
-sqrt sqrtf rsqrt rsqrtf cbrt cbrtf exp expf exp2 exp2f exp10 exp10f expm1 expm1f log logf log2 log2f log10
-log10f log1p log1pf pow powf sin sinf cos cosf tan tanf sinh sinhf cosh coshf tanh tanhf asin asinf acos acosf
-atan atanf atan2 atan2f asinh asinhf acosh acoshf atanh atanhf erf erff erfc erfcf erfinv erfinvf lgamma lgammaf
-tgamma tgammaf fabs fabsf abs labs llabs fmin fminf fmax fmaxf min max umin umax llmin llmax fma fmaf floor floorf
-ceil ceilf round roundf trunc truncf rint rintf lrint lrintf llrint llrintf lround lroundf llround llroundf fmod
-fmodf remainder remainderf copysign copysignf hypot hypotf isnan isinf isfinite signbit ldexp ldexpf nearbyint
-nearbyintf fdim fdimf normcdff normcdf sincosf
-__expf __exp10f __logf __log2f __log10f __powf __sinf __cosf __tanf __fdividef __fdiv_rn __fdiv_rz __fmul_rn
-__fmul_rz __fadd_rn __fadd_rz __fsub_rn __fsub_rz __fmaf_rn __fmaf_rz __frcp_rn __fsqrt_rn __frsqrt_rn
-__dadd_rn __dmul_rn __dsub_rn __ddiv_rn __fma_rn __drcp_rn __dsqrt_rn __saturatef
-__float2int_rn __float2int_rz __float2int_rd __float2int_ru __float2uint_rn __float2uint_rz __int2float_rn
-__uint2float_rn __float2ll_rn __float2ll_rz __ll2float_rn __double2float_rn __double2int_rn __int2double_rn
-__float_as_int __int_as_float __float_as_uint __uint_as_float __double_as_longlong __longlong_as_double
-__popc __popcll __clz __clzll __ffs __ffsll __brev __brevll __mul24 __umul24 __mulhi __umulhi __mul64hi
-__umul64hi __sad __usad __hadd __hmul __hsub __hdiv __hfma __hneg __habs __hmax __hmin __hlt __hgt __heq
-__float2half __float2half_rn __half2float __float2bfloat16 __bfloat162float
-static_cast reinterpret_cast const_cast
-""".split())
-
 _BUILTINS = frozenset({"blockIdx", "blockDim", "gridDim", "warpSize"})
 RESTRICT = re.compile(r"\b(__restrict__|__restrict|restrict)\b")
-_TYPE_WORDS = frozenset("int unsigned signed long short char float double bool size_t sizeof const true false".split())
-_LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
 _LOOP_KINDS = ("loop", "ploop")  # a uniform loop (hoisted), a loop of each thread's own (private)
-_MAX_REPLICATED = 48
 CHUNK = 32  # condition checks of a thread's ticking loops between two switches (the fibers' kLoopTicks)
 UNROLL = 8  # iterations of a loop writing no memory each thread runs in turn, unrolled (see writes_no_memory)
 LANES = 8   # threads of such a loop g++ sees side by side (a constant trip count: -O2 vectorises it)
@@ -154,10 +134,6 @@ class KernelPlan:
                    if self.thread_innermost else ""))
 
 
-class _NotCollapsible(Exception):
-    pass
-
-
 def plan_kernels(src: str, barrier_planner=None, *, ticking: frozenset[int]) -> list[KernelPlan]:
     """A plan per `__global__` definition of `src` (a variant where it qualifies).
     `barrier_planner(unit, fn, name, line)` plans the kernels with `__syncthreads()` or warp shuffles
@@ -169,22 +145,22 @@ def plan_kernels(src: str, barrier_planner=None, *, ticking: frozenset[int]) -> 
         return []
     data = src.encode()
     tree = parser().parse(data)
-    unit = _Unit(data, tree.root_node, _byte_offsets(src, ticking))
+    unit = Unit(data, tree.root_node, _byte_offsets(src, ticking))
     plans = []
     for fn in unit.kernels:
         name = unit.function_name(fn) or "?"
         body = fn.child_by_field_name("body")
         line = body.start_point[0] + 1
         try:
-            plans.append(_KernelVariant(unit, fn).plan(name, line))
-        except _NotCollapsible as e:
-            barriers = barrier_planner is not None and _meets(unit, body, set())
+            plans.append(KernelVariant(unit, fn).plan(name, line))
+        except NotCollapsible as e:
+            barriers = barrier_planner is not None and meets(unit, body, set())
             if not barriers:
                 plans.append(KernelPlan(name, line, False, reason=str(e)))
                 continue
             try:
                 plans.append(barrier_planner(unit, fn, name, line))
-            except _NotCollapsible as why:
+            except NotCollapsible as why:
                 plans.append(KernelPlan(name, line, False, reason=str(why)))
     return plans
 
@@ -196,168 +172,9 @@ def _byte_offsets(src: str, offsets: frozenset[int]) -> frozenset[int]:
     return frozenset(len(src[:o].encode()) for o in offsets)
 
 
-def _called_name(unit: _Unit, call) -> str:
-    """`f` of `f(...)` and of `f<T, 4>(...)`."""
-    f = call.child_by_field_name("function")
-    if f is not None and f.type == "template_function":
-        f = f.child_by_field_name("name")
-    return unit.text(f) if f is not None else ""
-
-
-def _meets(unit: _Unit, body, seen: set[str]) -> bool:
-    """Whether `body`, or a function of the file it calls (and so on), has a barrier or a
-    warp operation: a kernel for the barrier planner."""
-    if _has_barrier(unit, body) or _has_shuffle(unit, body):
-        return True
-    for n in _walk(body) if body is not None else ():
-        name = _called_name(unit, n) if n.type == "call_expression" else ""
-        if name in unit.functions and name not in seen:
-            seen.add(name)
-            if any(_meets(unit, f.child_by_field_name("body"), seen) for f in unit.functions[name]):
-                return True
-    return False
-
-
-def _has_barrier(unit: _Unit, body) -> bool:
-    return body is not None and any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in _walk(body))
-
-
-# Warp operations the barrier planner splits regions at (barrier_regions.py), by WarpKind:
-# shuffles, votes and __syncwarp.
-WARP_OPS = {"__shfl_sync": "shfl_idx", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
-            "__shfl_xor_sync": "shfl_xor", "__ballot_sync": "ballot", "__any_sync": "any", "__all_sync": "all",
-            "__syncwarp": "sync"}
-
-
-def _has_shuffle(unit: _Unit, body) -> bool:
-    return body is not None and any(n.type == "identifier" and unit.text(n) in WARP_OPS for n in _walk(body))
-
-
 def summary(plans: list[KernelPlan]) -> str:
     """One line for the compile step's log: which path each kernel takes."""
     return "cuset-cpu: kernel paths: " + "; ".join(p.describe() for p in plans) if plans else ""
-
-
-# ---------------------------------------------------------------- the translation unit
-class _Unit:
-    def __init__(self, data: bytes, root, ticking: frozenset[int] = frozenset()):
-        self.data = data
-        # byte offsets of the keywords of the loops that tick on the fibers (see `ticks`)
-        self.ticking = ticking
-        self.kernels = []
-        self.functions: dict[str, list] = {}   # device/host functions defined here, by name
-        self.macros: dict[str, str] = {}       # macro name -> replacement text
-        self.function_macros: dict[str, tuple[str, ...]] = {}  # macros defined with parameters: their names
-        self.constants: set[str] = set()       # file-scope const/constexpr/__constant__ names
-        self.globals: set[str] = set()         # every name a file-scope declaration declares
-        self._walk(root)
-
-    def text(self, node) -> str:
-        return self.data[node.start_byte:node.end_byte].decode(errors="replace")
-
-    def _walk(self, node) -> None:
-        for child in node.children:
-            t = child.type
-            if t == "function_definition":
-                words = {self.text(c) for c in child.children if c.type not in ("compound_statement",)}
-                name = self.function_name(child)
-                if "__global__" in words and child.child_by_field_name("body") is not None:
-                    self.kernels.append(child)
-                elif name:
-                    self.functions.setdefault(name, []).append(child)
-            elif t in ("preproc_def", "preproc_function_def"):
-                name = child.child_by_field_name("name")
-                value = child.child_by_field_name("value")
-                if name is not None:
-                    self.macros[self.text(name)] = self.text(value) if value is not None else ""
-                    if t == "preproc_function_def":
-                        params = child.child_by_field_name("parameters")
-                        self.function_macros[self.text(name)] = tuple(
-                            self.text(p) for p in (params.named_children if params is not None else ())
-                            if p.type == "identifier")
-            elif t == "declaration":
-                names = _declared_names(self, child)
-                self.globals.update(names)
-                words = {self.text(c) for c in child.children}
-                if words & {"const", "constexpr", "__constant__"} or any(
-                        c.type == "type_qualifier" and self.text(c) in ("const", "constexpr", "__constant__")
-                        for c in child.children):
-                    self.constants.update(names)
-            if t in ("template_declaration", "namespace_definition", "declaration_list", "linkage_specification",
-                     "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
-                self._walk(child)
-
-    def ticks(self, loop) -> bool:
-        """Whether the fibers' thread switches at `loop`'s condition (`loop_tick()`, which
-        the rewriter puts in the loops it names: not in `for` loops of functions that meet
-        at barriers, loops with a small literal trip count, under `#pragma unroll`...)."""
-        if loop.type == "do_statement":
-            keyword = next((c for c in loop.children if c.type == "while"), None)
-            return keyword is not None and keyword.start_byte in self.ticking
-        return loop.type in _LOOPS and loop.start_byte in self.ticking
-
-    def function_name(self, fn) -> str | None:
-        d = _function_declarator(fn)
-        if d is None:
-            return None
-        n = d.child_by_field_name("declarator")
-        if n is None:
-            return None
-        if n.type == "qualified_identifier":
-            n = n.child_by_field_name("name") or n
-        return self.text(n)
-
-
-def _function_declarator(fn):
-    """The `name(params)` declarator of a function definition, under its pointer or
-    reference declarators (None where the definition has none)."""
-    d = fn.child_by_field_name("declarator")
-    while d is not None and d.type != "function_declarator":
-        d = d.child_by_field_name("declarator")
-    return d
-
-
-def _pointer_parameter(p) -> bool:
-    """A parameter declared as a pointer or an array (`float* a`, `float a[]`)."""
-    if p.type != "parameter_declaration":
-        return False
-    decl = p.child_by_field_name("declarator")
-    return decl is not None and decl.type in ("pointer_declarator", "array_declarator")
-
-
-def replicated_types(unit: _Unit, decl) -> list[tuple[str, str]]:
-    """(name, type) of each local `decl` declares, for per-thread copies of it
-    (`float a = x, b[4];` -> a: float, b: float [4]); raises where the type cannot be named."""
-    declarators = decl.children_by_field_name("declarator")
-    base = unit.data[decl.start_byte:declarators[0].start_byte].decode(errors="replace")
-    base = " ".join(w for w in base.split() if w != "register")
-    out = []
-    for d in declarators:
-        n = declared_identifier(d)
-        if n is None:
-            raise _NotCollapsible("a local live across a region that cannot be replicated")
-        inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
-        if d.type == "init_declarator" and inner.type == "array_declarator":
-            raise _NotCollapsible("an initialised array live across a region")
-        if d.type == "init_declarator" and not any(c.type == "=" for c in d.children):
-            raise _NotCollapsible("a constructor-style declaration live across a region")
-        abstract = (unit.data[inner.start_byte:n.start_byte] + b" " +
-                    unit.data[n.end_byte:inner.end_byte]).decode(errors="replace")
-        out.append((unit.text(n), " ".join(f"{base} {abstract}".split())))
-    return out
-
-
-def _walk(node):
-    yield node
-    for c in node.children:
-        yield from _walk(c)
-
-
-def _unwrap(node):
-    """A compound statement's statements, or the one statement."""
-    if node.type == "compound_statement":
-        return [c for c in node.named_children if c.type != "comment"]
-    return [node]
 
 
 # ---------------------------------------------------------------- one kernel
@@ -369,8 +186,8 @@ class _Stmt:
     names: tuple = ()  # remat/other declarations: the names declared
 
 
-class _KernelVariant:
-    def __init__(self, unit: _Unit, fn):
+class KernelVariant:
+    def __init__(self, unit: Unit, fn):
         self.u = unit
         self.fn = fn
         self.body = fn.child_by_field_name("body")
@@ -382,7 +199,7 @@ class _KernelVariant:
     # -------------------------------------------------- eligibility
     def _parameters(self) -> list:
         """The kernel's parameter list: declarations, comments, `...`."""
-        return _function_declarator(self.fn).child_by_field_name("parameters").named_children
+        return function_declarator(self.fn).child_by_field_name("parameters").named_children
 
     def _params(self) -> list[str]:
         names = []
@@ -390,12 +207,12 @@ class _KernelVariant:
             if p.type == "comment":
                 continue
             if p.type != "parameter_declaration":
-                raise _NotCollapsible("variadic or unusual parameter list")
+                raise NotCollapsible("variadic or unusual parameter list")
             n = declared_identifier(p.child_by_field_name("declarator"))
             if n is None:
                 if self.u.text(p).strip() == "void":
                     continue
-                raise _NotCollapsible("unnamed or reference parameter")
+                raise NotCollapsible("unnamed or reference parameter")
             names.append(self.u.text(n))
         return names
 
@@ -403,7 +220,7 @@ class _KernelVariant:
         """Names assigned, incremented, passed to a function defined here (it may take a
         reference) or whose address is taken, anywhere in the body."""
         out = set()
-        for n in _walk(self.body):
+        for n in walk(self.body):
             targets = []
             if n.type == "assignment_expression":
                 targets = [n.child_by_field_name("left")]
@@ -422,7 +239,7 @@ class _KernelVariant:
     def _takes_reference(self, name: str | None) -> bool:
         """A function defined here with a reference parameter (it may write an argument)."""
         for fn in self.u.functions.get(name or "", ()):
-            if any(n.type == "reference_declarator" for n in _walk(fn.child_by_field_name("declarator"))):
+            if any(n.type == "reference_declarator" for n in walk(fn.child_by_field_name("declarator"))):
                 return True
         return False
 
@@ -444,25 +261,25 @@ class _KernelVariant:
         return None
 
     def _calls_pure_function(self, call) -> bool:
-        """A call computing a value from its arguments only: a function of `_PURE_FUNCTIONS`
+        """A call computing a value from its arguments only: a function of `PURE_FUNCTIONS`
         or a conversion to a built-in type (`float(x)`)."""
         f = call.child_by_field_name("function")
-        return self._callee_name(call) in _PURE_FUNCTIONS or (f is not None and f.type == "primitive_type")
+        return self._callee_name(call) in PURE_FUNCTIONS or (f is not None and f.type == "primitive_type")
 
     def _check_region(self, node, allow_thread_index: bool = True) -> bool:
         """Raises if `node` needs a fiber; returns whether it (with callees) holds a loop."""
         text = self.u.text(node)
         if "\\\n" in text:
-            raise _NotCollapsible("line continuation in the body")
+            raise NotCollapsible("line continuation in the body")
         loops = False
-        for n in _walk(node):
+        for n in walk(node):
             t = n.type
-            if t.startswith("preproc") and not _is_pragma(self.u, n) and n.parent.type != "preproc_call":
-                raise _NotCollapsible("preprocessor directive in the body")
+            if t.startswith("preproc") and not is_pragma(self.u, n) and n.parent.type != "preproc_call":
+                raise NotCollapsible("preprocessor directive in the body")
             if t in ("lambda_expression", "ERROR", "reference_declarator", "throw_statement", "try_statement",
                      "goto_statement", "labeled_statement", "new_expression", "delete_expression", "gnu_asm_expression"):
-                raise _NotCollapsible(t.replace("_", " "))
-            if t in _LOOPS:
+                raise NotCollapsible(t.replace("_", " "))
+            if t in LOOPS:
                 loops = True
             if n.child_count == 0 or t in ("identifier", "type_identifier", "field_identifier"):
                 word = self.u.text(n)
@@ -475,12 +292,12 @@ class _KernelVariant:
 
     def _check_word(self, word: str, allow_thread_index: bool) -> None:
         if word in _BLOCKING_WORDS:
-            raise _NotCollapsible(_BLOCKING_WORDS[word])
+            raise NotCollapsible(_BLOCKING_WORDS[word])
         m = FREE_FUNCTIONS.fullmatch(word)
         if m and m.lastgroup in ("sync", "warp", "atomic"):
-            raise _NotCollapsible(word)
+            raise NotCollapsible(word)
         if word == "threadIdx" and not allow_thread_index:
-            raise _NotCollapsible("a called function reads threadIdx")
+            raise NotCollapsible("a called function reads threadIdx")
 
     def _check_macro(self, name: str, seen: set[str]) -> bool:
         if name in seen:
@@ -489,11 +306,11 @@ class _KernelVariant:
         value = self.u.macros[name]
         effects = macro_effects.effects_of(value, self.u.function_macros.get(name, ()))
         if effects.writes_variable:
-            raise _NotCollapsible(f"macro {name} writes a variable or takes an address (the analyses would not see it)")
+            raise NotCollapsible(f"macro {name} writes a variable or takes an address (the analyses would not see it)")
         if effects.through_parameters or any(
-                not (c in _PURE_FUNCTIONS or c in _TYPE_WORDS or c in self.u.macros or c.startswith("make_"))
+                not (c in PURE_FUNCTIONS or c in TYPE_WORDS or c in self.u.macros or c.startswith("make_"))
                 for c in effects.parameter_calls):
-            raise _NotCollapsible(f"macro {name} may reach memory through its arguments")
+            raise NotCollapsible(f"macro {name} may reach memory through its arguments")
         loops = False
         for word in re.findall(r"[A-Za-z_]\w*", value):
             self._check_word(word, True)
@@ -502,29 +319,29 @@ class _KernelVariant:
             if word in self.u.macros:
                 loops |= self._check_macro(word, seen)
         for callee in re.findall(r"([A-Za-z_]\w*)\s*\(", value):
-            if callee in self.u.macros or callee in _PURE_FUNCTIONS or memory_intrinsics.accesses_pointer(callee) \
+            if callee in self.u.macros or callee in PURE_FUNCTIONS or memory_intrinsics.accesses_pointer(callee) \
                     or callee in ("if", "for", "while", "switch", "sizeof", "return"):
                 continue
             if callee in self.u.functions:
                 loops |= self._check_function(callee)
             elif not callee.startswith("make_"):
-                raise _NotCollapsible(f"macro {name} calls {callee}")
+                raise NotCollapsible(f"macro {name} calls {callee}")
         return loops
 
     def _check_call(self, call) -> bool:
         f = call.child_by_field_name("function")
         if f is not None and f.type == "field_expression":
-            raise _NotCollapsible("member function call")
+            raise NotCollapsible("member function call")
         name = self._callee_name(call)
         if name is None:
-            raise _NotCollapsible("call through an expression")
+            raise NotCollapsible("call through an expression")
         if self._calls_pure_function(call) or name.startswith("make_") or name in self.u.macros:
             return False
         if memory_intrinsics.accesses_pointer(name):
             return False  # a load or store: a memory access, which the analyses count (region_memory)
         if name in self.u.functions:
             return self._check_function(name)
-        raise _NotCollapsible(f"calls {name}")
+        raise NotCollapsible(f"calls {name}")
 
     def _check_function(self, name: str) -> bool:
         if name in self.checked_functions:
@@ -534,7 +351,7 @@ class _KernelVariant:
         for fn in self.u.functions[name]:
             body = fn.child_by_field_name("body")
             if body is None:
-                raise _NotCollapsible(f"calls {name} (not defined here)")
+                raise NotCollapsible(f"calls {name} (not defined here)")
             loops |= self._check_region(body, allow_thread_index=False)
         self.checked_functions[name] = loops
         return loops
@@ -543,7 +360,7 @@ class _KernelVariant:
     def _pure(self, node, remat: set[str], thread_ok: bool) -> bool:
         """An expression of literals, unwritten parameters, built-ins, constants
         (and with thread_ok threadIdx and recomputed locals), through operators and pure functions."""
-        for n in _walk(node):
+        for n in walk(node):
             t = n.type
             if t in ("subscript_expression", "assignment_expression", "update_expression", "comma_expression"):
                 return False
@@ -559,7 +376,7 @@ class _KernelVariant:
         return True
 
     def _uniform_name(self, name: str, remat: set[str], thread_ok: bool) -> bool:
-        if name in _BUILTINS or name in _PURE_FUNCTIONS:
+        if name in _BUILTINS or name in PURE_FUNCTIONS:
             return True
         if name == "threadIdx" or name in remat:
             return thread_ok
@@ -583,7 +400,7 @@ class _KernelVariant:
             if word in self.u.macros:
                 if not self._macro_value(word, thread_ok, seen):
                     return False
-            elif not (word in _PURE_FUNCTIONS or word in _BUILTINS or word in _TYPE_WORDS
+            elif not (word in PURE_FUNCTIONS or word in _BUILTINS or word in TYPE_WORDS
                       or word in self.u.constants or word in self._template_params()
                       or (thread_ok and word == "threadIdx")):
                 return False
@@ -596,7 +413,7 @@ class _KernelVariant:
         plist = parent.child_by_field_name("parameters")
         out = set()
         for p in plist.named_children if plist is not None else ():
-            for n in _walk(p):
+            for n in walk(p):
                 if n.type in ("identifier", "type_identifier"):
                     out.add(self.u.text(n))
         return out
@@ -625,7 +442,7 @@ class _KernelVariant:
         loop_vars = names
 
         def uniform(expr) -> bool:
-            for n in _walk(expr):
+            for n in walk(expr):
                 if n.type == "identifier" and self.u.text(n) in loop_vars:
                     continue
                 if n.type in ("update_expression", "assignment_expression"):
@@ -639,13 +456,13 @@ class _KernelVariant:
         if not uniform(cond) or (update is not None and not uniform(update)):
             return False
         if update is not None:  # the update may only write the loop's variables
-            for n in _walk(update):
+            for n in walk(update):
                 if n.type in ("update_expression", "assignment_expression"):
                     target = n.child_by_field_name("argument") or n.child_by_field_name("left")
                     if target is None or target.type != "identifier" or self.u.text(target) not in loop_vars:
                         return False
         body = node.child_by_field_name("body")
-        for n in _walk(body):
+        for n in walk(body):
             if n.type in ("assignment_expression", "update_expression"):
                 target = n.child_by_field_name("left") or n.child_by_field_name("argument")
                 if target is not None and target.type == "identifier" and self.u.text(target) in loop_vars:
@@ -666,7 +483,7 @@ class _KernelVariant:
         threads, and it may run iteration by iteration with the threads innermost
         (where g++ vectorises them) in every order."""
         body = loop.child_by_field_name("body")
-        if any(n.type == "return_statement" for n in _walk(body)):
+        if any(n.type == "return_statement" for n in walk(body)):
             return False
         return self._assigns_only(body, self._kernel_locals())
 
@@ -676,7 +493,7 @@ class _KernelVariant:
         that the kernel only ever subscripts (no pointer to one can reach another thread).
         Any interleaving of the threads gives it the same outcome."""
         body = loop.child_by_field_name("body")
-        if any(n.type == "return_statement" for n in _walk(body)):
+        if any(n.type == "return_statement" for n in walk(body)):
             return False
         return self._assigns_only(body, self._kernel_locals(), self._own_arrays())
 
@@ -684,14 +501,14 @@ class _KernelVariant:
         """The kernel's local arrays (`T a[N];` in its body) whose name appears only as the
         array of a subscript `a[i]`."""
         arrays = set()
-        for n in _walk(self.body):
+        for n in walk(self.body):
             if n.type == "declaration":
                 for d in n.children_by_field_name("declarator"):
                     if d.type == "array_declarator":
                         name = declared_identifier(d)
                         if name is not None:
                             arrays.add(self.u.text(name))
-        for n in _walk(self.body):
+        for n in walk(self.body):
             if n.type == "identifier" and self.u.text(n) in arrays:
                 parent = n.parent
                 declared = parent.type == "array_declarator" and parent.child_by_field_name("declarator") == n
@@ -703,7 +520,7 @@ class _KernelVariant:
     def _assigns_only(self, node, locals_: set[str], arrays: set[str] = frozenset()) -> bool:
         """`node` writes no variable but `locals_`, no memory but elements of `arrays`
         (`a[i]`, `a[i][j]`), through what it calls too."""
-        for n in _walk(node):
+        for n in walk(node):
             t = n.type
             targets = []
             if t == "assignment_expression":
@@ -746,19 +563,19 @@ class _KernelVariant:
             if not ok or body is None:
                 ok = False
                 break
-            own = {self.u.text(i) for d in _walk(fn.child_by_field_name("declarator"))
+            own = {self.u.text(i) for d in walk(fn.child_by_field_name("declarator"))
                    if d.type == "parameter_declaration"
                    for i in [declared_identifier(d.child_by_field_name("declarator"))] if i is not None}
-            own |= {n for d in _walk(body) if d.type == "declaration" for n in _declared_names(self.u, d)}
+            own |= {n for d in walk(body) if d.type == "declaration" for n in declared_names(self.u, d)}
             ok = self._assigns_only(body, own)
         self.read_only_functions[name] = ok
         return ok
 
     def _kernel_locals(self) -> set[str]:
         out = set()
-        for n in _walk(self.body):
+        for n in walk(self.body):
             if n.type == "declaration":
-                out.update(_declared_names(self.u, n))
+                out.update(declared_names(self.u, n))
         return out
 
     # -------------------------------------------------- statements
@@ -770,8 +587,8 @@ class _KernelVariant:
         cons = stmt.child_by_field_name("consequence")
         if cons.type != "compound_statement" or not self._pure(stmt.child_by_field_name("condition"), remat, True):
             return None
-        inner = _unwrap(cons)
-        if {n for s in inner for n in _declared_names(self.u, s)} & declared:
+        inner = unwrap(cons)
+        if {n for s in inner for n in declared_names(self.u, s)} & declared:
             return None  # would clash with a name of the top level
         return inner
 
@@ -782,7 +599,7 @@ class _KernelVariant:
         self._check_region(self.body)
         changed = sorted(set(self.params) & self.written)
         if changed:
-            raise _NotCollapsible(f"writes its parameter {changed[0]}")
+            raise NotCollapsible(f"writes its parameter {changed[0]}")
 
     def _insert_at(self) -> int:
         """Where the variant goes: after the body's `{`, as a str offset (the rewriter's edits are)."""
@@ -790,8 +607,8 @@ class _KernelVariant:
 
     def plan(self, name: str, line: int) -> KernelPlan:
         self._check_kernel()
-        stmts = list(_unwrap(self.body))
-        declared = set(self.params) | {n for s in stmts for n in _declared_names(self.u, s)}
+        stmts = list(unwrap(self.body))
+        declared = set(self.params) | {n for s in stmts for n in declared_names(self.u, s)}
         remat: set[str] = set()
         plan: list[_Stmt] = []
         k = 0
@@ -801,7 +618,7 @@ class _KernelVariant:
             if inner is not None:
                 cond = s.child_by_field_name("condition")
                 plan.append(_Stmt("guard", cond, f"!({_cond_text(self.u, cond)})"))
-                declared |= {n for t in inner for n in _declared_names(self.u, t)}
+                declared |= {n for t in inner for n in declared_names(self.u, t)}
                 stmts.extend(inner)
             else:
                 plan.append(self._classify(s, remat))
@@ -810,10 +627,10 @@ class _KernelVariant:
         # Every loop a region of its own or inside one: otherwise one whole thread after
         # another walks memory worse than the ticking fibers.
         for p in plan:
-            if p.kind not in _LOOP_KINDS and any(n.type in _LOOPS for n in _walk(p.node)):
-                raise _NotCollapsible("a loop under thread-dependent control flow, or one it may break out of")
+            if p.kind not in _LOOP_KINDS and any(n.type in LOOPS for n in walk(p.node)):
+                raise NotCollapsible("a loop under thread-dependent control flow, or one it may break out of")
             if p.kind not in _LOOP_KINDS and self._calls_looping_function(p.node):
-                raise _NotCollapsible("calls a function with a loop outside a top-level loop")
+                raise NotCollapsible("calls a function with a loop outside a top-level loop")
         apart = self._regions_apart(plan) if loops else []
         apart = sorted(set(apart) | set(self._restrict_apart()))
         gen = _Generator(self, plan, loops > 0, apart)
@@ -826,7 +643,7 @@ class _KernelVariant:
         run time can allow it."""
         from cuset.execute.cpu import region_memory
 
-        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), _walk, _PURE_FUNCTIONS)
+        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), walk, PURE_FUNCTIONS)
         regions: list[tuple[set[str], set[str]]] = []
         current: tuple[set[str], set[str]] | None = None
         for p in plan:
@@ -844,7 +661,7 @@ class _KernelVariant:
                 current[1].update(accessed)
         why, pairs = region_memory.conflicts(regions)
         if why:
-            raise _NotCollapsible(why)
+            raise NotCollapsible(why)
         return pairs
 
     def _restrict_apart(self) -> list[tuple[str, str]]:
@@ -858,19 +675,19 @@ class _KernelVariant:
         pointer loaded from memory, a file-scope variable) keeps the kernel on the fibers."""
         from cuset.execute.cpu import region_memory
 
-        restricted = self._parameter_names(lambda p: _pointer_parameter(p) and RESTRICT.search(self.u.text(p)))
+        restricted = self._parameter_names(lambda p: pointer_parameter(p) and RESTRICT.search(self.u.text(p)))
         if not restricted:
             return []
-        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), _walk, _PURE_FUNCTIONS)
+        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), walk, PURE_FUNCTIONS)
         written, accessed = memory.accesses(self.body)
         if region_memory.ANY in accessed:
-            raise _NotCollapsible("memory it cannot trace beside a __restrict__ parameter (g++ would trust "
+            raise NotCollapsible("memory it cannot trace beside a __restrict__ parameter (g++ would trust "
                                   "the promise across the block's threads)")
         return sorted({tuple(sorted((r, p))) for r in restricted for p in self._pointer_params()
                        if p != r and (r in written or p in written)})
 
     def _pointer_params(self) -> set[str]:
-        return self._parameter_names(_pointer_parameter)
+        return self._parameter_names(pointer_parameter)
 
     def _parameter_names(self, keep) -> set[str]:
         """The names of the kernel's parameter declarations `p` with `keep(p)`."""
@@ -883,7 +700,7 @@ class _KernelVariant:
         return out
 
     def _calls_looping_function(self, node) -> bool:
-        for n in _walk(node):
+        for n in walk(node):
             if n.type == "call_expression":
                 name = self._callee_name(n)
                 if name in self.checked_functions and self.checked_functions[name]:
@@ -892,13 +709,13 @@ class _KernelVariant:
 
     def _classify(self, s, remat: set[str]) -> _Stmt:
         if s.type == "declaration":
-            names = tuple(_declared_names(self.u, s))
+            names = tuple(declared_names(self.u, s))
             if self._remat_declaration(s, remat):
                 remat.update(names)
                 return _Stmt("remat", s, names=names)
             return _Stmt("other", s, names=names)
         if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
-            cons = _unwrap(s.child_by_field_name("consequence"))
+            cons = unwrap(s.child_by_field_name("consequence"))
             cond = s.child_by_field_name("condition")
             if len(cons) == 1 and cons[0].type == "return_statement" and not cons[0].named_children \
                     and self._pure(cond, remat, thread_ok=True):
@@ -919,7 +736,7 @@ class _KernelVariant:
         body = node.child_by_field_name("body")
         if self._changes_variable(body, name):
             return False
-        return not any(n.type == "break_statement" and _enclosing_loop_or_switch(n) == node for n in _walk(body))
+        return not any(n.type == "break_statement" and _enclosing_loop_or_switch(n) == node for n in walk(body))
 
     def _loop_variable(self, node) -> str | None:
         """The one variable `for (T v = x; cond; ...)` declares (and a condition there
@@ -941,7 +758,7 @@ class _KernelVariant:
         """How `body` may change the local `name` behind a loop's back, as the reason a
         loop cannot be split by its iterations: "writes its variable" (assigns or
         increments it), "takes its variable's address"; "" where it leaves it alone."""
-        for n in _walk(body):
+        for n in walk(body):
             if n.type in ("assignment_expression", "update_expression"):
                 target = _variable_root(n.child_by_field_name("left") or n.child_by_field_name("argument"))
                 if target is not None and self.u.text(target) == name:
@@ -976,7 +793,7 @@ class _KernelVariant:
 _MACRO_WRITE = re.compile(r"(?<![=!<>])=(?!=)|\+\+|--|\+=|-=|\*=|/=|[A-Za-z_]\w*\s*\(")
 
 
-def _macro_is_a_value(unit: _Unit, name: str, seen: set[str]) -> bool:
+def _macro_is_a_value(unit: Unit, name: str, seen: set[str]) -> bool:
     """A macro whose expansion assigns nothing and calls only pure functions and value macros."""
     if name in seen:
         return True
@@ -989,17 +806,9 @@ def _macro_is_a_value(unit: _Unit, name: str, seen: set[str]) -> bool:
         if word in unit.macros:
             if not _macro_is_a_value(unit, word, seen):
                 return False
-        elif word not in _PURE_FUNCTIONS and word not in ("sizeof",) and not word.startswith("make_"):
+        elif word not in PURE_FUNCTIONS and word not in ("sizeof",) and not word.startswith("make_"):
             return False
     return all(_macro_is_a_value(unit, w, seen) for w in re.findall(r"[A-Za-z_]\w*", value) if w in unit.macros)
-
-
-def _is_pragma(unit: _Unit, node) -> bool:
-    """`#pragma ...` (e.g. `#pragma unroll`) inside a body."""
-    if node.type != "preproc_call":
-        return False
-    directive = node.child_by_field_name("directive")
-    return directive is not None and unit.text(directive) == "#pragma"
 
 
 def _variable_root(target):
@@ -1014,86 +823,25 @@ def _variable_root(target):
 
 def _enclosing_loop_or_switch(node):
     p = node.parent
-    while p is not None and p.type not in _LOOPS + ("switch_statement",):
+    while p is not None and p.type not in LOOPS + ("switch_statement",):
         p = p.parent
     return p
 
 
-def _declared_names(unit: _Unit, stmt) -> list[str]:
-    if isinstance(stmt, tuple) or stmt.type != "declaration":
-        return []
-    out = []
-    for d in stmt.children_by_field_name("declarator"):
-        n = declared_identifier(d)
-        if n is not None:
-            out.append(unit.text(n))
-    return out
-
-
-def _cond_text(unit: _Unit, cond) -> str:
+def _cond_text(unit: Unit, cond) -> str:
     """The expression of a condition clause `( e )`."""
     inner = cond.child_by_field_name("value") or (cond.named_children[0] if cond.named_children else cond)
-    return _flat(unit, inner)
-
-
-def _flat(unit: _Unit, node, replace: dict[int, tuple[int, str]] | None = None) -> str:
-    """The node's source on one line: comments dropped, `replace` (start byte -> (end byte, text)) applied."""
-    out, pos = [], node.start_byte
-    cuts = {}
-    for n in _walk(node):
-        if n.type == "comment" or _is_pragma(unit, n):  # a pragma needs a line of its own; g++ ignores `unroll`
-            cuts[n.start_byte] = (n.end_byte, " ")
-    cuts.update(replace or {})
-    data = unit.data
-    for start in sorted(cuts):
-        if start < pos:
-            continue
-        end, text = cuts[start]
-        out.append(data[pos:start].decode(errors="replace"))
-        out.append(text)
-        pos = end
-    out.append(data[pos:node.end_byte].decode(errors="replace"))
-    return " ".join("".join(out).split())
+    return flat(unit, inner)
 
 
 # ---------------------------------------------------------------- code generation
-@dataclass(frozen=True)
-class _ForHeader:
-    """A hoisted `for (T v = x; cond; step)` as the generators write it again: each
-    part on one line, the step `(void)0` where the loop has none."""
-    init_node: object    # the declaration `T v = x;`
-    declarator: object   # its one init declarator `v = x`
-    init: str            # the declaration's text, `;` included
-    var: str
-    cond: str
-    step: str
-    body: list           # the body's statements
-
-    @staticmethod
-    def of(unit: _Unit, node) -> _ForHeader:
-        """The header of a loop the planners let through (one variable, declared in it)."""
-        init = node.child_by_field_name("initializer")
-        [declarator] = init.children_by_field_name("declarator")
-        update = node.child_by_field_name("update")
-        return _ForHeader(init, declarator, _flat(unit, init), unit.text(declarator.child_by_field_name("declarator")),
-                          _flat(unit, node.child_by_field_name("condition")),
-                          _flat(unit, update) if update is not None else "(void)0",
-                          _unwrap(node.child_by_field_name("body")))
-
-
-# The head of a loop over the block's threads, in the order of `cuset_bl` (runtime
-# core.h), each thread with its index in the block and its own `threadIdx`.
-_FOR_EACH_THREAD = ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
-                    "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
-
-
-class _VariantWriter:
+class VariantWriter:
     """What the block loop's variant and the barrier regions' (barrier_regions.py) write
     alike: the entry the runtime offers, the loop over the block's threads, per-thread
     slots of the locals that outlive a region (`replicated`), and a thread that returns
     (`uses_done`: marked done, skipped in the later regions)."""
 
-    def __init__(self, kv: _KernelVariant):
+    def __init__(self, kv: KernelVariant):
         self.kv = kv
         self.u = kv.u
         self.replicated: list[tuple[str, str]] = []  # (name, type text)
@@ -1136,7 +884,7 @@ class _VariantWriter:
         return aliases + storage
 
     @staticmethod
-    def _each_thread(inner: str, skip: str = "", on_return: str = "(void)0;", head: str = _FOR_EACH_THREAD) -> str:
+    def _each_thread(inner: str, skip: str = "", on_return: str = "(void)0;", head: str = FOR_EACH_THREAD) -> str:
         """`inner` run by each thread of the block in the order's turn (after `skip`, a
         statement that may leave a thread out), `on_return` where the thread returned;
         `head` another loop over threads (barrier_regions: a warp's lanes)."""
@@ -1161,22 +909,22 @@ class _VariantWriter:
     def _with_returns(self, node, replace: dict[int, tuple[int, str]] | None = None) -> str:
         """`return;`: this thread is done (false: skipped in later regions); `replace`: more cuts."""
         replace = dict(replace or {})
-        for n in _walk(node):
+        for n in walk(node):
             if n.type == "return_statement":
                 if n.named_children:
-                    raise _NotCollapsible("return with a value in a kernel")
+                    raise NotCollapsible("return with a value in a kernel")
                 replace[n.start_byte] = (n.end_byte, "return false;" if self.uses_done else "return true;")
-        return _flat(self.u, node, replace)
+        return flat(self.u, node, replace)
 
 
-class _Generator(_VariantWriter):
+class _Generator(VariantWriter):
     """The variant's text. With hoisted loops the body becomes regions: thread
     regions (a loop over the threads running a run of statements) and loop
     regions (the hoisted loop, each iteration a loop over the threads). Each
     region first recomputes what it needs of earlier regions (remat declarations
     and guards) and binds the replicated locals to this thread's slot."""
 
-    def __init__(self, kv: _KernelVariant, plan: list[_Stmt], regions: bool, apart: list[tuple[str, str]] = ()):
+    def __init__(self, kv: KernelVariant, plan: list[_Stmt], regions: bool, apart: list[tuple[str, str]] = ()):
         super().__init__(kv)
         self.apart = list(apart)  # pointer parameters checked to be different allocations per block
         self.plan = plan
@@ -1187,7 +935,7 @@ class _Generator(_VariantWriter):
         self.replicated_names: set[str] = set()
         # A thread that returns early skips the later regions (a guard is re-checked instead).
         self.uses_done = regions and any(n.type == "return_statement" for p in plan
-                                         if p.kind in ("other",) + _LOOP_KINDS for n in _walk(p.node))
+                                         if p.kind in ("other",) + _LOOP_KINDS for n in walk(p.node))
         self.private_slots: list[str] = []  # storage of the private loops' per-thread state
         self.thread_innermost = 0  # hoisted loops run with the threads innermost (see writes_no_memory)
         # The fibers' loop ticks (see _hoisted_region): a thread's count of its ticking loops'
@@ -1203,8 +951,8 @@ class _Generator(_VariantWriter):
             self._replicate(p.node)
         body = self._regions()
         slots = len(self.replicated) + (1 if self.uses_done else 0) + len(self.private_slots)
-        if slots > _MAX_REPLICATED:
-            raise _NotCollapsible("too many locals live across a hoisted loop")
+        if slots > MAX_REPLICATED:
+            raise NotCollapsible("too many locals live across a hoisted loop")
         # The order is the runtime's: the threads of every region run in it unchanged.
         ticks = "unsigned cuset_tk = 0; (void)cuset_tk; " if self.regions else ""
         return self._entry(f"{self._apart(self.apart)}::cuset::rt::take_block_loop()", "const ::cuset::rt::BlockLoop&",
@@ -1237,7 +985,7 @@ class _Generator(_VariantWriter):
         return " ".join(out) + " "
 
     def _prologue(self, prologue: list[_Stmt], bound: list[str]) -> str:
-        parts = [f"if ({p.text}) return true;" if p.kind == "guard" else _flat(self.u, p.node) for p in prologue]
+        parts = [f"if ({p.text}) return true;" if p.kind == "guard" else flat(self.u, p.node) for p in prologue]
         parts.extend(self._bind(n) for n in bound)
         return " ".join(parts)
 
@@ -1289,14 +1037,14 @@ class _Generator(_VariantWriter):
         """The cuts that make each nested loop of `self.counted` under `node` count its
         condition checks in the thread's `cuset_c`, as the fibers' `loop_tick()` does."""
         cuts = {}
-        for n in _walk(node):
-            if n.type not in _LOOPS or n.start_byte not in self.counted:
+        for n in walk(node):
+            if n.type not in LOOPS or n.start_byte not in self.counted:
                 continue
             cond = n.child_by_field_name("condition")
             if cond is None:
-                raise _NotCollapsible("a loop without a condition nested in a hoisted loop ticks on the fibers")
+                raise NotCollapsible("a loop without a condition nested in a hoisted loop ticks on the fibers")
             if n.type == "for_statement":
-                cuts[cond.start_byte] = (cond.end_byte, f"(++cuset_c, ({_flat(self.u, cond)}))")
+                cuts[cond.start_byte] = (cond.end_byte, f"(++cuset_c, ({flat(self.u, cond)}))")
             else:
                 cuts[cond.start_byte] = (cond.end_byte, f"((++cuset_c, ({_cond_text(self.u, cond)})))")
         return cuts
@@ -1313,7 +1061,7 @@ class _Generator(_VariantWriter):
         interleave them. On the fibers a thread lets the next one run at every CHUNK-th
         condition check of its ticking loops (`loop_tick()`, counted across the thread's
         loops, the first switch at its CHUNK-th check; the rewriter names the loops that
-        tick: `_Unit.ticks`), and the block's threads take turns in its order, one slice
+        tick: `Unit.ticks`), and the block's threads take turns in its order, one slice
         each. A loop that writes memory runs exactly those slices; one that writes no
         memory may run in any interleaving (no thread sees another's work in it) and only
         counts the checks. A loop that writes memory and holds a ticking loop (a switch in
@@ -1322,11 +1070,11 @@ class _Generator(_VariantWriter):
         node = p.node
         body = node.child_by_field_name("body")
         if self.kv._calls_looping_function(body):
-            raise _NotCollapsible("a hoisted loop calls a function with a loop (the fibers' ticks in it are not counted)")
-        nested = frozenset(n.start_byte for n in _walk(body) if n.type in _LOOPS and self.u.ticks(n))
+            raise NotCollapsible("a hoisted loop calls a function with a loop (the fibers' ticks in it are not counted)")
+        nested = frozenset(n.start_byte for n in walk(body) if n.type in LOOPS and self.u.ticks(n))
         order_free = self.kv.writes_only_its_own(node)
         if nested and not order_free:
-            raise _NotCollapsible("a loop nested in a hoisted loop that writes memory ticks on the fibers "
+            raise NotCollapsible("a loop nested in a hoisted loop that writes memory ticks on the fibers "
                                   "in the middle of an iteration")
         self.counted = nested
         if p.kind == "loop" and not self.uses_done and self.kv.writes_no_memory(node):
@@ -1350,7 +1098,7 @@ class _Generator(_VariantWriter):
         memory side by side as on the fibers), then the shared copy advances past the chunk
         and the count (`cuset_tk`) with it. Every thread has made the same checks (else
         `_private_loop_region`). `continue` keeps its meaning."""
-        h = _ForHeader.of(self.u, p.node)
+        h = ForHeader.of(self.u, p.node)
         var, cond, step = h.var, h.cond, h.step
         inner = " ".join(self._with_returns(n, self._counting_cuts(n)) for n in h.body)
         ticks = self.u.ticks(p.node)
@@ -1374,10 +1122,10 @@ class _Generator(_VariantWriter):
         every thread of the block through (checked once per region); otherwise the
         chunked region, which computes the same values. A `continue` ends the thread's
         iteration, as in the kernel."""
-        h = _ForHeader.of(self.u, p.node)
+        h = ForHeader.of(self.u, p.node)
         init, var, cond, step = h.init, h.var, h.cond, h.step
-        inner = " ".join(_flat(self.u, n, self._counting_cuts(n)) for n in h.body)
-        remat = " ".join(_flat(self.u, q.node) for q in prologue if q.kind == "remat")
+        inner = " ".join(flat(self.u, n, self._counting_cuts(n)) for n in h.body)
+        remat = " ".join(flat(self.u, q.node) for q in prologue if q.kind == "remat")
         counter = self._counter("cuset_t0 + cuset_x")
         ticks = self.u.ticks(p.node)
 
@@ -1411,7 +1159,7 @@ class _Generator(_VariantWriter):
         guards = [q for q in prologue if q.kind == "guard"]
         if not guards:
             return f"if (::cuset::rt::block_loop_lanes) {fast} else {chunked}"
-        check = " ".join(f"if ({q.text}) return false;" if q.kind == "guard" else _flat(self.u, q.node)
+        check = " ".join(f"if ({q.text}) return false;" if q.kind == "guard" else flat(self.u, q.node)
                          for q in prologue)
         all_in = ("{ bool cuset_all_in = ::cuset::rt::block_loop_lanes; "
                   f"if (cuset_all_in) {self._each_thread(check, on_return='cuset_all_in = false;')} ")
@@ -1425,18 +1173,18 @@ class _Generator(_VariantWriter):
         thread has left it. A loop that does not tick runs whole in the thread's round."""
         k = len(self.private_slots)
         slot = len(self.replicated) + (1 if self.uses_done else 0) + k
-        h = _ForHeader.of(self.u, p.node)
+        h = ForHeader.of(self.u, p.node)
         var, cond, step, declarator = h.var, h.cond, h.step, h.declarator
         base = self.u.data[h.init_node.start_byte:declarator.start_byte].decode(errors="replace")
         base = " ".join(w for w in base.split() if w not in ("register", "const"))
         if not base or any(w in base for w in ("auto", "decltype")):
-            raise _NotCollapsible("a loop variable whose type cannot be named")
+            raise NotCollapsible("a loop variable whose type cannot be named")
         state = f"cuset_pl{k}"
         self.private_slots.append(
             f"struct cuset_pl{k}_t {{ {base} v; unsigned char started, left; }}; cuset_pl{k}_t* const {state} = "
             f"static_cast<cuset_pl{k}_t*>(::cuset::rt::block_loop_scratch({slot}, sizeof(cuset_pl{k}_t) * cuset_bl.n)); ")
         tks = self._tick_counts()
-        value = _flat(self.u, declarator.child_by_field_name("value"))
+        value = flat(self.u, declarator.child_by_field_name("value"))
         inner = " ".join(self._with_returns(n, self._counting_cuts(n)) for n in h.body)
         me = f"{state}[cuset_t]"
         # the round of the thread's next step: its start, or its next condition check

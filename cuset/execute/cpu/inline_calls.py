@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import re
 
-from cuset.execute.cpu.block_loop import (
-    _PURE_FUNCTIONS, _TYPE_WORDS, _declared_names, _meets, _function_declarator, _Unit, _unwrap, _walk,
+from cuset.execute.cpu.plan_ir import (
+    PURE_FUNCTIONS, TYPE_WORDS, Unit, declared_names, function_declarator, meets, unwrap, walk,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
@@ -49,7 +49,7 @@ ROUNDS = 4  # helpers calling helpers: inlined round after round, this deep
 GROWTH = 4
 
 
-def inline_barrier_calls(unit: _Unit, kernel) -> tuple[str, int] | None:
+def inline_barrier_calls(unit: Unit, kernel) -> tuple[str, int] | None:
     """The source with the kernel's calls of helpers with barriers or warp shuffles inlined
     (statements anywhere in its body; a helper's own calls of such helpers in the next
     round), and how many calls were; None when there is none to inline."""
@@ -57,7 +57,7 @@ def inline_barrier_calls(unit: _Unit, kernel) -> tuple[str, int] | None:
     original = len(data)
     for _ in range(ROUNDS):
         edits = []
-        for stmt in _walk(kernel.child_by_field_name("body")):
+        for stmt in walk(kernel.child_by_field_name("body")):
             if stmt.type not in ("declaration", "expression_statement"):
                 continue
             found = _call_statement(unit, stmt)
@@ -83,12 +83,12 @@ def inline_barrier_calls(unit: _Unit, kernel) -> tuple[str, int] | None:
             return None
         count += len(edits)
         # the edits are all inside the kernel's body: it starts where it did
-        unit = _Unit(data, parser().parse(data).root_node)
+        unit = Unit(data, parser().parse(data).root_node)
         [kernel] = [k for k in unit.kernels if k.start_byte == kernel.start_byte]
     return (data.decode(errors="replace"), count) if count else None
 
 
-def _call_statement(unit: _Unit, stmt):
+def _call_statement(unit: Unit, stmt):
     """(call, text before it, text after it) of `T x = f(...);`, `x = f(...);` or `f(...);`,
     also where the value is an expression around the one call (`T x = 1.0f / f(...);`) that
     reads no memory and changes nothing: evaluated after the helper's barriers instead of
@@ -123,17 +123,17 @@ _PLAIN = frozenset({"identifier", "number_literal", "true", "false", "binary_exp
                     "primitive_type", "sized_type_specifier", "type_identifier", "type_qualifier"})
 
 
-def _only_call(unit: _Unit, value):
+def _only_call(unit: Unit, value):
     """The one call of a function of the file in `value` when everything around it is plain
     (see _PLAIN; calls of pure math functions such as `rsqrtf(f(x) / n + EPS)` too), else None."""
     if value is None:
         return None
-    calls = [n for n in _walk(value) if n.type == "call_expression" and not _pure_call(unit, n)]
+    calls = [n for n in walk(value) if n.type == "call_expression" and not _pure_call(unit, n)]
     if len(calls) != 1:
         return None
     call = calls[0]
-    inside = {id(n) for n in _walk(call)}
-    for n in _walk(value):
+    inside = {id(n) for n in walk(call)}
+    for n in walk(value):
         if id(n) in inside or not n.is_named:
             continue
         if n.type in ("call_expression", "argument_list") or (n.type == "identifier" and n.parent is not None
@@ -148,7 +148,7 @@ def _only_call(unit: _Unit, value):
     return call
 
 
-def _literal_macro(unit: _Unit, name: str, seen: set[str]) -> bool:
+def _literal_macro(unit: Unit, name: str, seen: set[str]) -> bool:
     """A macro whose expansion is numbers, operators and such macros (`#define EPS 1e-5f`)."""
     if name in seen:
         return True   # seen in this expansion (a macro cannot expand itself)
@@ -156,18 +156,18 @@ def _literal_macro(unit: _Unit, name: str, seen: set[str]) -> bool:
     value = unit.macros[name]
     if re.search(r"\[|->|[=*&]|\+\+|--|[A-Za-z_]\w*\s*\(", value.replace("==", "").replace("!=", "")):
         return False   # memory, an assignment or a call
-    return all(w in _TYPE_WORDS or (w in unit.macros and _literal_macro(unit, w, seen))
+    return all(w in TYPE_WORDS or (w in unit.macros and _literal_macro(unit, w, seen))
                for w in re.findall(r"[A-Za-z_]\w*", value) if not re.fullmatch(r"\d*[eE]?[fFuUlL]*", w))
 
 
-def _pure_call(unit: _Unit, call) -> bool:
+def _pure_call(unit: Unit, call) -> bool:
     """A call of a pure math function (`rsqrtf`, `fmaxf`...), by name."""
     f = call.child_by_field_name("function")
-    return f is not None and f.type == "identifier" and unit.text(f) in _PURE_FUNCTIONS \
+    return f is not None and f.type == "identifier" and unit.text(f) in PURE_FUNCTIONS \
         and unit.text(f) not in unit.functions
 
 
-def _helper(unit: _Unit, call):
+def _helper(unit: Unit, call):
     """(the called function, its template parameters bound to the call's template arguments)
     when it may be inlined: defined once here, with a barrier or warp operation in its body or in
     a helper it calls, and, if a template,
@@ -186,7 +186,7 @@ def _helper(unit: _Unit, call):
         return None
     fn = defined[0]
     body = fn.child_by_field_name("body")
-    if body is None or not _meets(unit, body, set()):
+    if body is None or not meets(unit, body, set()):
         return None   # no barrier or warp operation in it, nor in a helper it calls
     tparams = []
     if fn.parent is not None and fn.parent.type == "template_declaration":
@@ -201,21 +201,21 @@ def _helper(unit: _Unit, call):
     return fn, dict(zip(tparams, targs))
 
 
-def _inlined(unit: _Unit, fn, bound: dict[str, str], call, before: str, after: str, k: int) -> str | None:
+def _inlined(unit: Unit, fn, bound: dict[str, str], call, before: str, after: str, k: int) -> str | None:
     name = unit.function_name(fn)
     body = fn.child_by_field_name("body")
-    stmts = _unwrap(body)
-    returns = [n for n in _walk(body) if n.type == "return_statement"]
+    stmts = unwrap(body)
+    returns = [n for n in walk(body) if n.type == "return_statement"]
     last = stmts[-1] if stmts else None
     returns_value = bool(returns)
     if returns and (len(returns) != 1 or returns[0] is not last or not last.named_children):
         return None   # a return before the end, or `return;` in the middle
     if any(n.type == "call_expression" and unit.text(n.child_by_field_name("function") or n) == name
-           for n in _walk(body)):
+           for n in walk(body)):
         return None   # recursion
-    if any(n.type == "storage_class_specifier" and unit.text(n) == "static" for n in _walk(body)):
+    if any(n.type == "storage_class_specifier" and unit.text(n) == "static" for n in walk(body)):
         return None   # a static local keeps its value between calls
-    params = [p for p in _function_declarator(fn).child_by_field_name("parameters").named_children
+    params = [p for p in function_declarator(fn).child_by_field_name("parameters").named_children
               if p.type == "parameter_declaration"]
     args = call.child_by_field_name("arguments").named_children
     if len(params) != len(args):
@@ -225,19 +225,19 @@ def _inlined(unit: _Unit, fn, bound: dict[str, str], call, before: str, after: s
     for p, a in zip(params, args):
         d = p.child_by_field_name("declarator")
         ident = declared_identifier(d)
-        if ident is None or d.type == "array_declarator" or any(n.type == "reference_declarator" for n in _walk(p)):
+        if ident is None or d.type == "array_declarator" or any(n.type == "reference_declarator" for n in walk(p)):
             return None   # by reference, an array or a function pointer: not a plain copy
         new = f"{PREFIX}{k}_{unit.text(ident)}"
         renamed[unit.text(ident)] = new
         declarations.append(f"{_replaced(unit, p, {ident.start_byte: (ident.end_byte, new)})} = ({unit.text(a)});")
-    for s in _walk(body):
-        for local in _declared_names(unit, s):
+    for s in walk(body):
+        for local in declared_names(unit, s):
             renamed.setdefault(local, f"{PREFIX}{k}_{local}")
-    cuts = {n.start_byte: (n.end_byte, renamed[unit.text(n)]) for n in _walk(body)
+    cuts = {n.start_byte: (n.end_byte, renamed[unit.text(n)]) for n in walk(body)
             if n.type == "identifier" and unit.text(n) in renamed}
     # the template's parameters, as the call spelled them (a type where a type stands)
     cuts.update({n.start_byte: (n.end_byte, f"({bound[unit.text(n)]})" if n.type == "identifier" else bound[unit.text(n)])
-                 for n in (*_walk(body), *params) if n.type in ("identifier", "type_identifier")
+                 for n in (*walk(body), *params) if n.type in ("identifier", "type_identifier")
                  and unit.text(n) in bound and unit.text(n) not in renamed})
     parts = [" ".join(declarations)]   # lines kept: a `//` comment in the helper ends at its newline
     for s in stmts[:-1] if returns_value else stmts:
@@ -249,7 +249,7 @@ def _inlined(unit: _Unit, fn, bound: dict[str, str], call, before: str, after: s
     return "\n".join(parts)
 
 
-def _replaced(unit: _Unit, node, cuts: dict[int, tuple[int, str]]) -> str:
+def _replaced(unit: Unit, node, cuts: dict[int, tuple[int, str]]) -> str:
     """The node's source with `cuts` (start byte -> (end byte, text)) applied."""
     out, pos = [], node.start_byte
     for start in sorted(c for c in cuts if node.start_byte <= c < node.end_byte):

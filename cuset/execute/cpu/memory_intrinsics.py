@@ -6,7 +6,7 @@ fibers or skip a thread order (block_loop.py, region_memory.py, barrier_regions.
 region_lanes.py, order_proof.py) must count them as accesses of what `p` points
 into; this table is the one place that says which call touches which argument.
 
-Calls of anything else that is neither a pure function (block_loop._PURE_FUNCTIONS)
+Calls of anything else that is neither a pure function (plan_ir.PURE_FUNCTIONS)
 nor a function of the file are not understood: the kernel stays on the fibers
 (block_loop's `_check_call`) and the order proof does not check it.
 """

@@ -42,8 +42,9 @@ import re
 from dataclasses import dataclass
 
 from cuset.execute.cpu import memory_intrinsics, region_memory
-from cuset.execute.cpu.block_loop import (
-    _PURE_FUNCTIONS, _function_declarator, _KernelVariant, _pointer_parameter, _NotCollapsible, _Unit, _walk,
+from cuset.execute.cpu.block_loop import KernelVariant
+from cuset.execute.cpu.plan_ir import (
+    PURE_FUNCTIONS, NotCollapsible, Unit, function_declarator, pointer_parameter, walk,
 )
 from cuset.execute.cpu.syntax_tree import operator_text
 from cuset.spans.grammar import parser
@@ -82,13 +83,13 @@ def plan_proofs(src: str) -> list[ProofPlan]:
     if "__global__" not in src:
         return []
     data = src.encode()
-    unit = _Unit(data, parser().parse(data).root_node)
+    unit = Unit(data, parser().parse(data).root_node)
     plans = []
     for fn in unit.kernels:
         name = unit.function_name(fn) or "?"
         try:
             plans.append(_plan(unit, fn, name))
-        except (_Ineligible, _NotCollapsible) as e:
+        except (_Ineligible, NotCollapsible) as e:
             plans.append(ProofPlan(name, False, str(e)))
     return plans
 
@@ -98,15 +99,15 @@ def summary(plans: list[ProofPlan]) -> str:
     return "cuset-cpu: order proofs: " + "; ".join(p.describe() for p in plans) if plans else ""
 
 
-def _plan(unit: _Unit, fn, name: str) -> ProofPlan:
-    kv = _KernelVariant(unit, fn)  # raises on unnamed / unusual parameters
+def _plan(unit: Unit, fn, name: str) -> ProofPlan:
+    kv = KernelVariant(unit, fn)  # raises on unnamed / unusual parameters
     kv._check_region(kv.body)      # no fiber feature, no call of an unknown function
     bodies = [kv.body] + [f.child_by_field_name("body") for callee in kv.checked_functions
                           for f in unit.functions.get(callee, ())]
     for body in bodies:
         _check_locals_and_addresses(unit, body)
     pointers = kv._pointer_params()
-    memory = region_memory.RegionMemory(unit, kv.body, pointers, _walk, _PURE_FUNCTIONS)
+    memory = region_memory.RegionMemory(unit, kv.body, pointers, walk, PURE_FUNCTIONS)
     written, accessed = memory.accesses(kv.body)
     if region_memory.ANY in accessed:
         raise _Ineligible("memory not traced to a pointer parameter")
@@ -117,25 +118,25 @@ def _plan(unit: _Unit, fn, name: str) -> ProofPlan:
         for f in unit.functions.get(callee, ()):
             _check_names(unit, f, _parameter_names(unit, f))
             _check_parameters(unit, f)
-            own = _KernelVariant(unit, f)
+            own = KernelVariant(unit, f)
             _check_subscript_bases(unit, own.body, region_memory.RegionMemory(
-                unit, own.body, own._pointer_params(), _walk, _PURE_FUNCTIONS))
+                unit, own.body, own._pointer_params(), walk, PURE_FUNCTIONS))
     written_params = [p for p in kv.params if p in written]
     read_only = [p for p in kv.params if p in accessed and p not in written]
-    declared_in_body = {unit.text(n) for d in _walk(kv.body) if d.type == "declaration"
+    declared_in_body = {unit.text(n) for d in walk(kv.body) if d.type == "declaration"
                         for n in _declarator_identifiers(d)}
     for w in written_params:
         if w in declared_in_body:
             raise _Ineligible(f"redeclares its parameter {w}")
-        for n in _walk(kv.body):
+        for n in walk(kv.body):
             if n.type == "identifier" and unit.text(n) == w and not _plain_subscript(unit, n):
                 raise _Ineligible(f"uses its written parameter {w} other than as {w}[i]")
     return ProofPlan(name, True, "", tuple(written_params), tuple(read_only), _edits(unit, fn, kv, written_params,
                                                                                        read_only))
 
 
-def _check_locals_and_addresses(unit: _Unit, body) -> None:
-    for n in _walk(body):
+def _check_locals_and_addresses(unit: Unit, body) -> None:
+    for n in walk(body):
         if n.type == "pointer_expression" and operator_text(unit, n) == "&" and not _loaded_element(unit, n):
             raise _Ineligible("takes an address (&)")
         if n.type == "declaration":
@@ -151,16 +152,16 @@ _BUILTIN_NAMES = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim", "war
 _CONSTANT_NAME = re.compile(r"[A-Z][A-Z0-9_]*")  # FLT_MAX, INFINITY, M_PI, CUDART_PI_F: value macros of headers
 
 
-def _check_names(unit: _Unit, fn, params: set[str]) -> None:
+def _check_names(unit: Unit, fn, params: set[str]) -> None:
     """Every name `fn`'s body uses is its own (a parameter, a local), a built-in index, a
     constant, macro or function of this file, a pure function or an upper-case value
     macro. Anything else lives elsewhere and may differ between orders: a runtime
     variable (`cuset::rt::loop_ticks`, the proof's own flag), an `extern` variable."""
     body = fn.child_by_field_name("body")
-    own = params | {unit.text(n) for d in _walk(body) if d.type == "declaration" for n in _declarator_identifiers(d)}
-    allowed = own | _BUILTIN_NAMES | unit.constants | set(unit.macros) | set(unit.functions) | _PURE_FUNCTIONS \
+    own = params | {unit.text(n) for d in walk(body) if d.type == "declaration" for n in _declarator_identifiers(d)}
+    allowed = own | _BUILTIN_NAMES | unit.constants | set(unit.macros) | set(unit.functions) | PURE_FUNCTIONS \
         | memory_intrinsics.LOADS | memory_intrinsics.STORES   # accesses region_memory counts
-    for n in _walk(body):
+    for n in walk(body):
         if n.type == "identifier":
             word = unit.text(n)
             if word not in allowed and not _CONSTANT_NAME.fullmatch(word):
@@ -176,12 +177,12 @@ uchar4 short2 short4 ushort2 ushort4 long2 ulong2 longlong2 ulonglong2 dim3 __ha
 """.split())
 
 
-def _check_parameters(unit: _Unit, fn) -> None:
+def _check_parameters(unit: Unit, fn) -> None:
     """Every parameter of `fn` a pointer or array, or of a type that holds no pointer (a
     reference to one in a device function: region_memory counts what it is given)."""
-    d = _function_declarator(fn)
+    d = function_declarator(fn)
     for p in d.child_by_field_name("parameters").named_children if d is not None else ():
-        if p.type != "parameter_declaration" or _pointer_parameter(p):
+        if p.type != "parameter_declaration" or pointer_parameter(p):
             continue
         kind = p.child_by_field_name("type")
         if kind is not None and (kind.type in ("primitive_type", "sized_type_specifier")
@@ -190,9 +191,9 @@ def _check_parameters(unit: _Unit, fn) -> None:
         raise _Ineligible(f"parameter {unit.text(p)[:40]} may hold a pointer")
 
 
-def _parameter_names(unit: _Unit, fn) -> set[str]:
+def _parameter_names(unit: Unit, fn) -> set[str]:
     d = fn.child_by_field_name("declarator")
-    return {unit.text(i) for p in _walk(d) if p.type == "parameter_declaration"
+    return {unit.text(i) for p in walk(d) if p.type == "parameter_declaration"
             for i in [_identifier_of(p.child_by_field_name("declarator"))] if i is not None}
 
 
@@ -202,7 +203,7 @@ def _identifier_of(d):
     return d
 
 
-def _loaded_element(unit: _Unit, address) -> bool:
+def _loaded_element(unit: Unit, address) -> bool:
     """`&a[i]` as the argument of `__ldg` (and kin): a read of a[i] (region_memory counts it),
     the address going nowhere else."""
     operand, args = address.child_by_field_name("argument"), address.parent
@@ -212,12 +213,12 @@ def _loaded_element(unit: _Unit, address) -> bool:
         and f.type == "identifier" and memory_intrinsics.reads_pointer(unit.text(f)) and len(args.named_children) == 1
 
 
-def _check_subscript_bases(unit: _Unit, body, memory: region_memory.RegionMemory) -> None:
+def _check_subscript_bases(unit: Unit, body, memory: region_memory.RegionMemory) -> None:
     """Every `a[i]`, `*a`, `a->f` of the kernel reads or writes through a pointer parameter
     (or a local pointer computed from one), or reads `__constant__` memory: region_memory
     counts anything else it cannot trace as a thread's own array, which here could be a
     parameter of a typedef'd pointer type."""
-    for n in _walk(body):
+    for n in walk(body):
         if n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(unit, n) == "*") \
                 or (n.type == "field_expression" and operator_text(unit, n) == "->"):
             base = n.child_by_field_name("argument")
@@ -230,7 +231,7 @@ def _check_subscript_bases(unit: _Unit, body, memory: region_memory.RegionMemory
             raise _Ineligible(f"accesses {unit.text(base)[:40]}, not traced to a pointer parameter")
 
 
-def _plain_subscript(unit: _Unit, ident) -> bool:
+def _plain_subscript(unit: Unit, ident) -> bool:
     """`ident` is the array of a subscript `ident[i]` that is not under `&`."""
     parent = ident.parent
     if parent is None or parent.type != "subscript_expression":
@@ -249,12 +250,12 @@ def _declarator_identifiers(decl):
             yield d
 
 
-def _edits(unit: _Unit, fn, kv: _KernelVariant, written: list[str], read_only: list[str]) -> tuple[Edit, ...]:
+def _edits(unit: Unit, fn, kv: KernelVariant, written: list[str], read_only: list[str]) -> tuple[Edit, ...]:
     def offset(byte: int) -> int:
         return len(unit.data[:byte].decode(errors="replace"))
 
     edits = []
-    d = _function_declarator(fn)
+    d = function_declarator(fn)
     for p in d.child_by_field_name("parameters").named_children:
         if p.type != "parameter_declaration":
             continue

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cuset.execute.cpu.block_loop import _flat, _NotCollapsible, _walk, replicated_types
+from cuset.execute.cpu.plan_ir import NotCollapsible, flat, replicated_types, walk
 from cuset.execute.cpu.syntax_tree import operator_text
 
 LANES = 8
@@ -64,7 +64,7 @@ def plan(kv, items: list[tuple]) -> LanePlan | None:
              and (found := _stride_loop(kv, it[1])) is not None]
     if len(loops) != 1:
         return None
-    if any(n.type in _JUMPS for it in items for n in _walk(it[1])):
+    if any(n.type in _JUMPS for it in items for n in walk(it[1])):
         return None
     [(k, (var, var_type))] = loops
     node = items[k][1]
@@ -72,9 +72,9 @@ def plan(kv, items: list[tuple]) -> LanePlan | None:
         return None
     init = node.child_by_field_name("initializer")
     [d] = init.children_by_field_name("declarator")
-    return LanePlan(node, k, var, var_type, _flat(kv.u, d.child_by_field_name("value")),
-                    _flat(kv.u, node.child_by_field_name("condition")),
-                    _flat(kv.u, node.child_by_field_name("update")))
+    return LanePlan(node, k, var, var_type, flat(kv.u, d.child_by_field_name("value")),
+                    flat(kv.u, node.child_by_field_name("condition")),
+                    flat(kv.u, node.child_by_field_name("update")))
 
 
 def _stride_loop(kv, node) -> tuple[str, str] | None:
@@ -136,7 +136,7 @@ def _writes_own_elements(kv, items, loop, var: str) -> bool:
         if written and it[1] is not loop:
             return False   # a write before or after the loop
         written_objects |= written
-    for n in _walk(loop):
+    for n in walk(loop):
         if n.type not in ("assignment_expression", "update_expression"):
             continue
         target = n.child_by_field_name("left") or n.child_by_field_name("argument")
@@ -158,7 +158,7 @@ def _writes_own_elements(kv, items, loop, var: str) -> bool:
     if not index_of or len(objects) != len(index_of) or not written_objects <= objects or objects & {"params", "global"}:
         return False
     for it in items:   # no other access of a written object
-        for n in _walk(it[1]):
+        for n in walk(it[1]):
             if kv._is_access(n):
                 if not kv._objects_meet({kv._access_object(n)}, objects):
                     continue
@@ -241,7 +241,7 @@ class LaneWriter:
                                   f"const {var_type} {c} = ({var_type})(cuset_c[0] + cuset_l);")
         self.names = declared[0]   # the body's locals end with it (their arrays stay declared)
         one_by_one = lanes([f"if (cuset_in[cuset_l]) {{ const {var_type} {c} = cuset_c[cuset_l]; "
-                            f"{_flat(self.u, self.p.loop.child_by_field_name('body'))} }}"])
+                            f"{flat(self.u, self.p.loop.child_by_field_name('body'))} }}"])
         step = lanes([f"{{ {var_type}& {c} = cuset_c[cuset_l]; {self.p.step}; }}"])
         slots = list(self.slots)
         post = self._lanes(prologue, bound, [self._statement(*e) for e in entries[k + 1:]], False, slots)
@@ -270,7 +270,7 @@ class LaneWriter:
             self.arrays.append(f"std::remove_const_t<{type_text}> cuset_a_{name}[{LANES}];")
             self.names.append((name, type_text))
             if d.type == "init_declarator":
-                parts.append(f"cuset_a_{name}[cuset_l] = {_flat(self.u, d.child_by_field_name('value'))};")
+                parts.append(f"cuset_a_{name}[cuset_l] = {flat(self.u, d.child_by_field_name('value'))};")
         return " ".join(parts)
 
     def _body(self, stmts, prologue, bound, own: str) -> str:
@@ -284,7 +284,7 @@ class LaneWriter:
                 pending.clear()
 
         for s in stmts:
-            if s.type == "for_statement" and not any(n.type in _JUMPS for n in _walk(s)) and self._uniform(s):
+            if s.type == "for_statement" and not any(n.type in _JUMPS for n in walk(s)) and self._uniform(s):
                 flush()
                 update = s.child_by_field_name("update")
                 outer = set(self.kv.uniform_now)
@@ -293,20 +293,20 @@ class LaneWriter:
                     inner = self._body(_body_statements(s), prologue, bound, own)
                 finally:
                     self.kv.uniform_now = outer
-                out.append(f"for ({_flat(self.u, s.child_by_field_name('initializer'))} "
-                           f"{_flat(self.u, s.child_by_field_name('condition'))}; "
-                           f"{_flat(self.u, update) if update is not None else ''}) {{ {inner} }}")
+                out.append(f"for ({flat(self.u, s.child_by_field_name('initializer'))} "
+                           f"{flat(self.u, s.child_by_field_name('condition'))}; "
+                           f"{flat(self.u, update) if update is not None else ''}) {{ {inner} }}")
             elif s.type == "declaration":
                 pending.append(self._declare(s))
             else:
-                pending.append(_flat(self.u, s))
+                pending.append(flat(self.u, s))
         flush()
         return " ".join(out)
 
     def _uniform(self, loop) -> bool:
         try:
             self.kv._uniform_for(loop)
-        except _NotCollapsible:
+        except NotCollapsible:
             return False
         return True
 

@@ -305,13 +305,13 @@ def test_a_race_between_blocks_only_parallel_shows_is_still_seen(program):
 
 def test_local_pointers_into_one_array_are_told_apart_by_its_name():
     from cuset.execute.cpu.barrier_regions import _BarrierVariant
-    from cuset.execute.cpu.block_loop import _Unit
+    from cuset.execute.cpu.plan_ir import Unit
     from cuset.spans.grammar import parser
 
     def accesses(body: str):
         src = (f"__global__ void k(float* __restrict__ o, float* g) {{ __shared__ float s[64]; "
                f"__shared__ float total; {body} }}").encode()
-        unit = _Unit(src, parser().parse(src).root_node)
+        unit = Unit(src, parser().parse(src).root_node)
         kv = _BarrierVariant(unit, unit.kernels[0])
         return kv._accesses(unit.kernels[0].child_by_field_name("body"))
 

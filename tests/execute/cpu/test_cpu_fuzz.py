@@ -186,16 +186,16 @@ def _loads_are_pure_functions(monkeypatch):
     list, invisible to region_memory and the order proof. The rewrite runs in this process
     (not the rewrite worker's fork) so that the patch reaches it."""
     from cuset.execute.cpu import (barrier_regions, block_loop, inline_calls, memory_intrinsics, order_proof,
-                                   region_lanes, region_memory, rewrite_worker)
+                                   plan_ir, region_lanes, region_memory, rewrite_worker)
     from cuset.execute.cpu.features import find_unsupported
     from cuset.execute.cpu.rewriter import rewrite
 
     loads = memory_intrinsics.LOADS
-    pure = block_loop._PURE_FUNCTIONS | loads
+    pure = plan_ir.PURE_FUNCTIONS | loads
     monkeypatch.setattr(memory_intrinsics, "LOADS", frozenset())
-    for module in (block_loop, barrier_regions, inline_calls, order_proof, region_lanes, region_memory):
-        if hasattr(module, "_PURE_FUNCTIONS"):
-            monkeypatch.setattr(module, "_PURE_FUNCTIONS", pure)
+    for module in (plan_ir, block_loop, barrier_regions, inline_calls, order_proof, region_lanes, region_memory):
+        if hasattr(module, "PURE_FUNCTIONS"):
+            monkeypatch.setattr(module, "PURE_FUNCTIONS", pure)
 
     def in_process(sources, timeout, block_loops=True, order_proofs=False):
         done = []

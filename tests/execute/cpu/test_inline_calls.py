@@ -153,7 +153,7 @@ def test_inlined_regions_and_fibers_give_bit_identical_outputs(tmp_path, order):
 
 def test_helpers_that_would_grow_the_kernel_without_bound_keep_the_fibers():
     from cuset.execute.cpu import inline_calls
-    from cuset.execute.cpu.block_loop import _Unit
+    from cuset.execute.cpu.plan_ir import Unit
     from cuset.spans.grammar import parser
 
     # each level calls the next 20 times: inlined, w3 would be 8,000 copies of w0 (within ROUNDS)
@@ -162,7 +162,7 @@ def test_helpers_that_would_grow_the_kernel_without_bound_keep_the_fibers():
         calls = " ".join(f"v = w{k - 1}(v);" for _ in range(20))
         levels.append(f"__device__ float w{k}(float v) {{ {calls} return v; }}")
     src = "\n".join(levels) + "\n__global__ void k(float* p) { float v = p[threadIdx.x]; v = w3(v); p[threadIdx.x] = v; }\n"
-    unit = _Unit(src.encode(), parser().parse(src.encode()).root_node)
+    unit = Unit(src.encode(), parser().parse(src.encode()).root_node)
     assert inline_calls.inline_barrier_calls(unit, unit.kernels[0]) is None   # past GROWTH
     [plan] = plan_kernels(src)
     assert not plan.loop, plan.describe()

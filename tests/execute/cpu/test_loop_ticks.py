@@ -174,15 +174,16 @@ def test_a_loop_writing_memory_around_a_ticking_loop_keeps_the_fibers():
 
 
 def test_only_arrays_the_kernel_only_subscripts_are_a_threads_own():
-    from cuset.execute.cpu.block_loop import _KernelVariant, _Unit
+    from cuset.execute.cpu.block_loop import KernelVariant
+    from cuset.execute.cpu.plan_ir import Unit
     from cuset.spans.grammar import parser
 
     src = ("__global__ void k(const float* in, float* o, int n) { float w[4]; float v[4]; float* p = v; "
            "for (int i = 0; i < n; ++i) { w[i & 3] = in[i]; } for (int i = 0; i < n; ++i) { v[i & 3] = in[i]; } "
            "for (int i = 0; i < n; ++i) { p[i & 3] = in[i]; } o[0] = w[0] + p[1]; }")
     data = src.encode()
-    unit = _Unit(data, parser().parse(data).root_node)
-    kv = _KernelVariant(unit, unit.kernels[0])
+    unit = Unit(data, parser().parse(data).root_node)
+    kv = KernelVariant(unit, unit.kernels[0])
     loops = [n for n in kv.body.named_children if n.type == "for_statement"]
     assert kv._own_arrays() == {"w"}   # v's address is taken (p = v)
     assert [kv.writes_only_its_own(n) for n in loops] == [True, False, False]

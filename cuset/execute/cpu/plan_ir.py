@@ -1,0 +1,278 @@
+"""The planners' declared library: what block_loop.py, barrier_regions.py,
+region_lanes.py, inline_calls.py and order_proof.py share, under public names.
+
+- the translation unit (`Unit`: kernels, functions, macros, constants of a source),
+- the syntax helpers every planner walks the tree with (`walk`, `unwrap`, `flat`,
+  `declared_names`, `called_name`...), the pure-function list and the warp operations,
+- `NotCollapsible`, raised wherever a planner leaves a kernel on the fibers.
+
+A planner imports from here, never another planner's private names
+(tests/execute/cpu/test_plan_ir.py checks it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cuset.execute.cpu.syntax_tree import declared_identifier
+
+# Functions that compute a value from their arguments only (never a load or store
+# intrinsic: those are memory accesses, memory_intrinsics.py).
+PURE_FUNCTIONS = frozenset("""
+sqrt sqrtf rsqrt rsqrtf cbrt cbrtf exp expf exp2 exp2f exp10 exp10f expm1 expm1f log logf log2 log2f log10
+log10f log1p log1pf pow powf sin sinf cos cosf tan tanf sinh sinhf cosh coshf tanh tanhf asin asinf acos acosf
+atan atanf atan2 atan2f asinh asinhf acosh acoshf atanh atanhf erf erff erfc erfcf erfinv erfinvf lgamma lgammaf
+tgamma tgammaf fabs fabsf abs labs llabs fmin fminf fmax fmaxf min max umin umax llmin llmax fma fmaf floor floorf
+ceil ceilf round roundf trunc truncf rint rintf lrint lrintf llrint llrintf lround lroundf llround llroundf fmod
+fmodf remainder remainderf copysign copysignf hypot hypotf isnan isinf isfinite signbit ldexp ldexpf nearbyint
+nearbyintf fdim fdimf normcdff normcdf sincosf
+__expf __exp10f __logf __log2f __log10f __powf __sinf __cosf __tanf __fdividef __fdiv_rn __fdiv_rz __fmul_rn
+__fmul_rz __fadd_rn __fadd_rz __fsub_rn __fsub_rz __fmaf_rn __fmaf_rz __frcp_rn __fsqrt_rn __frsqrt_rn
+__dadd_rn __dmul_rn __dsub_rn __ddiv_rn __fma_rn __drcp_rn __dsqrt_rn __saturatef
+__float2int_rn __float2int_rz __float2int_rd __float2int_ru __float2uint_rn __float2uint_rz __int2float_rn
+__uint2float_rn __float2ll_rn __float2ll_rz __ll2float_rn __double2float_rn __double2int_rn __int2double_rn
+__float_as_int __int_as_float __float_as_uint __uint_as_float __double_as_longlong __longlong_as_double
+__popc __popcll __clz __clzll __ffs __ffsll __brev __brevll __mul24 __umul24 __mulhi __umulhi __mul64hi
+__umul64hi __sad __usad __hadd __hmul __hsub __hdiv __hfma __hneg __habs __hmax __hmin __hlt __hgt __heq
+__float2half __float2half_rn __half2float __float2bfloat16 __bfloat162float
+static_cast reinterpret_cast const_cast
+""".split())
+
+
+TYPE_WORDS = frozenset("int unsigned signed long short char float double bool size_t sizeof const true false".split())
+LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
+
+
+MAX_REPLICATED = 48
+
+
+class NotCollapsible(Exception):
+    pass
+
+
+def called_name(unit: Unit, call) -> str:
+    """`f` of `f(...)` and of `f<T, 4>(...)`."""
+    f = call.child_by_field_name("function")
+    if f is not None and f.type == "template_function":
+        f = f.child_by_field_name("name")
+    return unit.text(f) if f is not None else ""
+
+
+def meets(unit: Unit, body, seen: set[str]) -> bool:
+    """Whether `body`, or a function of the file it calls (and so on), has a barrier or a
+    warp operation: a kernel for the barrier planner."""
+    if has_barrier(unit, body) or has_shuffle(unit, body):
+        return True
+    for n in walk(body) if body is not None else ():
+        name = called_name(unit, n) if n.type == "call_expression" else ""
+        if name in unit.functions and name not in seen:
+            seen.add(name)
+            if any(meets(unit, f.child_by_field_name("body"), seen) for f in unit.functions[name]):
+                return True
+    return False
+
+
+def has_barrier(unit: Unit, body) -> bool:
+    return body is not None and any(n.type == "identifier" and unit.text(n) == "__syncthreads" for n in walk(body))
+
+
+# Warp operations the barrier planner splits regions at (barrier_regions.py), by WarpKind:
+# shuffles, votes and __syncwarp.
+WARP_OPS = {"__shfl_sync": "shfl_idx", "__shfl_up_sync": "shfl_up", "__shfl_down_sync": "shfl_down",
+            "__shfl_xor_sync": "shfl_xor", "__ballot_sync": "ballot", "__any_sync": "any", "__all_sync": "all",
+            "__syncwarp": "sync"}
+
+
+def has_shuffle(unit: Unit, body) -> bool:
+    return body is not None and any(n.type == "identifier" and unit.text(n) in WARP_OPS for n in walk(body))
+
+
+# ---------------------------------------------------------------- the translation unit
+class Unit:
+    def __init__(self, data: bytes, root, ticking: frozenset[int] = frozenset()):
+        self.data = data
+        # byte offsets of the keywords of the loops that tick on the fibers (see `ticks`)
+        self.ticking = ticking
+        self.kernels = []
+        self.functions: dict[str, list] = {}   # device/host functions defined here, by name
+        self.macros: dict[str, str] = {}       # macro name -> replacement text
+        self.function_macros: dict[str, tuple[str, ...]] = {}  # macros defined with parameters: their names
+        self.constants: set[str] = set()       # file-scope const/constexpr/__constant__ names
+        self.globals: set[str] = set()         # every name a file-scope declaration declares
+        self._walk(root)
+
+    def text(self, node) -> str:
+        return self.data[node.start_byte:node.end_byte].decode(errors="replace")
+
+    def _walk(self, node) -> None:
+        for child in node.children:
+            t = child.type
+            if t == "function_definition":
+                words = {self.text(c) for c in child.children if c.type not in ("compound_statement",)}
+                name = self.function_name(child)
+                if "__global__" in words and child.child_by_field_name("body") is not None:
+                    self.kernels.append(child)
+                elif name:
+                    self.functions.setdefault(name, []).append(child)
+            elif t in ("preproc_def", "preproc_function_def"):
+                name = child.child_by_field_name("name")
+                value = child.child_by_field_name("value")
+                if name is not None:
+                    self.macros[self.text(name)] = self.text(value) if value is not None else ""
+                    if t == "preproc_function_def":
+                        params = child.child_by_field_name("parameters")
+                        self.function_macros[self.text(name)] = tuple(
+                            self.text(p) for p in (params.named_children if params is not None else ())
+                            if p.type == "identifier")
+            elif t == "declaration":
+                names = declared_names(self, child)
+                self.globals.update(names)
+                words = {self.text(c) for c in child.children}
+                if words & {"const", "constexpr", "__constant__"} or any(
+                        c.type == "type_qualifier" and self.text(c) in ("const", "constexpr", "__constant__")
+                        for c in child.children):
+                    self.constants.update(names)
+            if t in ("template_declaration", "namespace_definition", "declaration_list", "linkage_specification",
+                     "preproc_if", "preproc_ifdef", "preproc_else", "preproc_elif"):
+                self._walk(child)
+
+    def ticks(self, loop) -> bool:
+        """Whether the fibers' thread switches at `loop`'s condition (`loop_tick()`, which
+        the rewriter puts in the loops it names: not in `for` loops of functions that meet
+        at barriers, loops with a small literal trip count, under `#pragma unroll`...)."""
+        if loop.type == "do_statement":
+            keyword = next((c for c in loop.children if c.type == "while"), None)
+            return keyword is not None and keyword.start_byte in self.ticking
+        return loop.type in LOOPS and loop.start_byte in self.ticking
+
+    def function_name(self, fn) -> str | None:
+        d = function_declarator(fn)
+        if d is None:
+            return None
+        n = d.child_by_field_name("declarator")
+        if n is None:
+            return None
+        if n.type == "qualified_identifier":
+            n = n.child_by_field_name("name") or n
+        return self.text(n)
+
+
+def function_declarator(fn):
+    """The `name(params)` declarator of a function definition, under its pointer or
+    reference declarators (None where the definition has none)."""
+    d = fn.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    return d
+
+
+def pointer_parameter(p) -> bool:
+    """A parameter declared as a pointer or an array (`float* a`, `float a[]`)."""
+    if p.type != "parameter_declaration":
+        return False
+    decl = p.child_by_field_name("declarator")
+    return decl is not None and decl.type in ("pointer_declarator", "array_declarator")
+
+
+def replicated_types(unit: Unit, decl) -> list[tuple[str, str]]:
+    """(name, type) of each local `decl` declares, for per-thread copies of it
+    (`float a = x, b[4];` -> a: float, b: float [4]); raises where the type cannot be named."""
+    declarators = decl.children_by_field_name("declarator")
+    base = unit.data[decl.start_byte:declarators[0].start_byte].decode(errors="replace")
+    base = " ".join(w for w in base.split() if w != "register")
+    out = []
+    for d in declarators:
+        n = declared_identifier(d)
+        if n is None:
+            raise NotCollapsible("a local live across a region that cannot be replicated")
+        inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
+        if d.type == "init_declarator" and inner.type == "array_declarator":
+            raise NotCollapsible("an initialised array live across a region")
+        if d.type == "init_declarator" and not any(c.type == "=" for c in d.children):
+            raise NotCollapsible("a constructor-style declaration live across a region")
+        abstract = (unit.data[inner.start_byte:n.start_byte] + b" " +
+                    unit.data[n.end_byte:inner.end_byte]).decode(errors="replace")
+        out.append((unit.text(n), " ".join(f"{base} {abstract}".split())))
+    return out
+
+
+def walk(node):
+    yield node
+    for c in node.children:
+        yield from walk(c)
+
+
+def unwrap(node):
+    """A compound statement's statements, or the one statement."""
+    if node.type == "compound_statement":
+        return [c for c in node.named_children if c.type != "comment"]
+    return [node]
+
+
+def is_pragma(unit: Unit, node) -> bool:
+    """`#pragma ...` (e.g. `#pragma unroll`) inside a body."""
+    if node.type != "preproc_call":
+        return False
+    directive = node.child_by_field_name("directive")
+    return directive is not None and unit.text(directive) == "#pragma"
+
+
+def declared_names(unit: Unit, stmt) -> list[str]:
+    if isinstance(stmt, tuple) or stmt.type != "declaration":
+        return []
+    out = []
+    for d in stmt.children_by_field_name("declarator"):
+        n = declared_identifier(d)
+        if n is not None:
+            out.append(unit.text(n))
+    return out
+
+
+def flat(unit: Unit, node, replace: dict[int, tuple[int, str]] | None = None) -> str:
+    """The node's source on one line: comments dropped, `replace` (start byte -> (end byte, text)) applied."""
+    out, pos = [], node.start_byte
+    cuts = {}
+    for n in walk(node):
+        if n.type == "comment" or is_pragma(unit, n):  # a pragma needs a line of its own; g++ ignores `unroll`
+            cuts[n.start_byte] = (n.end_byte, " ")
+    cuts.update(replace or {})
+    data = unit.data
+    for start in sorted(cuts):
+        if start < pos:
+            continue
+        end, text = cuts[start]
+        out.append(data[pos:start].decode(errors="replace"))
+        out.append(text)
+        pos = end
+    out.append(data[pos:node.end_byte].decode(errors="replace"))
+    return " ".join("".join(out).split())
+
+
+@dataclass(frozen=True)
+class ForHeader:
+    """A hoisted `for (T v = x; cond; step)` as the generators write it again: each
+    part on one line, the step `(void)0` where the loop has none."""
+    init_node: object    # the declaration `T v = x;`
+    declarator: object   # its one init declarator `v = x`
+    init: str            # the declaration's text, `;` included
+    var: str
+    cond: str
+    step: str
+    body: list           # the body's statements
+
+    @staticmethod
+    def of(unit: Unit, node) -> ForHeader:
+        """The header of a loop the planners let through (one variable, declared in it)."""
+        init = node.child_by_field_name("initializer")
+        [declarator] = init.children_by_field_name("declarator")
+        update = node.child_by_field_name("update")
+        return ForHeader(init, declarator, flat(unit, init), unit.text(declarator.child_by_field_name("declarator")),
+                          flat(unit, node.child_by_field_name("condition")),
+                          flat(unit, update) if update is not None else "(void)0",
+                          unwrap(node.child_by_field_name("body")))
+
+
+# The head of a loop over the block's threads, in the order of `cuset_bl` (runtime
+# core.h), each thread with its index in the block and its own `threadIdx`.
+FOR_EACH_THREAD = ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
+                    "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
