@@ -45,13 +45,15 @@ in the two versions (block_loop.py).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from cuset.execute.cpu import block_loop, inline_calls, memory_intrinsics, region_lanes
 from cuset.execute.cpu.block_loop import KernelPlan, KernelVariant, VariantWriter
 from cuset.execute.cpu.plan_ir import (
-    FOR_EACH_THREAD, LOOPS, MAX_REPLICATED, WARP_OPS, ForHeader, NotCollapsible, Unit, called_name, declared_names,
-    flat, replicated_types, unwrap, walk,
+    FOR_EACH_THREAD, LOOPS, MAX_REPLICATED, WARP_ITEMS, WARP_OPS, Barrier, ForHeader, HoistedLoop, Item,
+    NotCollapsible, RecomputedDeclaration, SharedDeclaration, Shuffle, Statement, ThreadDeclaration, Unit,
+    UniformDeclaration, WarpIf, WarpLoop, WarpOperation, called_name, declared_names, flat, replicated_types, unwrap,
+    walk,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
@@ -63,7 +65,6 @@ _FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_syst
 # lanes out, which only the fibers model).
 _FULL_MASKS = frozenset({"0xffffffff", "0xffffffffu", "~0", "~0u", "-1", "4294967295", "4294967295u",
                          "(unsigned)-1", "~0x0", "~0x0u", "0xffffffffull"})
-_WARP_KINDS = ("shfl", "wloop", "wif")
 EXTERN_SHARED = "extern __shared__"   # the memory object of every `extern __shared__` array
 _VOTES = ("ballot", "any", "all")
 
@@ -188,17 +189,17 @@ class _BarrierVariant(KernelVariant):
         return KernelPlan(name, line, True, self.loops, gen.lanes, "", self._insert_at(), text,
                           barriers=self.barriers, shuffles=self.shuffles)
 
-    def _level(self, stmts, top: bool) -> list[tuple]:
-        """The items of a level (the kernel body, or a hoisted loop's body): ("barrier",),
-        ("loop", node, items), ("shared", node), ("uniform" | "remat" | "other", node, names),
-        ("stmt", node)."""
-        items: list[tuple] = []
+    def _level(self, stmts, top: bool) -> list[Item]:
+        """The items of a level (the kernel body, or a hoisted loop's body), plan_ir's
+        intermediate form: barriers, hoisted loops, shared declarations, declarations
+        (uniform, recomputed or kept per thread), statements and warp items."""
+        items: list[Item] = []
         for s in stmts:
             if s.type == "comment" or (s.type == "expression_statement" and not s.named_children):
                 continue
             if _is_barrier(self.u, s):
                 self.barriers += 1
-                items.append(("barrier",))
+                items.append(Barrier())
                 continue
             if self._has_shuffle(s) and not self._has_barrier(s):
                 items.append(self._warp_item(s))
@@ -212,12 +213,12 @@ class _BarrierVariant(KernelVariant):
                 self.uniform_now.add(var)
                 inner = self._level(unwrap(s.child_by_field_name("body")), top=False)
                 self.uniform_now, self.remat_now = outer
-                items.append(("loop", s, inner))
+                items.append(HoistedLoop(s, tuple(inner)))
                 continue
             if any(n.type == "type_qualifier" and self.u.text(n) == "__shared__" for n in walk(s)):
                 if not top or s.type != "declaration":
                     raise NotCollapsible("shared memory declared in a nested block")
-                items.append(("shared", s))
+                items.append(SharedDeclaration(s))
                 continue
             if any(n.type == "storage_class_specifier" and self.u.text(n) == "extern" for n in walk(s)):
                 raise NotCollapsible("extern")
@@ -226,14 +227,14 @@ class _BarrierVariant(KernelVariant):
                 names = tuple(declared_names(self.u, s))
                 if self._uniform_declaration(s):
                     self.uniform_now.update(names)
-                    items.append(("uniform", s, names))
+                    items.append(UniformDeclaration(s, names))
                 elif self._remat_declaration(s, self.remat_now):
                     self.remat_now.update(names)
-                    items.append(("remat", s, names))
+                    items.append(RecomputedDeclaration(s, names))
                 else:
-                    items.append(("other", s, names))
+                    items.append(ThreadDeclaration(s, names))
                 continue
-            items.append(("stmt", s))
+            items.append(Statement(s))
         return items
 
     # -------------------------------------------------- warp shuffles
@@ -243,21 +244,21 @@ class _BarrierVariant(KernelVariant):
     def _has_barrier(self, s) -> bool:
         return any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in walk(s))
 
-    def _warp_item(self, s) -> tuple:
-        """A statement with warp shuffles and no barrier: ("shfl", node, _Shuffle) for a
-        whole-statement shuffle, ("wloop", node, items) for a block-uniform `for` around
-        shuffles, ("wif", node, items) for an `if` (no `else`) around them."""
+    def _warp_item(self, s) -> Item:
+        """A statement with warp shuffles and no barrier: a WarpOperation for a
+        whole-statement shuffle, a WarpLoop for a block-uniform `for` around shuffles, a
+        WarpIf for an `if` (no `else`) around them."""
         shuffle = self._shuffle_statement(s)
         if shuffle is not None:
             self.shuffles += 1
-            return ("shfl", s, shuffle)
+            return WarpOperation(s, shuffle)
         if s.type == "for_statement":
             var = self._uniform_for(s)
             outer = (set(self.uniform_now), set(self.remat_now))
             self.uniform_now.add(var)
             inner = self._level(unwrap(s.child_by_field_name("body")), top=False)
             self.uniform_now, self.remat_now = outer
-            return ("wloop", s, inner)
+            return WarpLoop(s, tuple(inner))
         if s.type == "if_statement" and s.child_by_field_name("alternative") is None:
             cond = s.child_by_field_name("condition")
             if any(n.type in ("declaration", "init_statement") for n in cond.named_children):
@@ -265,7 +266,7 @@ class _BarrierVariant(KernelVariant):
             outer = (set(self.uniform_now), set(self.remat_now))
             inner = self._level(unwrap(s.child_by_field_name("consequence")), top=False)
             self.uniform_now, self.remat_now = outer
-            return ("wif", s, inner)
+            return WarpIf(s, tuple(inner))
         raise NotCollapsible("a warp shuffle other than a whole statement `T x = __shfl_*_sync(...);` or "
                               "`x = __shfl_*_sync(...);` in the kernel body, a block-uniform for or an if")
 
@@ -280,7 +281,7 @@ class _BarrierVariant(KernelVariant):
             args = call.child_by_field_name("arguments").named_children
             if len(args) > 1 or (args and not self._full_mask(args[0])):
                 raise NotCollapsible("__syncwarp with a mask that is not the full warp")
-            return _Shuffle("sync", "__syncwarp", "", None, None, None, None, call.start_point[0] + 1)
+            return Shuffle("sync", "__syncwarp", "", None, None, None, None, call.start_point[0] + 1)
         if s.type == "declaration":
             declarators = s.children_by_field_name("declarator")
             if len(declarators) != 1 or declarators[0].type != "init_declarator":
@@ -315,7 +316,7 @@ class _BarrierVariant(KernelVariant):
             exchanged = self._local_type(args[1])
             if exchanged is None:
                 return None   # the exchanged value's type cannot be named
-        return _Shuffle(kind, self.u.text(f), self.u.text(target), decl, args[1], None if vote else args[2],
+        return Shuffle(kind, self.u.text(f), self.u.text(target), decl, args[1], None if vote else args[2],
                         args[3] if len(args) == 4 else None, call.start_point[0] + 1, op, around, call, exchanged)
 
     def _is_shuffle_call(self, n) -> bool:
@@ -409,11 +410,11 @@ class _BarrierVariant(KernelVariant):
         guarded = set()
         uniform = self.uniform_now
         for it in items:
-            if it[0] in ("barrier", "loop", *_WARP_KINDS):
+            if isinstance(it, (Barrier, HoistedLoop, *WARP_ITEMS)):
                 break
-            node = it[1] if len(it) > 1 else None
-            if it[0] in ("remat", "uniform"):
-                known.update(it[2])
+            node = it.node
+            if isinstance(it, (RecomputedDeclaration, UniformDeclaration)):
+                known.update(it.names)
                 continue
             cons = node.child_by_field_name("consequence") if node.type == "if_statement" else None
             body = [c for c in cons.named_children if c.type != "comment"] \
@@ -442,21 +443,21 @@ class _BarrierVariant(KernelVariant):
         checked: set[int] = set()
         uniform = self.uniform_now
         for it in items:
-            if it[0] in ("remat", "uniform"):
-                known.update(it[2])
-            elif it[0] == "wif":
-                cond = it[1].child_by_field_name("condition")
+            if isinstance(it, (RecomputedDeclaration, UniformDeclaration)):
+                known.update(it.names)
+            elif isinstance(it, WarpIf):
+                cond = it.node.child_by_field_name("condition")
                 needed = self._needed_declarations(cond, items)
                 if needed is not None and self._pure_with(cond, known, uniform & known):
                     self.warp_checks.append((needed, flat(self.u, cond)))
-                    checked.add(it[1].start_byte)
+                    checked.add(it.node.start_byte)
         return checked
 
     def _needed_declarations(self, cond, items) -> list[str] | None:
         """The top-level recomputed and uniform declarations `cond` needs (and those they
         need), in order, as text that compiles where the variant starts (before any of the
         body's statements: no shared array); None where one names something else."""
-        decl_of = {n: it for it in items if it[0] in ("remat", "uniform") for n in it[2]}
+        decl_of = {n: it for it in items if isinstance(it, (RecomputedDeclaration, UniformDeclaration)) for n in it.names}
         wanted, todo = set(), [cond]
         while todo:
             node = todo.pop()
@@ -466,9 +467,9 @@ class _BarrierVariant(KernelVariant):
                     return None
                 if name in decl_of and name not in wanted:
                     wanted.add(name)
-                    todo.append(decl_of[name][1])
-        return [flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]) for it in items
-                if it[0] in ("remat", "uniform") and set(it[2]) & wanted]
+                    todo.append(decl_of[name].node)
+        return [flat(self.u, it.node) + "".join(f" (void){n};" for n in it.names) for it in items
+                if isinstance(it, (RecomputedDeclaration, UniformDeclaration)) and set(it.names) & wanted]
 
     def _pure_with(self, node, remat: set[str], uniform: set[str]) -> bool:
         """`_pure` (threadIdx allowed) with only `uniform` as the uniform locals in scope."""
@@ -545,14 +546,14 @@ class _BarrierVariant(KernelVariant):
             self.warp_checks = self._exit_guards(items)
         checked = self._checked_ifs(items)
         for it in _all_items(items):
-            if it[0] == "loop" and any(x[0] in _WARP_KINDS for x in _all_items(it[2])):
+            if isinstance(it, HoistedLoop) and any(isinstance(x, WARP_ITEMS) for x in _all_items(it.items)):
                 raise NotCollapsible("warp shuffles in a loop with barriers")
-            if it[0] in ("wloop", "wif") and any(x[0] in ("barrier", "loop", "shared") for x in _all_items(it[2])):
+            if isinstance(it, (WarpLoop, WarpIf)) and any(isinstance(x, (Barrier, HoistedLoop, SharedDeclaration)) for x in _all_items(it.items)):
                 raise NotCollapsible("a barrier among warp shuffles")  # _level counts it as placed
         for interval, closed in _intervals(items):
-            if not any(it[0] in _WARP_KINDS for it in interval):
+            if not any(isinstance(it, WARP_ITEMS) for it in interval):
                 continue
-            if any(it[0] == "loop" for it in interval):
+            if any(isinstance(it, HoistedLoop) for it in interval):
                 raise NotCollapsible("warp shuffles next to a hoisted loop with barriers")
             if _misplaced_if(interval, closed, checked):
                 raise NotCollapsible("an if around warp shuffles that is not the last of its stretch before a "
@@ -816,28 +817,11 @@ class _BarrierVariant(KernelVariant):
         return self._shared_cache
 
 
-@dataclass(frozen=True)
-class _Shuffle:
-    """`target = api(FULL, value, arg[, width])` (`decl`: the declaration, when it is one)."""
-    kind: str   # the runtime's WarpKind
-    api: str
-    target: str
-    decl: object
-    value: object
-    arg: object
-    width: object
-    line: int
-    op: str = "="  # the assignment's operator (`+=` ...) where it is not a declaration
-    around: object = None     # the value holding the shuffle, when it is not the shuffle itself
-    call: object = None       # the shuffle's call (inside `around`)
-    exchanged: str | None = None  # the exchanged value's type, when `around` is set
-
-
 def _intervals(items):
     """The top level's stretches between barriers: (items, whether a barrier ends it)."""
-    current: list[tuple] = []
+    current: list[Item] = []
     for it in items:
-        if it[0] == "barrier":
+        if isinstance(it, Barrier):
             yield current, True
             current = []
         else:
@@ -851,11 +835,11 @@ def _misplaced_if(items, closed: bool, checked: set[int]) -> bool:
     the kernel (see _check_warp_intervals)."""
     def bad(its, in_loop: bool, warp_after: bool) -> bool:
         for k, it in enumerate(its):
-            later = warp_after or any(x[0] in _WARP_KINDS for x in its[k + 1:])
-            split_ok = it[0] == "wif" and it[1].start_byte in checked
-            if it[0] == "wif" and (in_loop or (not split_ok and (later or not closed)) or bad(it[2], in_loop, later)):
+            later = warp_after or any(isinstance(x, WARP_ITEMS) for x in its[k + 1:])
+            split_ok = isinstance(it, WarpIf) and it.node.start_byte in checked
+            if isinstance(it, WarpIf) and (in_loop or (not split_ok and (later or not closed)) or bad(it.items, in_loop, later)):
                 return True
-            if it[0] == "wloop" and bad(it[2], True, later):
+            if isinstance(it, WarpLoop) and bad(it.items, True, later):
                 return True
         return False
     return bad(items, False, False)
@@ -882,26 +866,26 @@ def _warp_junctions_race(items, accesses, runs_once) -> bool:
     def level(its) -> tuple[int, int]:
         first = current = new()
         for it in its:
-            if it[0] == "shfl":
-                for part in (it[2].value, it[2].arg, it[2].width):
+            if isinstance(it, WarpOperation):
+                for part in (it.shuffle.value, it.shuffle.arg, it.shuffle.width):
                     if part is not None:
                         add(current, part)
                 current = new()
-            elif it[0] in ("wloop", "wif"):
-                if it[0] == "wif":
-                    add(current, it[1].child_by_field_name("condition"))
-                body_first, body_last = level(it[2])
+            elif isinstance(it, (WarpLoop, WarpIf)):
+                if isinstance(it, WarpIf):
+                    add(current, it.node.child_by_field_name("condition"))
+                body_first, body_last = level(it.items)
                 after = new()
                 joins = [(current, body_first), (body_last, after)]
-                if it[0] == "wif" or not runs_once(it[1]):
+                if isinstance(it, WarpIf) or not runs_once(it.node):
                     joins.append((current, after))  # no iteration: before and after meet
-                if it[0] == "wloop":
+                if isinstance(it, WarpLoop):
                     joins.append((body_last, body_first))
                 for a, b in joins:
                     edges.setdefault(a, set()).add(b)
                 current = after
-            elif it[0] in ("stmt", "other"):
-                add(current, it[1])
+            elif isinstance(it, (Statement, ThreadDeclaration)):
+                add(current, it.node)
         return first, current
 
     level(items)
@@ -982,8 +966,8 @@ def _is_barrier(unit: Unit, s) -> bool:
 def _all_items(items):
     for it in items:
         yield it
-        if it[0] == "loop":
-            yield from _all_items(it[2])
+        if isinstance(it, HoistedLoop):
+            yield from _all_items(it.items)
 
 
 def _junctions_race(items, accesses) -> bool:
@@ -1003,18 +987,18 @@ def _junctions_race(items, accesses) -> bool:
         nodes.append((set(), set()))
         first = current
         for it in its:
-            if it[0] == "barrier":
+            if isinstance(it, Barrier):
                 current = len(nodes)
                 nodes.append((set(), set()))
-            elif it[0] == "loop":
-                body_first, body_last = level(it[2])
+            elif isinstance(it, HoistedLoop):
+                body_first, body_last = level(it.items)
                 after = len(nodes)
                 nodes.append((set(), set()))
                 for a, b in ((current, body_first), (body_last, body_first), (body_last, after), (current, after)):
                     edges.setdefault(a, set()).add(b)
                 current = after
-            elif it[0] in ("stmt", "other"):
-                written, read = accesses(it[1])
+            elif isinstance(it, (Statement, ThreadDeclaration)):
+                written, read = accesses(it.node)
                 nodes[current][0].update(written)
                 nodes[current][1].update(read)
         return first, current
@@ -1029,7 +1013,7 @@ class _BarrierGenerator(VariantWriter):
     the block's threads (`::cuset::rt::for_each_thread`, in the order of `cuset_bl`),
     hoisted loops and uniform locals at block level, a barrier as the next order."""
 
-    def __init__(self, kv: _BarrierVariant, items: list[tuple]):
+    def __init__(self, kv: _BarrierVariant, items: list[Item]):
         super().__init__(kv)
         self.items = items
         self.uses_done = any(n.type == "return_statement" for n in walk(kv.body))
@@ -1051,7 +1035,7 @@ class _BarrierGenerator(VariantWriter):
         return self._entry(f"{apart}{warps}::cuset::rt::take_barrier_block_loop()", "::cuset::rt::BlockLoop",
                            self._scratch() + live, body)
 
-    def _level(self, items: list[tuple], prologue: list[str], bound: list[str]) -> str:
+    def _level(self, items: list[Item], prologue: list[str], bound: list[str]) -> str:
         out: list[str] = []
         region: list[str] = []
         entries: list[tuple] = []   # (item, its text in `region`, whether it declares replicated locals)
@@ -1066,42 +1050,41 @@ class _BarrierGenerator(VariantWriter):
                 entries.clear()
 
         for k, it in enumerate(items):
-            kind = it[0]
-            if kind != "barrier" and (k == 0 or items[k - 1][0] == "barrier"):
-                end = next((j for j in range(k, len(items)) if items[j][0] == "barrier"), len(items))
-                if any(x[0] in _WARP_KINDS for x in items[k:end]):
+            if not isinstance(it, Barrier) and (k == 0 or isinstance(items[k - 1], Barrier)):
+                end = next((j for j in range(k, len(items)) if isinstance(items[j], Barrier)), len(items))
+                if any(isinstance(x, WARP_ITEMS) for x in items[k:end]):
                     # a stretch between barriers with shuffles: warp after warp (_warp_interval)
                     out.append(self._warp_interval(items[k:end], items[end:], prologue, bound))
                     skip_to = end
             if k < skip_to:
                 continue
-            if kind == "barrier":
+            if isinstance(it, Barrier):
                 flush()
                 live = "cuset_live" if self.uses_done else "cuset_bl.n"
                 out.append(f"cuset_bl.order = ::cuset::rt::block_loop_barrier(cuset_bl.order, {live});")
                 start = (list(prologue), list(bound))
-            elif kind == "loop":
+            elif isinstance(it, HoistedLoop):
                 flush()
-                h = ForHeader.of(self.u, it[1])
-                out.append(f"for ({h.init} {h.cond}; {h.step}) {{ {self._level(it[2], prologue, bound)} }}")
+                h = ForHeader.of(self.u, it.node)
+                out.append(f"for ({h.init} {h.cond}; {h.step}) {{ {self._level(it.items, prologue, bound)} }}")
                 start = (list(prologue), list(bound))
-            elif kind == "shared":
-                out.append(self._shared(it[1]))
-            elif kind == "uniform":
-                out.append(flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2]))
-            elif kind == "remat":
-                text = flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
+            elif isinstance(it, SharedDeclaration):
+                out.append(self._shared(it.node))
+            elif isinstance(it, UniformDeclaration):
+                out.append(flat(self.u, it.node) + "".join(f" (void){n};" for n in it.names))
+            elif isinstance(it, RecomputedDeclaration):
+                text = flat(self.u, it.node) + "".join(f" (void){n};" for n in it.names)
                 region.append(text)
                 entries.append((it, text, False))
                 prologue.append(text)
-            elif kind == "other" and _used_later(self.u, it[2], items[k + 1:]):
-                for name, type_text in replicated_types(self.u, it[1]):
+            elif isinstance(it, ThreadDeclaration) and _used_later(self.u, it.names, items[k + 1:]):
+                for name, type_text in replicated_types(self.u, it.node):
                     self._replicate(name, type_text)
-                region.append(self._replicated_declaration(it[1]))
+                region.append(self._replicated_declaration(it.node))
                 entries.append((it, region[-1], True))
-                bound.extend(it[2])
+                bound.extend(it.names)
             else:
-                region.append(self._with_returns(it[1]))
+                region.append(self._with_returns(it.node))
                 entries.append((it, region[-1], False))
         flush()
         return " ".join(out) + " "
@@ -1118,7 +1101,7 @@ class _BarrierGenerator(VariantWriter):
         return region_lanes.LaneWriter(self.kv, lanes, self._bind).write(entries, prologue, bound, one_thread, text)
 
     # -------------------------------------------------- warp shuffles
-    def _warp_interval(self, items: list[tuple], later: list[tuple], prologue: list[str], bound: list[str]) -> str:
+    def _warp_interval(self, items: list[Item], later: list[Item], prologue: list[str], bound: list[str]) -> str:
         """A stretch between barriers with shuffles, as the fibers run it: warp after warp
         in the order's warp order (a released warp's lanes go to the front of the fibers'
         queue, so a warp runs to the barrier before the next starts), each stretch between
@@ -1146,9 +1129,9 @@ class _BarrierGenerator(VariantWriter):
                 region.clear()
 
         for k, it in enumerate(items):
-            kind, rest = it[0], items[k + 1:] + later
-            if kind == "shfl":
-                sh: _Shuffle = it[2]
+            rest = [*items[k + 1:], *later]
+            if isinstance(it, WarpOperation):
+                sh = it.shuffle
                 n = len(buffers)
                 if sh.kind == "sync":   # __syncwarp: the lanes meet and are released, nothing exchanged
                     buffers.append("")
@@ -1188,48 +1171,48 @@ class _BarrierGenerator(VariantWriter):
                     bound.append(sh.target)
                 else:
                     region.append(f"{type_text} {sh.target} = {read}; (void){sh.target};")
-            elif kind == "wloop":
+            elif isinstance(it, WarpLoop):
                 flush()
-                h = ForHeader.of(self.u, it[1])
-                inner = self._warp_level(it[2], rest, prologue, bound, hoisted, buffers, top=False)
+                h = ForHeader.of(self.u, it.node)
+                inner = self._warp_level(it.items, rest, prologue, bound, hoisted, buffers, top=False)
                 out.append(f"for ({h.init} {h.cond}; {h.step}) {{ {inner} }}")
                 start = (list(prologue), list(bound))
-            elif kind == "wif":
+            elif isinstance(it, WarpIf):
                 n = len(buffers)
                 buffers.append(f"unsigned char cuset_wc{n}[32] = {{}};")  # a returned lane counts as out
-                region.append(f"cuset_wc{n}[cuset_t & 31u] = {flat(self.u, it[1].child_by_field_name('condition'))} "
+                region.append(f"cuset_wc{n}[cuset_t & 31u] = {flat(self.u, it.node.child_by_field_name('condition'))} "
                               "? 1 : 0;")
                 flush()
-                inner = self._warp_level(it[2], rest, prologue, bound, hoisted, buffers, top=False)
+                inner = self._warp_level(it.items, rest, prologue, bound, hoisted, buffers, top=False)
                 out.append(f"{{ unsigned cuset_in = 0; for (unsigned cuset_k = 0; cuset_k < 32u; ++cuset_k) "
                            f"cuset_in += cuset_wc{n}[cuset_k]; if (cuset_in == 32u) {{ {inner} }} else if (cuset_in) "
                            f"::cuset::rt::block_loop_warp_divergence(cuset_w >> 5, __builtin_FILE(), "
-                           f"{it[1].start_point[0] + 1}); }}")
+                           f"{it.node.start_point[0] + 1}); }}")
                 start = (list(prologue), list(bound))
-            elif kind == "shared":
-                hoisted.append(self._shared(it[1]))
-            elif kind == "uniform":
-                text = flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
+            elif isinstance(it, SharedDeclaration):
+                hoisted.append(self._shared(it.node))
+            elif isinstance(it, UniformDeclaration):
+                text = flat(self.u, it.node) + "".join(f" (void){n};" for n in it.names)
                 (hoisted if top else out).append(text)
-            elif kind == "remat":
-                text = flat(self.u, it[1]) + "".join(f" (void){n};" for n in it[2])
+            elif isinstance(it, RecomputedDeclaration):
+                text = flat(self.u, it.node) + "".join(f" (void){n};" for n in it.names)
                 region.append(text)
                 prologue.append(text)
-            elif kind == "other" and self._outlives_stretch(it[2], items[k + 1:], later if top else []):
-                for name, type_text in replicated_types(self.u, it[1]):
+            elif isinstance(it, ThreadDeclaration) and self._outlives_stretch(it.names, items[k + 1:], later if top else []):
+                for name, type_text in replicated_types(self.u, it.node):
                     self._replicate(name, type_text)
-                region.append(self._replicated_declaration(it[1]))
-                bound.extend(it[2])
+                region.append(self._replicated_declaration(it.node))
+                bound.extend(it.names)
             else:
-                region.append(self._with_returns(it[1]))
+                region.append(self._with_returns(it.node))
         flush()
         return " ".join(out) + " "
 
-    def _outlives_stretch(self, names: tuple, siblings: list[tuple], later: list[tuple]) -> bool:
+    def _outlives_stretch(self, names: tuple, siblings: list[Item], later: list[Item]) -> bool:
         """Whether locals declared here are used past the next shuffle, loop or if around
         shuffles at their level (or, at the top level, after the stretch's barrier)."""
-        split = next((j for j, it in enumerate(siblings) if it[0] in _WARP_KINDS), len(siblings))
-        return _used_later(self.u, names, siblings[split:] + later)
+        split = next((j for j, it in enumerate(siblings) if isinstance(it, WARP_ITEMS)), len(siblings))
+        return _used_later(self.u, names, [*siblings[split:], *later])
 
     def _replicate(self, name: str, type_text: str) -> None:
         """A per-thread slot for `name` (one for the kernel: an inlined helper may declare
@@ -1277,9 +1260,9 @@ class _BarrierGenerator(VariantWriter):
         return f"{type_text}* const {n} = reinterpret_cast<{type_text}*>(::cuset::rt::dynamic_smem); (void){n};"
 
 
-def _used_later(unit: Unit, names: tuple, rest: list[tuple]) -> bool:
+def _used_later(unit: Unit, names: tuple, rest: list[Item]) -> bool:
     wanted = set(names)
     for it in _all_items(rest):
-        if len(it) > 1 and any(n.type == "identifier" and unit.text(n) in wanted for n in walk(it[1])):
+        if it.node is not None and any(n.type == "identifier" and unit.text(n) in wanted for n in walk(it.node)):
             return True
     return False

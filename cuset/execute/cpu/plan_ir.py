@@ -276,3 +276,97 @@ class ForHeader:
 # core.h), each thread with its index in the block and its own `threadIdx`.
 FOR_EACH_THREAD = ("::cuset::rt::for_each_thread(cuset_bl, [&](const unsigned cuset_t, const uint3 threadIdx) "
                     "__attribute__((always_inline)) { (void)cuset_t; (void)threadIdx; ")
+
+
+# ---------------------------------------------------------------- the intermediate form
+# What barrier_regions.py makes of a kernel body, level by level (the body, a hoisted
+# loop's body, a warp loop's or if's body), and what its checks, its generator and
+# region_lanes.py read. Every item but a barrier holds its statement's syntax node.
+@dataclass(frozen=True)
+class Shuffle:
+    """A warp operation as a whole statement: `target = api(FULL, value, arg[, width])`
+    (`decl`: the declaration, when it is one)."""
+    kind: str   # the runtime's WarpKind
+    api: str
+    target: str
+    decl: object
+    value: object
+    arg: object
+    width: object
+    line: int
+    op: str = "="  # the assignment's operator (`+=` ...) where it is not a declaration
+    around: object = None     # the value holding the shuffle, when it is not the shuffle itself
+    call: object = None       # the shuffle's call (inside `around`)
+    exchanged: str | None = None  # the exchanged value's type, when `around` is set
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """`__syncthreads();` as a statement of its own."""
+    node: None = None
+
+
+@dataclass(frozen=True)
+class HoistedLoop:
+    """A block-uniform `for` with barriers in its body: run once for the block."""
+    node: object
+    items: tuple
+
+
+@dataclass(frozen=True)
+class SharedDeclaration:
+    """A `__shared__` (or `extern __shared__`) declaration at the top level: once per block."""
+    node: object
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """A declaration of locals (`names`); its subclass says how they outlive a region."""
+    node: object
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class UniformDeclaration(Declaration):
+    """Computed alike by every thread: declared once for the block."""
+
+
+@dataclass(frozen=True)
+class RecomputedDeclaration(Declaration):
+    """A pure value of the thread and block index: recomputed in every later region."""
+
+
+@dataclass(frozen=True)
+class ThreadDeclaration(Declaration):
+    """Anything else: kept per thread (scratch arrays) where it outlives its region."""
+
+
+@dataclass(frozen=True)
+class Statement:
+    """Any other statement of a region."""
+    node: object
+
+
+@dataclass(frozen=True)
+class WarpOperation:
+    """A shuffle, vote or `__syncwarp` as a whole statement."""
+    node: object
+    shuffle: Shuffle
+
+
+@dataclass(frozen=True)
+class WarpLoop:
+    """A block-uniform `for` around warp operations."""
+    node: object
+    items: tuple
+
+
+@dataclass(frozen=True)
+class WarpIf:
+    """An `if` (no `else`) around warp operations."""
+    node: object
+    items: tuple
+
+
+Item = (Barrier | HoistedLoop | SharedDeclaration | Declaration | Statement | WarpOperation | WarpLoop | WarpIf)
+WARP_ITEMS = (WarpOperation, WarpLoop, WarpIf)   # the items a warp's stretch splits at

@@ -40,7 +40,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cuset.execute.cpu.plan_ir import NotCollapsible, flat, replicated_types, walk
+from cuset.execute.cpu.plan_ir import (
+    Item, NotCollapsible, RecomputedDeclaration, Statement, ThreadDeclaration, flat, replicated_types, walk,
+)
 from cuset.execute.cpu.syntax_tree import operator_text
 
 LANES = 8
@@ -58,16 +60,16 @@ class LanePlan:
     step: str
 
 
-def plan(kv, items: list[tuple]) -> LanePlan | None:
+def plan(kv, items: list[Item]) -> LanePlan | None:
     """The region's stride loop when its threads may run side by side (see the module)."""
-    loops = [(k, found) for k, it in enumerate(items) if it[0] == "stmt" and it[1].type == "for_statement"
-             and (found := _stride_loop(kv, it[1])) is not None]
+    loops = [(k, found) for k, it in enumerate(items) if isinstance(it, Statement) and it.node.type == "for_statement"
+             and (found := _stride_loop(kv, it.node)) is not None]
     if len(loops) != 1:
         return None
-    if any(n.type in _JUMPS for it in items for n in walk(it[1])):
+    if any(n.type in _JUMPS for it in items for n in walk(it.node)):
         return None
     [(k, (var, var_type))] = loops
-    node = items[k][1]
+    node = items[k].node
     if not _writes_own_elements(kv, items, node, var):
         return None
     init = node.child_by_field_name("initializer")
@@ -132,8 +134,8 @@ def _writes_own_elements(kv, items, loop, var: str) -> bool:
     index_of: dict[str, str] = {}
     written_objects: set[str] = set()
     for it in items:
-        written, _ = kv._accesses(it[1])
-        if written and it[1] is not loop:
+        written, _ = kv._accesses(it.node)
+        if written and it.node is not loop:
             return False   # a write before or after the loop
         written_objects |= written
     for n in walk(loop):
@@ -158,7 +160,7 @@ def _writes_own_elements(kv, items, loop, var: str) -> bool:
     if not index_of or len(objects) != len(index_of) or not written_objects <= objects or objects & {"params", "global"}:
         return False
     for it in items:   # no other access of a written object
-        for n in walk(it[1]):
+        for n in walk(it.node):
             if kv._is_access(n):
                 if not kv._objects_meet({kv._access_object(n)}, objects):
                     continue
@@ -169,7 +171,7 @@ def _writes_own_elements(kv, items, loop, var: str) -> bool:
                     n.parent is not None and n.parent.type == "subscript_expression"
                     and n.parent.child_by_field_name("argument") == n):
                 return False   # the array's address (or a pointer into it) passed on or read another way
-        _, read = kv._accesses(it[1])
+        _, read = kv._accesses(it.node)
         if "*" in read:
             return False   # a call that may read through what it is given
     return True
@@ -258,10 +260,10 @@ class LaneWriter:
         """A statement of a lane: a local the region declares goes to a per-lane array,
         unless it is replicated (a slot per thread already)."""
         if replicated:
-            self.slots.extend(it[2])
+            self.slots.extend(it.names)
             return text
-        if it[0] in ("remat", "other"):
-            return self._declare(it[1])
+        if isinstance(it, (RecomputedDeclaration, ThreadDeclaration)):
+            return self._declare(it.node)
         return text
 
     def _declare(self, decl) -> str:
