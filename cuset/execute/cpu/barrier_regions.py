@@ -47,19 +47,18 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from cuset.execute.cpu import block_loop, inline_calls, memory_intrinsics, region_lanes
+from cuset.execute.cpu import block_loop, inline_calls, region_lanes
 from cuset.execute.cpu.block_loop import KernelPlan, KernelVariant, VariantWriter
 from cuset.execute.cpu.plan_ir import (
-    FOR_EACH_THREAD, LOOPS, MAX_REPLICATED, WARP_ITEMS, WARP_OPS, Barrier, ForHeader, HoistedLoop, Item,
+    ATOMIC_CALL, FOR_EACH_THREAD, LOOPS, MAX_REPLICATED, WARP_ITEMS, WARP_OPS, Barrier, ForHeader, HoistedLoop, Item,
     NotCollapsible, RecomputedDeclaration, SharedDeclaration, Shuffle, Statement, ThreadDeclaration, Unit,
-    UniformDeclaration, WarpIf, WarpLoop, WarpOperation, called_name, declared_names, flat, replicated_types, unwrap,
-    walk,
+    UniformDeclaration, WarpIf, WarpLoop, WarpOperation, called_name, declared_names, flat, memory_accesses,
+    replicated_types, unwrap, walk,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
 
 # Atomics that never switch threads on the fibers (a failing atomicCAS does: spin locks).
-_ATOMIC = re.compile(r"atomic(?!CAS)[A-Z]\w*")
 _FENCES = frozenset({"__threadfence", "__threadfence_block", "__threadfence_system"})
 # Masks naming every lane: a shuffle in a region must have one (a partial mask leaves
 # lanes out, which only the fibers model).
@@ -140,7 +139,7 @@ class _BarrierVariant(KernelVariant):
 
     # -------------------------------------------------- what the kernel may use
     def _check_word(self, word: str, allow_thread_index: bool) -> None:
-        if _ATOMIC.fullmatch(word) or word in _FENCES:
+        if ATOMIC_CALL.fullmatch(word) or word in _FENCES:
             return
         if allow_thread_index and (word in ("__syncthreads", "__shared__", "extern") or word in WARP_OPS):
             return  # in the kernel body: where they stand is checked by _level
@@ -155,7 +154,7 @@ class _BarrierVariant(KernelVariant):
 
     def _check_call(self, call) -> bool:
         name = self._callee_name(call)
-        if name is not None and (name == "__syncthreads" or _ATOMIC.fullmatch(name) or name in _FENCES
+        if name is not None and (name == "__syncthreads" or ATOMIC_CALL.fullmatch(name) or name in _FENCES
                                  or name in WARP_OPS):
             return False
         return super()._check_call(call)
@@ -180,7 +179,7 @@ class _BarrierVariant(KernelVariant):
         placed = sum(1 for n in walk(self.body) if n.type == "identifier" and self.u.text(n) == "__syncthreads")
         if placed != self.barriers:
             raise NotCollapsible("a barrier under thread-dependent control flow")
-        if _junctions_race(items, self._accesses):
+        if _junctions_race(items, self.accesses):
             raise NotCollapsible("a hoisted loop joins two stretches that may race with no barrier between")
         if self.shuffles:
             self._check_warp_intervals(items)
@@ -207,7 +206,7 @@ class _BarrierVariant(KernelVariant):
             if any(n.type == "identifier" and self.u.text(n) == "__syncthreads" for n in walk(s)):
                 if s.type != "for_statement":
                     raise NotCollapsible("a barrier under thread-dependent control flow")
-                var = self._uniform_for(s)
+                var = self.uniform_for(s)
                 self.loops += 1
                 outer = (set(self.uniform_now), set(self.remat_now))  # the body's locals end with it
                 self.uniform_now.add(var)
@@ -253,7 +252,7 @@ class _BarrierVariant(KernelVariant):
             self.shuffles += 1
             return WarpOperation(s, shuffle)
         if s.type == "for_statement":
-            var = self._uniform_for(s)
+            var = self.uniform_for(s)
             outer = (set(self.uniform_now), set(self.remat_now))
             self.uniform_now.add(var)
             inner = self._level(unwrap(s.child_by_field_name("body")), top=False)
@@ -402,7 +401,7 @@ class _BarrierVariant(KernelVariant):
     def _exit_guards(self, items) -> list[tuple[list[str], str]]:
         """A kernel with shuffles may return early only as `if (C) return;` (or `{ return; }`)
         at the top level before its first barrier and shuffle, C a value of the thread
-        (`_pure` with threadIdx): (the declarations C needs, C) of each. Whole warps must
+        (`pure` with threadIdx): (the declarations C needs, C) of each. Whole warps must
         leave together, which the variant checks for every block before taking it
         (`block_loop_warps_agree`); a block where a warp splits runs on the fibers."""
         guards: list[tuple[list[str], str]] = []
@@ -434,7 +433,7 @@ class _BarrierVariant(KernelVariant):
 
     def _checked_ifs(self, items) -> set[int]:
         """The `if`s around shuffles at the top level whose condition is a value of the thread
-        (`_pure` with threadIdx over the recomputed and uniform locals declared before it):
+        (`pure` with threadIdx over the recomputed and uniform locals declared before it):
         the variant checks, for every block before taking it, that each warp's lanes agree
         on it (`block_loop_warps_agree`; else the block runs on the fibers), so such an `if`
         may stand anywhere outside a loop. Their start bytes; their checks join
@@ -457,7 +456,8 @@ class _BarrierVariant(KernelVariant):
         """The top-level recomputed and uniform declarations `cond` needs (and those they
         need), in order, as text that compiles where the variant starts (before any of the
         body's statements: no shared array); None where one names something else."""
-        decl_of = {n: it for it in items if isinstance(it, (RecomputedDeclaration, UniformDeclaration)) for n in it.names}
+        decl_of = {n: it for it in items if isinstance(it, (RecomputedDeclaration, UniformDeclaration))
+                   for n in it.names}
         wanted, todo = set(), [cond]
         while todo:
             node = todo.pop()
@@ -472,10 +472,10 @@ class _BarrierVariant(KernelVariant):
                 if isinstance(it, (RecomputedDeclaration, UniformDeclaration)) and set(it.names) & wanted]
 
     def _pure_with(self, node, remat: set[str], uniform: set[str]) -> bool:
-        """`_pure` (threadIdx allowed) with only `uniform` as the uniform locals in scope."""
+        """`pure` (threadIdx allowed) with only `uniform` as the uniform locals in scope."""
         outer, self.uniform_now = self.uniform_now, set(uniform)
         try:
-            return self._pure(node, remat, thread_ok=True)
+            return self.pure(node, remat, thread_ok=True)
         finally:
             self.uniform_now = outer
 
@@ -548,7 +548,8 @@ class _BarrierVariant(KernelVariant):
         for it in _all_items(items):
             if isinstance(it, HoistedLoop) and any(isinstance(x, WARP_ITEMS) for x in _all_items(it.items)):
                 raise NotCollapsible("warp shuffles in a loop with barriers")
-            if isinstance(it, (WarpLoop, WarpIf)) and any(isinstance(x, (Barrier, HoistedLoop, SharedDeclaration)) for x in _all_items(it.items)):
+            if isinstance(it, (WarpLoop, WarpIf)) and any(isinstance(x, (Barrier, HoistedLoop, SharedDeclaration))
+                                                          for x in _all_items(it.items)):
                 raise NotCollapsible("a barrier among warp shuffles")  # _level counts it as placed
         for interval, closed in _intervals(items):
             if not any(isinstance(it, WARP_ITEMS) for it in interval):
@@ -558,28 +559,28 @@ class _BarrierVariant(KernelVariant):
             if _misplaced_if(interval, closed, checked):
                 raise NotCollapsible("an if around warp shuffles that is not the last of its stretch before a "
                                       "barrier")
-            if _warp_junctions_race(interval, self._accesses, self._runs_once):
+            if _warp_junctions_race(interval, self.accesses, self._runs_once):
                 raise NotCollapsible("a loop or if around warp shuffles joins two stretches that may race")
 
     def _uniform_declaration(self, s) -> bool:
         """Every declarator initialised with a value every thread computes alike, never written."""
         return self._pure_declaration(s, set(), thread_ok=False, pointers=True)
 
-    def _uniform_for(self, node) -> str:
+    def uniform_for(self, node) -> str:
         """The variable of a `for` every thread runs alike (raises otherwise)."""
         cond = node.child_by_field_name("condition")
         update = node.child_by_field_name("update")
         why = "a barrier in a loop that is not block-uniform"
-        var = self._loop_variable(node)
+        var = self.loop_variable(node)
         if var is None or update is None:
             raise NotCollapsible(why)
         [declarator] = node.child_by_field_name("initializer").children_by_field_name("declarator")
-        if not self._pure(declarator.child_by_field_name("value"), set(), thread_ok=False):
+        if not self.pure(declarator.child_by_field_name("value"), set(), thread_ok=False):
             raise NotCollapsible(why)
         outer = set(self.uniform_now)
         self.uniform_now.add(var)
         try:
-            if not self._pure(cond, set(), thread_ok=False):
+            if not self.pure(cond, set(), thread_ok=False):
                 raise NotCollapsible(why)
             for n in walk(update):  # writes only the loop variable, with uniform values
                 if n.type in ("assignment_expression", "update_expression"):
@@ -587,13 +588,13 @@ class _BarrierVariant(KernelVariant):
                     if target is None or target.type != "identifier" or self.u.text(target) != var:
                         raise NotCollapsible(why)
                     right = n.child_by_field_name("right")
-                    if right is not None and not self._pure(right, set(), thread_ok=False):
+                    if right is not None and not self.pure(right, set(), thread_ok=False):
                         raise NotCollapsible(why)
                 elif n.type in ("subscript_expression", "call_expression", "pointer_expression", "comma_expression"):
                     raise NotCollapsible(why)
         finally:
             self.uniform_now = outer
-        changed = self._changes_variable(node.child_by_field_name("body"), var)
+        changed = self.changes_variable(node.child_by_field_name("body"), var)
         if changed:
             raise NotCollapsible(f"a loop with a barrier whose body {changed}")
         return var
@@ -611,72 +612,58 @@ class _BarrierVariant(KernelVariant):
             if p is None or p == s.parent:
                 raise NotCollapsible(f"{n.type.replace('_statement', '')} across a barrier")
 
-    def _accesses(self, node) -> tuple[set[str], set[str]]:
-        """(written, read) memory objects of a statement (`_memory_object`): a `__shared__`
-        array or a `__restrict__` parameter accessed by its own name or a local pointer
-        into it (`_pointer_aliases`), by that name; every `extern __shared__` array as
-        one (EXTERN_SHARED); other pointer parameters as "params"; any other memory (other
-        pointers, which may point anywhere, or a thread's own array) as "global", and
-        "*" for what cannot be told (a call, a macro). Load and store intrinsics
-        (memory_intrinsics.py) access what their pointer argument points into. See _overlap."""
+    def accesses(self, node) -> tuple[set[str], set[str]]:
+        """(written, read) memory objects of a statement (`memory_object`): its accesses as
+        plan_ir.memory_accesses finds them (loads and store intrinsics, atomics included),
+        each by the object it reaches: a `__shared__` array or a `__restrict__` parameter
+        accessed by its own name or a local pointer into it (`pointer_aliases`), by that
+        name; every `extern __shared__` array as one (EXTERN_SHARED); other pointer
+        parameters as "params"; any other memory (other pointers, which may point anywhere,
+        or a thread's own array) as "global", and "*" for what cannot be told (a call, a
+        macro). See _overlap."""
         written: set[str] = set()
         read: set[str] = set()
 
-        for n in walk(node):
-            t = n.type
-            if self._is_access(n):
-                where = self._access_object(n)
-                parent = n.parent
-                target = parent is not None and (
-                    (parent.type == "assignment_expression" and parent.child_by_field_name("left") == n)
-                    or parent.type == "update_expression")
-                (written if target else read).add(where)
-                if target and parent.type == "update_expression" or \
-                        (target and parent.type == "assignment_expression" and operator_text(self.u, parent) != "="):
-                    read.add(where)
-            elif t == "call_expression":
+        for a in memory_accesses(self.u, node):
+            n = a.node
+            if a.kind == "element":
+                where = self.access_object(n)
+            elif a.kind in ("intrinsic", "atomic"):
+                if a.address is None:
+                    if a.kind == "atomic":
+                        continue
+                    where = "*"
+                else:
+                    where = self._address_object(a.address)
+            elif a.kind == "call":
                 name = self._callee_name(n)
-                args = n.child_by_field_name("arguments").named_children
-                if memory_intrinsics.accesses_pointer(name):
-                    where = self._address_object(args[0]) if args else "*"
-                    (written if memory_intrinsics.writes_pointer(name) else read).add(where)
-                elif name is not None and _ATOMIC.fullmatch(name):
-                    if args:
-                        where = self._address_object(args[0])
-                        written.add(where)
-                        read.add(where)
-                elif name in self.u.functions and self._touches_no_memory(name, set()):
+                if name in self.u.functions and self._touches_no_memory(name, set()):
                     pass   # its parameters and locals only
                 elif name in self.u.functions and self._function_writes_no_memory(name):
                     read.add("*")  # it may read anything it is given
                 elif not (self._calls_pure_function(n) or name in _FENCES or name in WARP_OPS
                           or (name or "").startswith("make_")):
                     written.add("*")
-            elif t == "identifier" and self.u.text(n) in self._shared_scalars() and not _declares(n):
+                continue
+            elif self.u.text(n) in self._shared_scalars() and not _declares(n):
                 # `__shared__ float total;` read or written by name is block memory (its declaration is not)
-                parent = n.parent
-                target = parent is not None and (
-                    (parent.type == "assignment_expression" and parent.child_by_field_name("left") == n)
-                    or parent.type == "update_expression")
-                (written if target else read).add(self.u.text(n))
-                if target and (parent.type == "update_expression" or operator_text(self.u, parent) != "="):
-                    read.add(self.u.text(n))
-            elif t == "identifier":
+                where = self.u.text(n)
+            else:
                 word = self.u.text(n)
                 if word in self.u.macros and not self._macro_value(word, True, set()):
                     written.add("*")
                 elif word in self.u.globals and word not in self.u.constants and word not in self._kernel_locals():
                     written.add("global")
                     read.add("global")
+                continue
+            if a.writes:
+                written.add(where)
+            if a.reads:
+                read.add(where)
         return written, read
 
-    def _is_access(self, n) -> bool:
-        """`a[i]`, `*p`, `p->f`: a memory access by its syntax."""
-        return n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(self.u, n) == "*") \
-            or (n.type == "field_expression" and operator_text(self.u, n) == "->")
-
-    def _access_object(self, access) -> str:
-        """The memory object an access (`_is_access`) reaches, by the name it goes through."""
+    def access_object(self, access) -> str:
+        """The memory object an element access (plan_ir.Access, "element") reaches, by the name it goes through."""
         target = access
         while target is not None and target.type not in ("identifier",):
             if target.type in ("subscript_expression", "field_expression", "pointer_expression"):
@@ -685,7 +672,7 @@ class _BarrierVariant(KernelVariant):
                 target = target.named_children[-1] if target.named_children else None
             else:
                 return "global"
-        return self._memory_object(self.u.text(target) if target is not None else "")
+        return self.memory_object(self.u.text(target) if target is not None else "")
 
     def _address_object(self, address) -> str:
         """The memory object an address (`p`, `p + i`, `&p[i]`: a load's, a store's or an
@@ -694,46 +681,46 @@ class _BarrierVariant(KernelVariant):
             address = address.named_children[-1] if address.named_children else None
         if address is not None and address.type == "pointer_expression" and operator_text(self.u, address) == "&" \
                 and address.child_by_field_name("argument").type == "identifier":
-            return self._memory_object(self.u.text(address.child_by_field_name("argument")))  # `&total`
+            return self.memory_object(self.u.text(address.child_by_field_name("argument")))  # `&total`
         name = _pointed_into(self.u, address)
-        return self._memory_object(name) if name else "global"
+        return self.memory_object(name) if name else "global"
 
     @staticmethod
-    def _objects_meet(x: set[str], y: set[str]) -> bool:
+    def objects_meet(x: set[str], y: set[str]) -> bool:
         """Whether two sets of memory objects may share a location (_overlap)."""
         return _overlap(x, y)
 
-    def _memory_object(self, name: str) -> str:
+    def memory_object(self, name: str) -> str:
         """The memory object an access through `name` reaches: a `__shared__` array or a
         `__restrict__` parameter its own (a local pointer into one: its), every `extern
         __shared__` array one (EXTERN_SHARED: one storage on a GPU), other pointer
         parameters "params" (they may alias each other), anything else "global"."""
-        name = self._pointer_aliases().get(name, name)
+        name = self.pointer_aliases().get(name, name)
         if name in self._extern_shared():
             return EXTERN_SHARED
         if name in self._shared_names() or name in self._restrict_params():
             return name
-        return "params" if name in self._pointer_params() else "global"
+        return "params" if name in self.pointer_params() else "global"
 
     def _restrict_pairs(self) -> list[tuple[str, str]]:
         """`__restrict__` is a promise the program can break (one buffer passed twice): the
-        analyses that tell a restrict parameter's memory apart by its name (`_memory_object`)
+        analyses that tell a restrict parameter's memory apart by its name (`memory_object`)
         hold only when it points into another allocation than every other pointer parameter.
         The pairs to check when a block starts (`block_loop_apart`, else the fibers): each
         restrict parameter with each other pointer parameter, where either is written."""
         restricted = self._restrict_params()
         if not restricted:
             return []
-        written, _ = self._accesses(self.body)
+        written, _ = self.accesses(self.body)
         anything = bool(written & {"*", "global"})
         pairs = set()
         for r in restricted:
-            for p in restricted | self._pointer_params():
+            for p in restricted | self.pointer_params():
                 if p != r and (anything or r in written or (p in written if p in restricted else "params" in written)):
                     pairs.add(tuple(sorted((r, p))))
         return sorted(pairs)
 
-    def _pointer_aliases(self) -> dict[str, str]:
+    def pointer_aliases(self) -> dict[str, str]:
         """Local pointers into one `__shared__` array or `__restrict__` parameter, by the
         name of what they point into: declared at the top level of the body as
         `T* p = a;`, `a + e`, `a - e` or `&a[e]` (casts and parentheses allowed) and never
@@ -772,7 +759,7 @@ class _BarrierVariant(KernelVariant):
         self._alias_cache = aliases
         return aliases
 
-    def _pointer_params(self) -> set[str]:
+    def pointer_params(self) -> set[str]:
         """Pointer parameters: device memory, never a block's shared memory."""
         return self._parameter_names(lambda p: (d := p.child_by_field_name("declarator")) is not None
                                      and d.type == "pointer_declarator")
@@ -837,7 +824,8 @@ def _misplaced_if(items, closed: bool, checked: set[int]) -> bool:
         for k, it in enumerate(its):
             later = warp_after or any(isinstance(x, WARP_ITEMS) for x in its[k + 1:])
             split_ok = isinstance(it, WarpIf) and it.node.start_byte in checked
-            if isinstance(it, WarpIf) and (in_loop or (not split_ok and (later or not closed)) or bad(it.items, in_loop, later)):
+            if isinstance(it, WarpIf) and (in_loop or (not split_ok and (later or not closed))
+                                           or bad(it.items, in_loop, later)):
                 return True
             if isinstance(it, WarpLoop) and bad(it.items, True, later):
                 return True
@@ -1198,7 +1186,8 @@ class _BarrierGenerator(VariantWriter):
                 text = flat(self.u, it.node) + "".join(f" (void){n};" for n in it.names)
                 region.append(text)
                 prologue.append(text)
-            elif isinstance(it, ThreadDeclaration) and self._outlives_stretch(it.names, items[k + 1:], later if top else []):
+            elif isinstance(it, ThreadDeclaration) \
+                    and self._outlives_stretch(it.names, items[k + 1:], later if top else []):
                 for name, type_text in replicated_types(self.u, it.node):
                     self._replicate(name, type_text)
                 region.append(self._replicated_declaration(it.node))

@@ -7,7 +7,7 @@ threads walk memory side by side. g++ sees neither the thread index nor the
 loops over threads.
 
 For a kernel that needs no fiber (no barrier, warp operation, atomic, shared
-or volatile memory, spin, ...: `_check_region`), this module writes a second
+or volatile memory, spin, ...: `check_region`), this module writes a second
 version of the kernel body, entered when the runtime offers it at the start
 of a block (`::cuset::rt::take_block_loop`, runtime core.h):
 
@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from cuset.execute.cpu import macro_effects, memory_intrinsics
 from cuset.execute.cpu.plan_ir import (
     FOR_EACH_THREAD, LOOPS, MAX_REPLICATED, PURE_FUNCTIONS, TYPE_WORDS, ForHeader, NotCollapsible, Unit,
-    declared_names, flat, function_declarator, is_pragma, meets,
+    callee_name, declared_names, flat, function_declarator, is_pragma, meets,
     pointer_parameter, replicated_types, unwrap, walk,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
@@ -244,21 +244,7 @@ class KernelVariant:
         return False
 
     def _callee_name(self, call) -> str | None:
-        f = call.child_by_field_name("function")
-        if f is None:
-            return None
-        if f.type == "template_function":
-            f = f.child_by_field_name("name")
-        elif f.type == "qualified_identifier":
-            while f is not None and f.type == "qualified_identifier":
-                f = f.child_by_field_name("name")
-            if f is not None and f.type == "template_function":
-                f = f.child_by_field_name("name")
-        if f is None:
-            return None
-        if f.type in ("identifier", "primitive_type", "type_identifier"):
-            return self.u.text(f)
-        return None
+        return callee_name(self.u, call)
 
     def _calls_pure_function(self, call) -> bool:
         """A call computing a value from its arguments only: a function of `PURE_FUNCTIONS`
@@ -266,7 +252,7 @@ class KernelVariant:
         f = call.child_by_field_name("function")
         return self._callee_name(call) in PURE_FUNCTIONS or (f is not None and f.type == "primitive_type")
 
-    def _check_region(self, node, allow_thread_index: bool = True) -> bool:
+    def check_region(self, node, allow_thread_index: bool = True) -> bool:
         """Raises if `node` needs a fiber; returns whether it (with callees) holds a loop."""
         text = self.u.text(node)
         if "\\\n" in text:
@@ -352,12 +338,12 @@ class KernelVariant:
             body = fn.child_by_field_name("body")
             if body is None:
                 raise NotCollapsible(f"calls {name} (not defined here)")
-            loops |= self._check_region(body, allow_thread_index=False)
+            loops |= self.check_region(body, allow_thread_index=False)
         self.checked_functions[name] = loops
         return loops
 
     # -------------------------------------------------- purity and uniformity
-    def _pure(self, node, remat: set[str], thread_ok: bool) -> bool:
+    def pure(self, node, remat: set[str], thread_ok: bool) -> bool:
         """An expression of literals, unwritten parameters, built-ins, constants
         (and with thread_ok threadIdx and recomputed locals), through operators and pure functions."""
         for n in walk(node):
@@ -384,7 +370,7 @@ class KernelVariant:
             return name not in self.written
         if name in self.u.macros:
             return self._macro_value(name, thread_ok, set())
-        return name in self.u.constants or name in self._template_params()
+        return name in self.u.constants or name in self.template_params()
 
     def _macro_value(self, name: str, thread_ok: bool, seen: set[str]) -> bool:
         """A macro that expands to a value of constants, built-ins (threadIdx only with
@@ -401,12 +387,12 @@ class KernelVariant:
                 if not self._macro_value(word, thread_ok, seen):
                     return False
             elif not (word in PURE_FUNCTIONS or word in _BUILTINS or word in TYPE_WORDS
-                      or word in self.u.constants or word in self._template_params()
+                      or word in self.u.constants or word in self.template_params()
                       or (thread_ok and word == "threadIdx")):
                 return False
         return True
 
-    def _template_params(self) -> set[str]:
+    def template_params(self) -> set[str]:
         parent = self.fn.parent
         if parent is None or parent.type != "template_declaration":
             return set()
@@ -436,7 +422,7 @@ class KernelVariant:
             if n is None or d.type != "init_declarator":
                 return False
             value = d.child_by_field_name("value")
-            if value is None or not self._pure(value, set(), thread_ok=False):
+            if value is None or not self.pure(value, set(), thread_ok=False):
                 return False
             names.add(self.u.text(n))
         loop_vars = names
@@ -585,7 +571,7 @@ class KernelVariant:
         if stmt.type != "if_statement" or stmt.child_by_field_name("alternative") is not None:
             return None
         cons = stmt.child_by_field_name("consequence")
-        if cons.type != "compound_statement" or not self._pure(stmt.child_by_field_name("condition"), remat, True):
+        if cons.type != "compound_statement" or not self.pure(stmt.child_by_field_name("condition"), remat, True):
             return None
         inner = unwrap(cons)
         if {n for s in inner for n in declared_names(self.u, s)} & declared:
@@ -593,10 +579,10 @@ class KernelVariant:
         return inner
 
     def _check_kernel(self) -> None:
-        """Raises where the kernel needs the fibers whatever its shape (`_check_region`)
+        """Raises where the kernel needs the fibers whatever its shape (`check_region`)
         or writes a parameter: the threads of a block loop share the parameters, where
         each CUDA thread has its own copy."""
-        self._check_region(self.body)
+        self.check_region(self.body)
         changed = sorted(set(self.params) & self.written)
         if changed:
             raise NotCollapsible(f"writes its parameter {changed[0]}")
@@ -643,7 +629,7 @@ class KernelVariant:
         run time can allow it."""
         from cuset.execute.cpu import region_memory
 
-        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), walk, PURE_FUNCTIONS)
+        memory = region_memory.RegionMemory(self.u, self.body, self.pointer_params())
         regions: list[tuple[set[str], set[str]]] = []
         current: tuple[set[str], set[str]] | None = None
         for p in plan:
@@ -678,15 +664,15 @@ class KernelVariant:
         restricted = self._parameter_names(lambda p: pointer_parameter(p) and RESTRICT.search(self.u.text(p)))
         if not restricted:
             return []
-        memory = region_memory.RegionMemory(self.u, self.body, self._pointer_params(), walk, PURE_FUNCTIONS)
+        memory = region_memory.RegionMemory(self.u, self.body, self.pointer_params())
         written, accessed = memory.accesses(self.body)
         if region_memory.ANY in accessed:
             raise NotCollapsible("memory it cannot trace beside a __restrict__ parameter (g++ would trust "
                                   "the promise across the block's threads)")
-        return sorted({tuple(sorted((r, p))) for r in restricted for p in self._pointer_params()
+        return sorted({tuple(sorted((r, p))) for r in restricted for p in self.pointer_params()
                        if p != r and (r in written or p in written)})
 
-    def _pointer_params(self) -> set[str]:
+    def pointer_params(self) -> set[str]:
         return self._parameter_names(pointer_parameter)
 
     def _parameter_names(self, keep) -> set[str]:
@@ -718,7 +704,7 @@ class KernelVariant:
             cons = unwrap(s.child_by_field_name("consequence"))
             cond = s.child_by_field_name("condition")
             if len(cons) == 1 and cons[0].type == "return_statement" and not cons[0].named_children \
-                    and self._pure(cond, remat, thread_ok=True):
+                    and self.pure(cond, remat, thread_ok=True):
                 return _Stmt("guard", s, _cond_text(self.u, cond))
         if self._uniform_loop(s):
             return _Stmt("loop", s)
@@ -730,15 +716,15 @@ class KernelVariant:
         """A top-level `for` whose header depends on the thread (a grid-stride loop, bounds
         read from memory), with one variable of its own that the body leaves alone and
         no `break` out of it: each thread runs it in chunks, its variable kept per thread."""
-        name = self._loop_variable(node)
+        name = self.loop_variable(node)
         if name is None:
             return False
         body = node.child_by_field_name("body")
-        if self._changes_variable(body, name):
+        if self.changes_variable(body, name):
             return False
         return not any(n.type == "break_statement" and _enclosing_loop_or_switch(n) == node for n in walk(body))
 
-    def _loop_variable(self, node) -> str | None:
+    def loop_variable(self, node) -> str | None:
         """The one variable `for (T v = x; cond; ...)` declares (and a condition there
         is); None for a loop of another shape."""
         if node.type != "for_statement":
@@ -754,7 +740,7 @@ class KernelVariant:
             return None
         return self.u.text(var)
 
-    def _changes_variable(self, body, name: str) -> str:
+    def changes_variable(self, body, name: str) -> str:
         """How `body` may change the local `name` behind a loop's back, as the reason a
         loop cannot be split by its iterations: "writes its variable" (assigns or
         increments it), "takes its variable's address"; "" where it leaves it alone."""
@@ -770,12 +756,12 @@ class KernelVariant:
         return ""
 
     def _remat_declaration(self, s, remat: set[str]) -> bool:
-        """A declaration each region can compute again: values of the thread (`_pure` with threadIdx)."""
+        """A declaration each region can compute again: values of the thread (`pure` with threadIdx)."""
         return self._pure_declaration(s, remat, thread_ok=True)
 
     def _pure_declaration(self, s, remat: set[str], thread_ok: bool, pointers: bool = False) -> bool:
         """Every declarator of `s` a variable (with `pointers`, a pointer too) initialised
-        with `= value` of `_pure(value, remat, thread_ok)`, and never written."""
+        with `= value` of `pure(value, remat, thread_ok)`, and never written."""
         shapes = ("identifier", "pointer_declarator") if pointers else ("identifier",)
         for d in s.children_by_field_name("declarator"):
             if d.type != "init_declarator":
@@ -785,7 +771,7 @@ class KernelVariant:
             if n is None or n.type not in shapes or value is None or value.type == "initializer_list":
                 return False
             name = declared_identifier(n)
-            if (name is not None and self.u.text(name) in self.written) or not self._pure(value, remat, thread_ok):
+            if (name is not None and self.u.text(name) in self.written) or not self.pure(value, remat, thread_ok):
                 return False
         return True
 

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from cuset.execute.cpu import memory_intrinsics, region_memory
 from cuset.execute.cpu.block_loop import KernelVariant
 from cuset.execute.cpu.plan_ir import (
-    PURE_FUNCTIONS, NotCollapsible, Unit, function_declarator, pointer_parameter, walk,
+    PURE_FUNCTIONS, NotCollapsible, Unit, function_declarator, memory_accesses, pointer_parameter, walk,
 )
 from cuset.execute.cpu.syntax_tree import operator_text
 from cuset.spans.grammar import parser
@@ -101,17 +101,17 @@ def summary(plans: list[ProofPlan]) -> str:
 
 def _plan(unit: Unit, fn, name: str) -> ProofPlan:
     kv = KernelVariant(unit, fn)  # raises on unnamed / unusual parameters
-    kv._check_region(kv.body)      # no fiber feature, no call of an unknown function
+    kv.check_region(kv.body)      # no fiber feature, no call of an unknown function
     bodies = [kv.body] + [f.child_by_field_name("body") for callee in kv.checked_functions
                           for f in unit.functions.get(callee, ())]
     for body in bodies:
         _check_locals_and_addresses(unit, body)
-    pointers = kv._pointer_params()
-    memory = region_memory.RegionMemory(unit, kv.body, pointers, walk, PURE_FUNCTIONS)
+    pointers = kv.pointer_params()
+    memory = region_memory.RegionMemory(unit, kv.body, pointers)
     written, accessed = memory.accesses(kv.body)
     if region_memory.ANY in accessed:
         raise _Ineligible("memory not traced to a pointer parameter")
-    _check_names(unit, fn, set(kv.params) | kv._template_params())
+    _check_names(unit, fn, set(kv.params) | kv.template_params())
     _check_parameters(unit, fn)
     _check_subscript_bases(unit, kv.body, memory)
     for callee in kv.checked_functions:  # region_memory counts what their pointer arguments point into
@@ -120,7 +120,7 @@ def _plan(unit: Unit, fn, name: str) -> ProofPlan:
             _check_parameters(unit, f)
             own = KernelVariant(unit, f)
             _check_subscript_bases(unit, own.body, region_memory.RegionMemory(
-                unit, own.body, own._pointer_params(), walk, PURE_FUNCTIONS))
+                unit, own.body, own.pointer_params()))
     written_params = [p for p in kv.params if p in written]
     read_only = [p for p in kv.params if p in accessed and p not in written]
     declared_in_body = {unit.text(n) for d in walk(kv.body) if d.type == "declaration"
@@ -218,13 +218,12 @@ def _check_subscript_bases(unit: Unit, body, memory: region_memory.RegionMemory)
     (or a local pointer computed from one), or reads `__constant__` memory: region_memory
     counts anything else it cannot trace as a thread's own array, which here could be a
     parameter of a typedef'd pointer type."""
-    for n in walk(body):
-        if n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(unit, n) == "*") \
-                or (n.type == "field_expression" and operator_text(unit, n) == "->"):
-            base = n.child_by_field_name("argument")
+    for access in memory_accesses(unit, body):
+        if access.kind == "element":
+            base = access.address
             if base is None:
                 raise _Ineligible("an access the analysis cannot read")
-            if memory._pointer_bases(base):
+            if memory.pointer_bases(base):
                 continue
             if base.type == "identifier" and unit.text(base) in unit.constants:
                 continue  # __constant__ / const tables: read only (region_memory refuses writes)

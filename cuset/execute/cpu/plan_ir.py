@@ -12,9 +12,11 @@ A planner imports from here, never another planner's private names
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from cuset.execute.cpu.syntax_tree import declared_identifier
+from cuset.execute.cpu import memory_intrinsics
+from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 
 # Functions that compute a value from their arguments only (never a load or store
 # intrinsic: those are memory accesses, memory_intrinsics.py).
@@ -56,6 +58,26 @@ def called_name(unit: Unit, call) -> str:
     if f is not None and f.type == "template_function":
         f = f.child_by_field_name("name")
     return unit.text(f) if f is not None else ""
+
+
+def callee_name(unit: Unit, call) -> str | None:
+    """The function a call names (`f`, `f<T>`, `ns::f`, `ns::f<T>`, a type's constructor);
+    None for a call through an expression (`obj.f()`, `(*fp)()`)."""
+    f = call.child_by_field_name("function")
+    if f is None:
+        return None
+    if f.type == "template_function":
+        f = f.child_by_field_name("name")
+    elif f.type == "qualified_identifier":
+        while f is not None and f.type == "qualified_identifier":
+            f = f.child_by_field_name("name")
+        if f is not None and f.type == "template_function":
+            f = f.child_by_field_name("name")
+    if f is None:
+        return None
+    if f.type in ("identifier", "primitive_type", "type_identifier"):
+        return unit.text(f)
+    return None
 
 
 def meets(unit: Unit, body, seen: set[str]) -> bool:
@@ -370,3 +392,80 @@ class WarpIf:
 
 Item = (Barrier | HoistedLoop | SharedDeclaration | Declaration | Statement | WarpOperation | WarpLoop | WarpIf)
 WARP_ITEMS = (WarpOperation, WarpLoop, WarpIf)   # the items a warp's stretch splits at
+
+
+# ---------------------------------------------------------------- memory accesses
+# Atomics the barrier planner runs as plain calls (atomicCAS keeps the fibers: spin locks).
+ATOMIC_CALL = re.compile(r"atomic(?!CAS)[A-Z]\w*")
+
+
+@dataclass(frozen=True)
+class Access:
+    """A place where a statement may reach memory, and how (`memory_accesses`). Which
+    memory object it reaches is the reader's model: region_memory.py traces it to the
+    kernel's pointer parameters, barrier_regions.py names shared arrays and restrict
+    parameters; both start from these records, so what counts as an access, a write or
+    a read is decided once."""
+    node: object
+    # "element": `a[i]`, `*p`, `p->f` (`address`: the `a`, `p` it goes through);
+    # "intrinsic": a load or store intrinsic (memory_intrinsics.py; `address`: its pointer argument);
+    # "atomic": an atomic other than atomicCAS, reading and writing its address argument;
+    # "call": any other call (a function of the file, a pure function, a fence...);
+    # "name": an identifier (a file-scope variable, a `__shared__` scalar or a macro reach memory by name)
+    kind: str
+    address: object = None
+    writes: bool = False   # stores: an assignment's target, `++`/`--`, a store intrinsic, an atomic
+    reads: bool = True     # loads: everything but the target of a plain `=` and a store intrinsic
+
+
+def memory_accesses(unit: Unit, node) -> list[Access]:
+    """Every place `node` may reach memory, in tree order. A target (assigned, or stepped
+    by `++`/`--`) is found through parentheses and `.field` (`(s[i]).x = v` writes `s[i]`);
+    a compound assignment and a step read it too."""
+    stored: set[tuple[int, int]] = set()
+    updated: set[tuple[int, int]] = set()
+    for n in walk(node):
+        if n.type == "assignment_expression":
+            span = _target_span(unit, n.child_by_field_name("left"))
+            stored.add(span)
+            if operator_text(unit, n) != "=":
+                updated.add(span)
+        elif n.type == "update_expression":
+            span = _target_span(unit, n.child_by_field_name("argument"))
+            stored.add(span)
+            updated.add(span)
+    out = []
+    for n in walk(node):
+        span = (n.start_byte, n.end_byte)
+        writes = span in stored
+        reads = not writes or span in updated
+        if n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(unit, n) == "*") \
+                or (n.type == "field_expression" and operator_text(unit, n) == "->"):
+            out.append(Access(n, "element", n.child_by_field_name("argument"), writes, reads))
+        elif n.type == "call_expression":
+            name = callee_name(unit, n) or ""
+            args = n.child_by_field_name("arguments").named_children
+            address = args[0] if args else None
+            if memory_intrinsics.accesses_pointer(name):
+                store = memory_intrinsics.writes_pointer(name)
+                out.append(Access(n, "intrinsic", address, store, not store))
+            elif ATOMIC_CALL.fullmatch(name):
+                out.append(Access(n, "atomic", address, True, True))
+            else:
+                out.append(Access(n, "call"))
+        elif n.type == "identifier":
+            out.append(Access(n, "name", None, writes, reads))
+    return out
+
+
+def _target_span(unit: Unit, target):
+    """The (start, end) of what an assignment or step writes: `p[i]`, `*p`, `p->f` or a
+    variable, through parentheses and `.field`; None where there is none."""
+    while target is not None:
+        if target.type == "parenthesized_expression":
+            target = target.named_children[0] if target.named_children else None
+        elif target.type == "field_expression" and operator_text(unit, target) != "->":
+            target = target.child_by_field_name("argument")
+        else:
+            break
+    return None if target is None else (target.start_byte, target.end_byte)

@@ -41,7 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cuset.execute.cpu.plan_ir import (
-    Item, NotCollapsible, RecomputedDeclaration, Statement, ThreadDeclaration, flat, replicated_types, walk,
+    Item, NotCollapsible, RecomputedDeclaration, Statement, ThreadDeclaration, flat, memory_accesses,
+    replicated_types, walk,
 )
 from cuset.execute.cpu.syntax_tree import operator_text
 
@@ -82,7 +83,7 @@ def plan(kv, items: list[Item]) -> LanePlan | None:
 def _stride_loop(kv, node) -> tuple[str, str] | None:
     """(variable, its type) of `for (T c = threadIdx.x [+ U]; c < B; c += blockDim.x)`."""
     u = kv.u
-    var = kv._loop_variable(node)
+    var = kv.loop_variable(node)
     init = node.child_by_field_name("initializer")
     cond, step = node.child_by_field_name("condition"), node.child_by_field_name("update")
     if var is None or cond is None or step is None:
@@ -91,18 +92,18 @@ def _stride_loop(kv, node) -> tuple[str, str] | None:
     value = d.child_by_field_name("value")
     terms = _terms(u, value)
     if terms is None or sum(1 for t in terms if u.text(t).replace(" ", "") == "threadIdx.x") != 1 \
-            or not all(u.text(t).replace(" ", "") == "threadIdx.x" or kv._pure(t, set(), thread_ok=False)
+            or not all(u.text(t).replace(" ", "") == "threadIdx.x" or kv.pure(t, set(), thread_ok=False)
                        for t in terms):
         return None
     if cond.type != "binary_expression" or operator_text(u, cond) != "<" \
             or u.text(cond.child_by_field_name("left")) != var \
-            or not kv._pure(cond.child_by_field_name("right"), set(), thread_ok=False):
+            or not kv.pure(cond.child_by_field_name("right"), set(), thread_ok=False):
         return None
     if step.type != "assignment_expression" or operator_text(u, step) != "+=" \
             or u.text(step.child_by_field_name("left")) != var \
             or u.text(step.child_by_field_name("right")).replace(" ", "") != "blockDim.x":
         return None
-    if kv._changes_variable(node.child_by_field_name("body"), var):
+    if kv.changes_variable(node.child_by_field_name("body"), var):
         return None
     type_text = " ".join(w for w in u.data[init.start_byte:d.start_byte].decode(errors="replace").split()
                          if w not in ("register", "const"))
@@ -126,7 +127,7 @@ def _writes_own_elements(kv, items, loop, var: str) -> bool:
     body (E uniform), P a shared array or restrict parameter named by itself (not
     through a local pointer), each P its own memory object (two `extern __shared__`
     arrays are one), and every access of the region that may reach a written object
-    (traced through local pointers as writes are: barrier_regions._memory_object) is
+    (traced through local pointers as writes are: barrier_regions.memory_object) is
     P[E + var] itself: P's name is used nowhere else, nor any pointer into it."""
     u = kv.u
     body = loop.child_by_field_name("body")
@@ -134,7 +135,7 @@ def _writes_own_elements(kv, items, loop, var: str) -> bool:
     index_of: dict[str, str] = {}
     written_objects: set[str] = set()
     for it in items:
-        written, _ = kv._accesses(it.node)
+        written, _ = kv.accesses(it.node)
         if written and it.node is not loop:
             return False   # a write before or after the loop
         written_objects |= written
@@ -150,28 +151,29 @@ def _writes_own_elements(kv, items, loop, var: str) -> bool:
                    for s in top):
             return False   # a write inside one of the body's loops or conditions
         name, index = _subscript(u, target)
-        if name is None or name in kv._pointer_aliases() or not _own_index(kv, index, var):
+        if name is None or name in kv.pointer_aliases() or not _own_index(kv, index, var):
             return False
         if index_of.setdefault(name, _text(u, index)) != _text(u, index):
             return False
-    objects = {kv._memory_object(name) for name in index_of}
+    objects = {kv.memory_object(name) for name in index_of}
     # every write one of those (not a shared scalar, an atomic, a store, memory through other pointers),
     # and each written array a memory object of its own
     if not index_of or len(objects) != len(index_of) or not written_objects <= objects or objects & {"params", "global"}:
         return False
     for it in items:   # no other access of a written object
-        for n in walk(it.node):
-            if kv._is_access(n):
-                if not kv._objects_meet({kv._access_object(n)}, objects):
+        for a in memory_accesses(u, it.node):
+            n = a.node
+            if a.kind == "element":
+                if not kv.objects_meet({kv.access_object(n)}, objects):
                     continue
                 name, index = _subscript(u, n) if n.type == "subscript_expression" else (None, None)
                 if name not in index_of or _text(u, index) != index_of[name]:
                     return False
-            elif n.type == "identifier" and kv._memory_object(u.text(n)) in objects and not (
+            elif a.kind == "name" and kv.memory_object(u.text(n)) in objects and not (
                     n.parent is not None and n.parent.type == "subscript_expression"
                     and n.parent.child_by_field_name("argument") == n):
                 return False   # the array's address (or a pointer into it) passed on or read another way
-        _, read = kv._accesses(it.node)
+        _, read = kv.accesses(it.node)
         if "*" in read:
             return False   # a call that may read through what it is given
     return True
@@ -195,7 +197,7 @@ def _own_index(kv, index, var: str) -> bool:
     if terms is None:
         return False
     own = [t for t in terms if _is_var(kv.u, t, var)]
-    return len(own) == 1 and all(t in own or kv._pure(t, set(), thread_ok=False) for t in terms)
+    return len(own) == 1 and all(t in own or kv.pure(t, set(), thread_ok=False) for t in terms)
 
 
 def _is_var(u, node, var: str) -> bool:
@@ -290,7 +292,7 @@ class LaneWriter:
                 flush()
                 update = s.child_by_field_name("update")
                 outer = set(self.kv.uniform_now)
-                self.kv.uniform_now.add(self.kv._loop_variable(s))
+                self.kv.uniform_now.add(self.kv.loop_variable(s))
                 try:
                     inner = self._body(_body_statements(s), prologue, bound, own)
                 finally:
@@ -307,7 +309,7 @@ class LaneWriter:
 
     def _uniform(self, loop) -> bool:
         try:
-            self.kv._uniform_for(loop)
+            self.kv.uniform_for(loop)
         except NotCollapsible:
             return False
         return True

@@ -22,6 +22,7 @@ something else) counts as any memory. Load and store intrinsics (`__ldg(p)`,
 from __future__ import annotations
 
 from cuset.execute.cpu import macro_effects, memory_intrinsics
+from cuset.execute.cpu.plan_ir import PURE_FUNCTIONS, memory_accesses, walk
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 
 ANY = "?"  # memory that could not be traced to one pointer parameter
@@ -30,11 +31,9 @@ ANY = "?"  # memory that could not be traced to one pointer parameter
 class RegionMemory:
     """Traces the memory accesses of statements of one kernel to its pointer parameters."""
 
-    def __init__(self, unit, kernel_body, pointer_params: set[str], walk, pure_functions: frozenset[str]):
+    def __init__(self, unit, kernel_body, pointer_params: set[str]):
         self.u = unit
         self.pointer_params = pointer_params
-        self._walk = walk
-        self.pure_functions = pure_functions
         self.pointer_locals: dict[str, set[str]] = {}  # local pointer -> parameters it may point into
         self._trace_locals(kernel_body)
 
@@ -42,7 +41,7 @@ class RegionMemory:
     def _trace_locals(self, body) -> None:
         sources: dict[str, list] = {}  # local -> the expressions assigned to it
         declared_pointers: set[str] = set()
-        for n in self._walk(body):
+        for n in walk(body):
             if n.type == "declaration":
                 for d in n.children_by_field_name("declarator"):
                     ident = declared_identifier(d)
@@ -73,7 +72,7 @@ class RegionMemory:
         """The parameters a pointer-valued expression may point into (ANY when it loads
         a pointer from memory, calls a function or names a file-scope variable)."""
         out: set[str] = set()
-        for n in self._walk(expr):
+        for n in walk(expr):
             if n.type in ("subscript_expression", "call_expression") or \
                     (n.type == "pointer_expression" and operator_text(self.u, n) == "*") or \
                     (n.type == "field_expression" and operator_text(self.u, n) == "->"):
@@ -88,28 +87,19 @@ class RegionMemory:
                     return {ANY}
         return out
 
-    def _pointer_bases(self, expr) -> set[str]:
+    def pointer_bases(self, expr) -> set[str]:
         return self._bases_of_expression(expr, set(self.pointer_locals), lambda n: self.pointer_locals[n])
 
     # -------------------------------------------------- accesses
     def accesses(self, node) -> tuple[set[str], set[str]]:
-        """(written, accessed): the parameters (or ANY) `node` writes, and reads or writes."""
+        """(written, accessed): the parameters (or ANY) `node` writes, and reads or writes
+        (its accesses as plan_ir.memory_accesses finds them, traced to parameters)."""
         written: set[str] = set()
         accessed: set[str] = set()
-        targets = set()
-        for n in self._walk(node):
-            if n.type == "assignment_expression":
-                targets.add(_memory_target(self.u, n.child_by_field_name("left")))
-            elif n.type == "update_expression":
-                targets.add(_memory_target(self.u, n.child_by_field_name("argument")))
-        for n in self._walk(node):
-            base = None
-            if n.type == "subscript_expression":
-                base = n.child_by_field_name("argument")
-            elif (n.type == "pointer_expression" and operator_text(self.u, n) == "*") or \
-                    (n.type == "field_expression" and operator_text(self.u, n) == "->"):
-                base = n.child_by_field_name("argument")
-            if base is not None:
+        for a in memory_accesses(self.u, node):
+            n = a.node
+            if a.kind == "element":
+                base = a.address
                 if base.type == "subscript_expression":  # a[i][j]: a 2-D array, or a pointer loaded from a[i]
                     inner = base
                     while inner.type == "subscript_expression":
@@ -118,26 +108,31 @@ class RegionMemory:
                         continue  # a thread's own array
                     bases = {ANY}
                 else:
-                    bases = self._pointer_bases(base)
+                    bases = self.pointer_bases(base)
                     if not bases and self._local_array(base):
                         continue  # a thread's own array
                     if not bases and base.type == "identifier" and self.u.text(base) in self.u.constants \
-                            and (n.start_byte, n.end_byte) not in targets:
+                            and not a.writes:
                         continue  # __constant__ memory: kernels only read it
                     bases = bases or {ANY}
                 accessed |= bases
-                if (n.start_byte, n.end_byte) in targets:
+                if a.writes:
                     written |= bases
-            elif n.type == "identifier" and self.u.text(n) in self.u.globals \
+            elif a.kind == "name" and self.u.text(n) in self.u.globals \
                     and self.u.text(n) not in self.u.constants and self.u.text(n) not in self.u.functions:
                 accessed.add(ANY)
-                if (n.start_byte, n.end_byte) in targets:
+                if a.writes:
                     written.add(ANY)
-            elif n.type == "call_expression":
-                w, a = self._call(n)
+            elif a.kind == "intrinsic":
+                bases = self._address_bases(a.address) if a.address is not None else {ANY}
+                accessed |= bases
+                if a.writes:
+                    written |= bases
+            elif a.kind in ("call", "atomic"):   # an atomic: no block loop or proof takes one (any memory)
+                w, acc = self._call(n)
                 written |= w
-                accessed |= a
-            elif n.type == "identifier" and self.u.text(n) in self.u.macros and _macro_touches_memory(
+                accessed |= acc
+            elif a.kind == "name" and self.u.text(n) in self.u.macros and _macro_touches_memory(
                     self.u, self.u.text(n), self.pointer_params | set(self.pointer_locals)):
                 written.add(ANY)
                 accessed.add(ANY)
@@ -152,11 +147,7 @@ class RegionMemory:
         written and read; ANY if it touches memory otherwise. Pure functions: nothing."""
         f = call.child_by_field_name("function")
         name = self.u.text(f) if f is not None else ""
-        if memory_intrinsics.accesses_pointer(name):
-            args = call.child_by_field_name("arguments").named_children
-            bases = self._address_bases(args[0]) if args else {ANY}
-            return (bases if memory_intrinsics.writes_pointer(name) else set()), bases
-        if name in self.pure_functions or name.startswith("make_") or (f is not None and f.type == "primitive_type") \
+        if name in PURE_FUNCTIONS or name.startswith("make_") or (f is not None and f.type == "primitive_type") \
                 or name in self.u.macros:
             return set(), set()
         if name not in self.u.functions:
@@ -164,7 +155,7 @@ class RegionMemory:
         bases: set[str] = set()
         if self._takes_pointers(name):  # what its arguments point into (ANY where they load)
             for arg in call.child_by_field_name("arguments").named_children:
-                bases |= self._pointer_bases(arg)
+                bases |= self.pointer_bases(arg)
         if self._function_touches_other_memory(name, set()):
             bases.add(ANY)
         return bases, bases
@@ -184,21 +175,21 @@ class RegionMemory:
             base = element.child_by_field_name("argument")
             if base.type == "subscript_expression":
                 return {ANY}
-            bases = self._pointer_bases(base)
+            bases = self.pointer_bases(base)
             if not bases and self._local_array(base):
                 return set()  # a thread's own array
             return bases or {ANY}
-        return self._pointer_bases(address) or {ANY}
+        return self.pointer_bases(address) or {ANY}
 
     def _takes_pointers(self, name: str) -> bool:
         """A function of this file with a pointer, array or reference parameter."""
         for fn in self.u.functions.get(name, ()):
             d = fn.child_by_field_name("declarator")
-            for n in self._walk(d):
+            for n in walk(d):
                 if n.type == "parameter_declaration" and any(
                         c.type in ("pointer_declarator", "array_declarator", "reference_declarator",
                                    "abstract_pointer_declarator", "abstract_array_declarator")
-                        for c in self._walk(n)):
+                        for c in walk(n)):
                     return True
         return False
 
@@ -208,7 +199,7 @@ class RegionMemory:
             return False
         seen.add(name)
         for fn in self.u.functions.get(name, ()):
-            for n in self._walk(fn):
+            for n in walk(fn):
                 if n.type == "identifier":
                     word = self.u.text(n)
                     if word in self.u.globals and word not in self.u.constants and word not in self.u.functions:
@@ -241,21 +232,6 @@ def conflicts(regions: list[tuple[set[str], set[str]]]) -> tuple[str | None, lis
 def _declares_pointer(d) -> bool:
     inner = d.child_by_field_name("declarator") if d.type == "init_declarator" else d
     return inner is not None and inner.type == "pointer_declarator"
-
-
-def _memory_target(unit, target):
-    """The (start, end) of the memory access an assignment writes (`p[i]`, `*p`, `p->f`,
-    through `.field` and parentheses), or None for a variable."""
-    while target is not None:
-        if target.type == "parenthesized_expression":
-            target = target.named_children[0] if target.named_children else None
-        elif target.type == "field_expression" and operator_text(unit, target) != "->":
-            target = target.child_by_field_name("argument")
-        else:
-            break
-    if target is None:
-        return None
-    return (target.start_byte, target.end_byte)  # a variable's: counts where it is a file-scope one
 
 
 def _macro_touches_memory(unit, name: str, pointers: set[str]) -> bool:
