@@ -9,7 +9,7 @@ every thread reaches in the same control context can run as the CPU-CUDA
 compilers run it (MCUDA, COX): split at its barriers into regions, each region a
 loop over the block's threads in that same order, with no fiber and no switch.
 
-What qualifies (`_BarrierVariant`):
+What qualifies (`BarrierVariant`):
 - `__syncthreads();` as a statement at the top level of the kernel body, or at the
   top level of the body of a block-uniform `for` (header computed alike by every
   thread from parameters, built-ins, constants and uniform locals; its variable
@@ -95,7 +95,7 @@ def plan_barrier_kernel(unit: Unit, fn, name: str, line: int) -> KernelPlan:
 
 def _plan_barrier_kernel(unit: Unit, fn, name: str, line: int) -> KernelPlan:
     try:
-        return _BarrierVariant(unit, fn).plan(name, line)
+        return BarrierVariant(unit, fn).plan(name, line)
     except NotCollapsible:
         inlined = inline_calls.inline_barrier_calls(unit, fn)
         if inlined is None:
@@ -105,7 +105,7 @@ def _plan_barrier_kernel(unit: Unit, fn, name: str, line: int) -> KernelPlan:
     new_unit = Unit(data, parser().parse(data).root_node)
     # the edits are all inside the kernel's body: it starts where it did
     [new_fn] = [k for k in new_unit.kernels if k.start_byte == fn.start_byte]
-    plan = _BarrierVariant(new_unit, new_fn).plan(name, line)
+    plan = BarrierVariant(new_unit, new_fn).plan(name, line)
     return replace(plan, inlined=calls)
 
 
@@ -125,7 +125,7 @@ def _ticking_loop(unit: Unit, body, seen: set[str]) -> str:
     return ""
 
 
-class _BarrierVariant(KernelVariant):
+class BarrierVariant(KernelVariant):
     def __init__(self, unit: Unit, fn):
         super().__init__(unit, fn)
         self.uniform_now: set[str] = set()  # uniform locals and loop variables in scope while classifying
@@ -1001,7 +1001,7 @@ class _BarrierGenerator(VariantWriter):
     the block's threads (`::cuset::rt::for_each_thread`, in the order of `cuset_bl`),
     hoisted loops and uniform locals at block level, a barrier as the next order."""
 
-    def __init__(self, kv: _BarrierVariant, items: list[Item]):
+    def __init__(self, kv: BarrierVariant, items: list[Item]):
         super().__init__(kv)
         self.items = items
         self.uses_done = any(n.type == "return_statement" for n in walk(kv.body))

@@ -1,12 +1,17 @@
 """The planners' declared library: what block_loop.py, barrier_regions.py,
-region_lanes.py, inline_calls.py and order_proof.py share, under public names.
+region_lanes.py, inline_calls.py, region_memory.py and order_proof.py share, under
+public names.
 
 - the translation unit (`Unit`: kernels, functions, macros, constants of a source),
 - the syntax helpers every planner walks the tree with (`walk`, `unwrap`, `flat`,
-  `declared_names`, `called_name`...), the pure-function list and the warp operations,
-- `NotCollapsible`, raised wherever a planner leaves a kernel on the fibers.
+  `declared_names`, `callee_name`...), the pure-function list and the warp operations,
+- `NotCollapsible`, raised wherever a planner leaves a kernel on the fibers,
+- the barrier planner's intermediate form (`Barrier`, `HoistedLoop`, declarations,
+  `Statement`, the warp items), which its checks, its generator and region_lanes read,
+- `memory_accesses`: what a statement reads and writes, the one place every fast path
+  and the order proof learn it from (see the README's "Soundness").
 
-A planner imports from here, never another planner's private names
+A planner imports from here, never another module's private names
 (tests/execute/cpu/test_plan_ir.py checks it).
 """
 

@@ -304,7 +304,7 @@ def test_a_race_between_blocks_only_parallel_shows_is_still_seen(program):
 
 
 def test_local_pointers_into_one_array_are_told_apart_by_its_name():
-    from cuset.execute.cpu.barrier_regions import _BarrierVariant
+    from cuset.execute.cpu.barrier_regions import BarrierVariant
     from cuset.execute.cpu.plan_ir import Unit
     from cuset.spans.grammar import parser
 
@@ -312,8 +312,8 @@ def test_local_pointers_into_one_array_are_told_apart_by_its_name():
         src = (f"__global__ void k(float* __restrict__ o, float* g) {{ __shared__ float s[64]; "
                f"__shared__ float total; {body} }}").encode()
         unit = Unit(src, parser().parse(src).root_node)
-        kv = _BarrierVariant(unit, unit.kernels[0])
-        return kv._accesses(unit.kernels[0].child_by_field_name("body"))
+        kv = BarrierVariant(unit, unit.kernels[0])
+        return kv.accesses(unit.kernels[0].child_by_field_name("body"))
 
     assert accesses("float* p = s + 4; p[threadIdx.x] = g[0];") == ({"s"}, {"params"})
     assert accesses("float* p = &o[8]; p[0] = total;") == ({"o"}, {"o", "total"})  # &o[8] counts, conservatively
