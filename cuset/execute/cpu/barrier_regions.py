@@ -31,10 +31,11 @@ kernel stays on the fibers (e.g. a tiled matmul missing its second barrier, whos
 race the random order must still show).
 
 Locals live across a barrier are recomputed in every later region when they are
-pure values of the thread and block index ("remat"), declared once for the block
-when every thread computes them alike ("uniform"), else kept per thread in the
-runtime's scratch arrays. A thread that returns is marked done and skips the later
-regions; as on the fibers, it no longer counts at barriers. The random orders draw
+pure values of the thread and block index (`RecomputedDeclaration`), declared once
+for the block when every thread computes them alike (`UniformDeclaration`), else kept
+per thread (`ThreadDeclaration`) in the runtime's scratch arrays. A thread that
+returns is marked done and skips the later regions; as on the fibers, it no longer
+counts at barriers. The random orders draw
 one permutation per barrier passed while some thread is still running
 (`::cuset::rt::block_loop_barrier`), as the fibers do, so both paths consume the
 same random numbers and run every region's threads in the same order: outputs
