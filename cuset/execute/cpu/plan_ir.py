@@ -45,20 +45,19 @@ __float2half __float2half_rn __half2float __float2bfloat16 __bfloat162float
 static_cast reinterpret_cast const_cast
 """.split())
 
-
+# Words of a value that name no variable (types, sizeof, literals).
 TYPE_WORDS = frozenset("int unsigned signed long short char float double bool size_t sizeof const true false".split())
 LOOPS = ("for_statement", "while_statement", "do_statement", "for_range_loop")
-
-
-MAX_REPLICATED = 48
+MAX_REPLICATED = 48   # scratch slots a variant may use for per-thread locals (the runtime has kScratchSlots)
 
 
 class NotCollapsible(Exception):
-    pass
+    """The kernel keeps the fibers; the message says why (the compile log shows it)."""
 
 
 def called_name(unit: Unit, call) -> str:
-    """`f` of `f(...)` and of `f<T, 4>(...)`."""
+    """`f` of `f(...)` and of `f<T, 4>(...)` (the text of anything else: `ns::f`, `o.f`);
+    `callee_name` reads through qualified names too."""
     f = call.child_by_field_name("function")
     if f is not None and f.type == "template_function":
         f = f.child_by_field_name("name")
