@@ -425,26 +425,36 @@ class Access:
 def memory_accesses(unit: Unit, node) -> list[Access]:
     """Every place `node` may reach memory, in tree order. A target (assigned, or stepped
     by `++`/`--`) is found through parentheses and `.field` (`(s[i]).x = v` writes `s[i]`);
-    a compound assignment and a step read it too."""
+    a compound assignment and a step read it too. A target that is neither an access nor a
+    name (`(c ? a[i] : b[j]) = v`, `(x, a[i]) = v`) writes and reads every access and
+    name inside it: which one it stores to is not known before it runs."""
     stored: set[tuple[int, int]] = set()
     updated: set[tuple[int, int]] = set()
+    unclear: list[tuple[int, int]] = []   # targets that choose what they write
     for n in walk(node):
         if n.type == "assignment_expression":
-            span = _target_span(unit, n.child_by_field_name("left"))
-            stored.add(span)
-            if operator_text(unit, n) != "=":
-                updated.add(span)
+            target, compound = _target(unit, n.child_by_field_name("left")), operator_text(unit, n) != "="
         elif n.type == "update_expression":
-            span = _target_span(unit, n.child_by_field_name("argument"))
+            target, compound = _target(unit, n.child_by_field_name("argument")), True
+        else:
+            continue
+        if target is None:
+            continue
+        span = (target.start_byte, target.end_byte)
+        if _is_element(unit, target) or target.type == "identifier":
             stored.add(span)
-            updated.add(span)
+            if compound:
+                updated.add(span)
+        else:
+            unclear.append(span)
     out = []
     for n in walk(node):
         span = (n.start_byte, n.end_byte)
         writes = span in stored
         reads = not writes or span in updated
-        if n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(unit, n) == "*") \
-                or (n.type == "field_expression" and operator_text(unit, n) == "->"):
+        if not writes and any(start <= n.start_byte and n.end_byte <= end for start, end in unclear):
+            writes = reads = True
+        if _is_element(unit, n):
             out.append(Access(n, "element", n.child_by_field_name("argument"), writes, reads))
         elif n.type == "call_expression":
             name = callee_name(unit, n) or ""
@@ -462,9 +472,15 @@ def memory_accesses(unit: Unit, node) -> list[Access]:
     return out
 
 
-def _target_span(unit: Unit, target):
-    """The (start, end) of what an assignment or step writes: `p[i]`, `*p`, `p->f` or a
-    variable, through parentheses and `.field`; None where there is none."""
+def _is_element(unit: Unit, n) -> bool:
+    """`a[i]`, `*p`, `p->f`: an access of memory by its syntax."""
+    return n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(unit, n) == "*") \
+        or (n.type == "field_expression" and operator_text(unit, n) == "->")
+
+
+def _target(unit: Unit, target):
+    """What an assignment or step writes, through parentheses and `.field` (None where
+    the tree has nothing there)."""
     while target is not None:
         if target.type == "parenthesized_expression":
             target = target.named_children[0] if target.named_children else None
@@ -472,4 +488,4 @@ def _target_span(unit: Unit, target):
             target = target.child_by_field_name("argument")
         else:
             break
-    return None if target is None else (target.start_byte, target.end_byte)
+    return target

@@ -96,6 +96,15 @@ SET_MACRO = r"""
 __global__ void set_macro(const float* in, float* o) { SET(o[0], in[blockIdx.x * blockDim.x + threadIdx.x]); }
 """
 
+# the even threads all write o[0] through a conditional target: a race, though no
+# assignment's target is an access by itself
+CHOOSE = r"""
+__global__ void choose_write(const float* in, float* o) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  (i % 2 ? o[i + 1] : o[0]) = in[i];
+}
+"""
+
 # correct: a local incremented through a macro before a hoisted loop (no value to recompute)
 INC_MACRO = r"""
 #define INCK k++
@@ -225,7 +234,7 @@ def test_restrict_parameters_are_checked_to_be_apart_when_a_block_starts():
 # ---------------------------------------------------------------- runs on both paths
 PROGRAM = "#include <cstdio>\n#include <cstring>\n#include <vector>\n#define B 256\n" + "".join(
     (SMOOTH, LANES_ALIAS, EXTERN_TILES, REVERSE, BROADCAST, HOIST, RESTRICT, SET_MACRO,
-                                                              INC_MACRO, HELPER_BARRIER, RESTRICT_LOOP)) + r"""
+                                                              INC_MACRO, HELPER_BARRIER, RESTRICT_LOOP, CHOOSE)) + r"""
 int main(int argc, char** argv) {
   const char* what = argv[1];
   const int n = 64 * 256;
@@ -245,8 +254,10 @@ int main(int argc, char** argv) {
   if (!strcmp(what, "restrict_shift")) restrict_shift<<<1, 64>>>(d, d, 256);
   if (!strcmp(what, "helper_barrier")) helper_barrier<<<4, 64>>>(o);
   if (!strcmp(what, "restrict_loop")) restrict_loop<<<4, 64>>>(d, d);
+  if (!strcmp(what, "choose_write")) choose_write<<<4, 64>>>(d, o);
   const bool to_o = !strcmp(what, "helper_barrier") || !strcmp(what, "lanes_alias") || !strcmp(what, "extern_tiles") || !strcmp(what, "broadcast_ldg")
-                    || !strcmp(what, "hoist_ldg") || !strcmp(what, "set_macro") || !strcmp(what, "inc_macro");
+                    || !strcmp(what, "hoist_ldg") || !strcmp(what, "set_macro") || !strcmp(what, "inc_macro")
+                    || !strcmp(what, "choose_write");
   out.resize(n + 1);
   cudaMemcpy(out.data(), to_o ? o : d, (n + 1) * 4, cudaMemcpyDeviceToHost);
   FILE* f = fopen("out.bin", "wb"); fwrite(out.data(), 4, out.size(), f); fclose(f);
@@ -329,6 +340,22 @@ def test_a_race_written_through_a_macro_is_not_certified(run):
     on, _, _ = run(("set_macro",), "forward", True)
     assert "CUSET-CPU: order-proof: kernel 'set_macro': 0 of 1 launch independent: not checked" in on.stderr
     assert len(_same_verdict_as_the_fibers(run, "set_macro")) > 1
+
+
+def test_a_conditional_target_writes_both_of_its_choices():
+    [proof] = plan_proofs(CHOOSE)
+    assert proof.eligible and proof.written == ("o",) and proof.read_only == ("in",), proof.describe()
+
+
+@needs_gxx
+def test_a_race_through_a_conditional_target_is_not_certified(run):
+    """On main the order proof took `o` for a parameter the kernel only reads (no
+    assignment's target was `o[...]` itself): it checked nothing and certified the launch,
+    so the pipeline skipped the orders that show the race."""
+    on, _, _ = run(("choose_write",), "forward", True)
+    proof = [ln for ln in on.stderr.splitlines() if "order-proof: kernel 'choose_write'" in ln]
+    assert len(proof) == 1 and "0 of 1 launch independent: thread" in proof[0], on.stderr
+    assert len(_same_verdict_as_the_fibers(run, "choose_write")) > 1   # the orders disagree: race
 
 
 @needs_gxx

@@ -90,6 +90,9 @@ def _statement_accesses(body: str):
     ("__stcs(o + 1, 2.0f);", [("intrinsic", "__stcs(o + 1, 2.0f)", True, False)]),
     ("atomicAdd(&t[0], 1.0f);", [("atomic", "atomicAdd(&t[0], 1.0f)", True, True), ("element", "t[0]", False, True)]),
     ("float v = sqrtf(2.0f);", [("call", "sqrtf(2.0f)", False, True)]),
+    # a target choosing what it writes: everything it may choose is written (and read)
+    ("(threadIdx.x ? t[1] : g[0]) = 2;", [("element", "t[1]", True, True), ("element", "g[0]", True, True)]),
+    ("(t[0], t[1]) = 2;", [("element", "t[0]", True, True), ("element", "t[1]", True, True)]),
 ])
 def test_memory_accesses_say_what_each_access_writes_and_reads(body, expected):
     assert _statement_accesses(body) == expected
