@@ -53,8 +53,8 @@ from cuset.execute.cpu.block_loop import KernelPlan, KernelVariant, VariantWrite
 from cuset.execute.cpu.plan_ir import (
     ATOMIC_CALL, FOR_EACH_THREAD, LOOPS, MAX_REPLICATED, WARP_ITEMS, WARP_OPS, Barrier, ForHeader, HoistedLoop, Item,
     NotCollapsible, RecomputedDeclaration, SharedDeclaration, Shuffle, Statement, ThreadDeclaration, Unit,
-    UniformDeclaration, WarpIf, WarpLoop, WarpOperation, called_name, declared_names, flat, memory_accesses,
-    replicated_types, unwrap, walk,
+    UniformDeclaration, WarpIf, WarpLoop, WarpOperation, assigned_names, called_name, declared_names, flat,
+    memory_accesses, replicated_types, unwrap, walk,
 )
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 from cuset.spans.grammar import parser
@@ -748,15 +748,15 @@ class BarrierVariant(KernelVariant):
         for name in [a for a in aliases if declared.get(a, 0) != 1]:
             del aliases[name]   # declared again in an inner scope: that one may point anywhere
         for n in walk(self.body):  # reassigned, stepped or its address taken: not an alias
-            target = None
+            changed = []
             if n.type == "assignment_expression":
-                target = n.child_by_field_name("left")
+                changed = assigned_names(self.u, n.child_by_field_name("left"))
             elif n.type == "update_expression":
-                target = n.child_by_field_name("argument")
+                changed = assigned_names(self.u, n.child_by_field_name("argument"))
             elif n.type == "pointer_expression" and operator_text(self.u, n) == "&":
-                target = n.child_by_field_name("argument")
-            if target is not None and target.type == "identifier":
-                aliases.pop(self.u.text(target), None)
+                changed = assigned_names(self.u, n.child_by_field_name("argument"))   # may be written through
+            for name in changed:
+                aliases.pop(self.u.text(name), None)
         self._alias_cache = aliases
         return aliases
 

@@ -472,6 +472,18 @@ def memory_accesses(unit: Unit, node) -> list[Access]:
     return out
 
 
+def assigned_names(unit: Unit, target) -> list:
+    """The variables (identifier nodes) an assignment or step with this target changes:
+    the one it names through parentheses and `.field`; every name inside a target that
+    chooses (`(c ? p : q) = r`); none where it writes memory (`p[i]`, `*p`, `p->f`)."""
+    target = _target(unit, target)
+    if target is None or _is_element(unit, target):
+        return []
+    if target.type == "identifier":
+        return [target]
+    return [n for n in walk(target) if n.type == "identifier"]
+
+
 def _is_element(unit: Unit, n) -> bool:
     """`a[i]`, `*p`, `p->f`: an access of memory by its syntax."""
     return n.type == "subscript_expression" or (n.type == "pointer_expression" and operator_text(unit, n) == "*") \

@@ -22,7 +22,7 @@ something else) counts as any memory. Load and store intrinsics (`__ldg(p)`,
 from __future__ import annotations
 
 from cuset.execute.cpu import macro_effects, memory_intrinsics
-from cuset.execute.cpu.plan_ir import PURE_FUNCTIONS, memory_accesses, walk
+from cuset.execute.cpu.plan_ir import PURE_FUNCTIONS, assigned_names, memory_accesses, walk
 from cuset.execute.cpu.syntax_tree import declared_identifier, operator_text
 
 ANY = "?"  # memory that could not be traced to one pointer parameter
@@ -52,9 +52,8 @@ class RegionMemory:
                     value = d.child_by_field_name("value") if d.type == "init_declarator" else None
                     sources.setdefault(name, []).extend([value] if value is not None else [])
             elif n.type == "assignment_expression":
-                left = n.child_by_field_name("left")
-                if left is not None and left.type == "identifier":
-                    sources.setdefault(self.u.text(left), []).append(n.child_by_field_name("right"))
+                for name in assigned_names(self.u, n.child_by_field_name("left")):
+                    sources.setdefault(self.u.text(name), []).append(n.child_by_field_name("right"))
         # What each local pointer may point into: a fixed point (pointers assigned from each other).
         self.pointer_locals = {name: set() for name in declared_pointers}
         changed = True

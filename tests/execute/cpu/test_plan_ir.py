@@ -110,3 +110,18 @@ def test_a_field_written_in_a_shared_array_is_a_write_on_every_path():
     written, accessed = RegionMemory(unit, fn.child_by_field_name("body"), {"o", "g"}).accesses(
         fn.child_by_field_name("body"))
     assert written == {"o", "g"} and accessed == {"o", "g"}
+
+
+@pytest.mark.parametrize("assignment", ["(p) = {other};", "(threadIdx.x ? p : p) = {other};", "p = {other};"])
+def test_a_pointer_reassigned_through_parentheses_or_a_choice_points_into_both(assignment):
+    """Before plan_ir.assigned_names, `(p) = t` and `(c ? p : q) = t` left p an alias of
+    the shared array s in the barrier planner (a write through p counted as s's) and
+    traced to o only in region_memory (a write through p into g went unseen)."""
+    unit, fn = _kernel("float* p = t; " + assignment.format(other="&s[1].x") + " p[0] = 1;")
+    body = fn.child_by_field_name("body")
+    variant = BarrierVariant(unit, fn)
+    assert "p" not in variant.pointer_aliases() and variant.accesses(body)[0] == {"global"}
+    unit, fn = _kernel("float* p = o; " + assignment.format(other="g") + " p[0] = 2;")
+    body = fn.child_by_field_name("body")
+    memory = RegionMemory(unit, body, {"o", "g"})
+    assert memory.pointer_locals["p"] == {"o", "g"} and memory.accesses(body)[0] == {"o", "g"}
