@@ -428,7 +428,9 @@ def freshness(root: Path, record: dict) -> Freshness:
                          "(measured on a branch that was rebased?): re-measure it here")
     notes, state = [], "current"
     if paths:
-        touched = git(root, "log", "--reverse", "--format=%H", f"{commit}..HEAD", "--", *paths).split()
+        # prose beside the code (a package's README.md) changes no measured behaviour
+        touched = git(root, "log", "--reverse", "--format=%H", f"{commit}..HEAD", "--", *paths,
+                      ":(exclude,glob)**/*.md").split()
         if touched:
             state = "stale"
             notes.append(f"stale since {touched[0][:7]} ({', '.join(f'`{p}`' for p in paths)})")

@@ -121,6 +121,8 @@ def test_a_record_goes_stale_when_a_later_commit_touches_what_its_script_measure
     assert table.freshness(repo, record) == table.Freshness("current", "current")
     _commit(repo, "Touch other", {"other/b.py": "y = 2\n"})
     assert table.freshness(repo, record).state == "current"
+    _commit(repo, "Document pkg", {"pkg/README.md": "what pkg does\n", "pkg/sub/NOTES.md": "why\n"})
+    assert table.freshness(repo, record).state == "current"      # prose beside the code measures nothing
     touching = _commit(repo, "Touch pkg", {"pkg/a.py": "x = 2\n"})
     _commit(repo, "Touch pkg again", {"pkg/a.py": "x = 3\n"})
     # the note names the first commit since the record's: it stays the same as commits pile up
