@@ -338,17 +338,6 @@ ROWS = (
         "identical results", _demo_same),
 )
 
-# Rows the page had before records were kept, or before the code they measure was rewritten,
-# never re-measured since: what each measured and the command that measures it again.
-PENDING = (
-    ("CPU backend: context switch, thread that never waits, tiled matmul, vector add, compile with PCH; "
-     "the parallel order, 2 vs 1 worker", "python bench/cpu_backend.py"),
-    ("CPU backend, big naive kernels, 2 workers", "python bench/cpu_backend.py --big"),
-    ("the full `synthesize(2000)`", "python bench/synth_throughput.py --n 2000"),
-    ("loss memory and time of DFT, EAFT, ASFT, ProFit", "python bench/loss_memory.py"),
-)
-
-
 # -- git ---------------------------------------------------------------------------------
 
 class HistoryMissing(Exception):
@@ -543,12 +532,7 @@ link must be in the row, and the README may quote only current rows
 
 
 def page(root: Path = ROOT) -> str:
-    pending = "\n".join(f"| {what} | `{command}` |" for what, command in PENDING)
-    return (HEADER + "\n".join(r.text for r in table_rows(root)) + "\n\n"
-            "## Not measured since the code changed\n\n"
-            "These rows had numbers measured before result files were kept, or before the code they measure was\n"
-            "rewritten; their numbers are gone from the docs until a run records them.\n\n"
-            "| what | command |\n|---|---|\n" + pending + "\n")
+    return HEADER + "\n".join(r.text for r in table_rows(root)) + "\n"
 
 
 # -- quotes on other pages ---------------------------------------------------------------
