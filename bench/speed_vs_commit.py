@@ -35,6 +35,8 @@ COMMANDS = {
     "suite": ["bench/cpu_suite.py"],
     "proof": ["bench/cpu_backend.py", "--proof", "--repeats", "3"],
 }
+# where each script leaves its rows: --json (suite) or only its own record (proof)
+RECORDS = {"proof": "bench/results/cpu_backend.proof.json"}
 
 
 def run_side(checkout: Path, what: str, cache: Path, out: Path) -> list[dict]:
@@ -44,9 +46,12 @@ def run_side(checkout: Path, what: str, cache: Path, out: Path) -> list[dict]:
                            capture_output=True, text=True, check=True).stdout.strip()
     if not Path(where).resolve().is_relative_to(checkout.resolve()):
         sys.exit(f"{checkout}: imports cuset from {where}, not from the checkout it should measure")
-    proc = subprocess.run([sys.executable, *COMMANDS[what], "--json", str(out)], cwd=checkout, env=env)
+    argv = COMMANDS[what] if what in RECORDS else [*COMMANDS[what], "--json", str(out)]
+    proc = subprocess.run([sys.executable, *argv], cwd=checkout, env=env)
     if proc.returncode != 0:
-        sys.exit(f"{checkout}: {' '.join(COMMANDS[what])} exited {proc.returncode}")
+        sys.exit(f"{checkout}: {' '.join(argv)} exited {proc.returncode}")
+    if what in RECORDS:   # the script's own record in that checkout, written by this run
+        return json.loads((checkout / RECORDS[what]).read_text())["results"]
     return json.loads(out.read_text())
 
 
