@@ -251,6 +251,13 @@ def _speed_vs(r: dict) -> str:
             f"{worst['sample']} x{_n(worst['ratio'], 2)} ({_n(worst['old_s'])} -> {_n(worst['new_s'])} s)")
 
 
+def _speed_vs(r: dict) -> str:
+    worst = r["worst"][0]
+    return (f"{r['samples']} samples, old ({r['old_commit'][:7]}) {_n(r['old_s'])} s -> new {_n(r['new_s'])} s in all "
+            f"(x{_n(r['new_over_old'], 3)}, median per sample x{_n(r['median_ratio'], 3)}); the largest ratio "
+            f"{worst['sample']} x{_n(worst['ratio'], 2)} ({_n(worst['old_s'])} -> {_n(worst['new_s'])} s)")
+
+
 def _demo_time(r: dict) -> str:
     steps = ", ".join(f"{k} {_n(v, 0)}" for k, v in r["steps_s"].items() if v >= 30)
     models = "; ".join(f"{m['method']}: compile@1 {_n(m['compile@1'])}%, function@1 {_n(m['function@1'])}%"
@@ -332,6 +339,12 @@ ROWS = (
     Row("cpu_fuzz.json", "CPU backend, differential fuzzer: random CUDA kernels on the default paths and order "
         "proof vs the fibers in every order, verdicts and bytes per kernel", "0 disagreements in >= 10,000 kernels",
         _cpu_fuzz),
+    Row("speed_vs_commit.suite.json", "CPU backend, `bench/cpu_suite.py` (every family's largest reference "
+        "through the pipeline) at an older commit and at this one, back to back, empty caches",
+        "<= 1.15x in all", _speed_vs),
+    Row("speed_vs_commit.proof.json", "CPU backend, `bench/cpu_backend.py --proof --repeats 3` (a whole sample, "
+        "every order vs the order proof) at an older commit and at this one, back to back", "<= 1.15x in all",
+        _speed_vs),
     Row("demo_time.json", "`make demo` from a fresh cache (the shipped base; data, SFT and CuSeT, generate, "
         "evaluate, report)", "<= 15 min on 2 idle cores", _demo_time),
     Row("demo_same_numbers.json", "`cuset demo` with one config before and after a refactoring, field by field",
