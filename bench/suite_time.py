@@ -77,13 +77,16 @@ def main(argv: list[str] | None = None) -> int:
     print("\nslowest files (s):")
     for f, s in files:
         print(f"  {s:7.1f}  {f}")
+    failed = [f"{c['file']}::{c['test']}" for c in cases if c["outcome"] in ("failure", "error")]
+    for name in failed:
+        print(f"FAILED {name}")
     print("\nslowest tests (s):")
     for c in slowest:
         print(f"  {c['seconds']:7.1f}  {c['file']}::{c['test']}")
     record.write({"exit_code": proc.returncode, "wall_s": wall, "wall_min": wall / 60,
                   "pytest_summary": summary[-1].group("body") if summary else None,
                   "pytest_seconds": float(summary[-1].group("seconds")) if summary else None,
-                  "counts": counts, "tests_seconds_summed": busy, "cores": os.cpu_count(),
+                  "counts": counts, "failed": failed, "tests_seconds_summed": busy, "cores": os.cpu_count(),
                   "slowest_files": [{"file": f, "seconds": round(s, 2)} for f, s in files],
                   "slowest_tests": [{**c, "seconds": round(c["seconds"], 2)} for c in slowest]})
     return proc.returncode
