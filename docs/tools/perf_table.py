@@ -179,18 +179,6 @@ def _sharded(r: dict) -> str:
             f"{_n(r['unsharded']['train_peak_mib'], 0)} MiB, worst rank; {_n(r['parameters'] / 1e6)}M parameters)")
 
 
-def _train_step(r: dict) -> str:
-    s = r["results"]
-    parts = []
-    for ft in ("lora", "full"):
-        ours, trainer, trl = s[f"cuset:{ft}:cuset"], s[f"trainer:{ft}:-"], s[f"trl:{ft}:-"]
-        parts.append(f"{ft}: cuset {_n(ours['steps_per_s'])} steps/s vs the Trainer's {_n(trainer['steps_per_s'])} "
-                     f"({_n(ours['steps_per_s'] / trainer['steps_per_s'], 2)}x) and TRL's {_n(trl['steps_per_s'])}; "
-                     f"peak {_n(ours['peak_cuda_mib'], 0)} MiB vs {_n(trainer['peak_cuda_mib'], 0)} and "
-                     f"{_n(trl['peak_cuda_mib'], 0)}")
-    return "; ".join(parts)
-
-
 def _suite_time(r: dict) -> str:
     counts = ", ".join(f"{_n(v, 0)} {k}" for k, v in r["counts"].items())
     slow = r["slowest_files"][0]
@@ -323,9 +311,6 @@ ROWS = (
         "fp32), chunked vs full logits", "<= 30% memory; <= 1.05x / 1.35x time; cuset within 5% of SFT", _loss),
     Row("sharded_memory.json", "peak memory per process, full fine-tuning, 2-process FSDP FULL_SHARD vs 1 "
         "unsharded process", "below 1x", _sharded),
-    Row("gpu-rehearsal.h200-2026-11-27/train-step.record.json", "train step, cuset vs TRL SFTTrainer and "
-        "transformers Trainer, on a GPU (Qwen2 hidden 256, 4 layers, vocabulary 151,936, 1,024 tokens, bf16)",
-        "cuset >= 1.00x the faster peer's steps/s, <= 1.00x the leaner peer's memory", _train_step),
     Row("suite_time.json", "`make test` (pytest-xdist, one worker per core)", "<= 15 min", _suite_time),
     Row("viewer_build.json", "`cuset view` of 500 tasks x 3 samples: build and browser load", "<= 30 s build",
         _viewer),
