@@ -133,8 +133,9 @@ def _order_cost(r: dict) -> str:
 
 
 def _paths(r: dict) -> str:
-    return "; ".join(f"{p['label']}: fibers {_n(p['fibers_sample_s'])} s, block loops {_n(p['loops_sample_s'])} s "
-                     f"per sample ({_n(p['speedup'], 2)}x)" for p in r["paths"])
+    return "; ".join(f"{p['label']}: fibers / chunked block loops / threads innermost {_n(p['fibers_sample_s'])} / "
+                     f"{_n(p['chunks_sample_s'])} / {_n(p['loops_sample_s'])} s per sample ({_n(p['speedup'], 2)}x "
+                     f"over the fibers)" for p in r["paths"])
 
 
 def _paths_loops(r: dict) -> str:
@@ -303,8 +304,8 @@ ROWS = (
         _paths_scale2),
     Row("cpu_backend.paths-loops.json", "CPU backend, block loops with the threads innermost alone, naive "
         "batch-norm and matmul at full size, a whole sample, 2 workers", "-", _paths_loops),
-    Row("cpu_backend.paths.json", "CPU backend, fibers vs (chunked) block loops, naive batch-norm and matmul at "
-        "full size, a whole sample, 2 workers", "-", _paths),
+    Row("cpu_backend.paths.json", "CPU backend, fibers vs chunked block loops vs block loops with the threads "
+        "innermost (the default), naive batch-norm and matmul at full size, a whole sample, 2 workers", "-", _paths),
     Row("synth_throughput.json", "task factory validation (CPU backend, 2 cases x 2 thread orders, 2 workers)",
         "all pass", _synth),
     Row("loss_memory.json", "loss + backward through the LM head (vocab 151,936, hidden 896, 4,096 tokens, "
