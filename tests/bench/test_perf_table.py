@@ -50,9 +50,10 @@ def test_a_quoted_number_the_row_does_not_have_fails(table, rows):
     assert len(problems) == 1 and "quotes 61, which the row #cpu_suite does not have" in problems[0]
 
 
-def test_the_readme_may_not_quote_a_stale_row_as_current(table, rows):
-    # robust_suite.json names benchmarks/, which the tree lost: that row stays stale until re-measured
-    assert rows["robust_suite"].freshness.state == "stale"
+def test_the_readme_may_not_quote_a_stale_row_as_current(table):
+    # a row whose record names a path the tree lost (built here: the real rows' states change with each re-measure)
+    rows = {"robust_suite": table.TableRow("robust_suite", "| 60/60 pass |", table.Freshness(
+        "stale", "names `benchmarks/cuset-bench-cpu.jsonl`, no longer in the tree"))}
     planted = "every reference passes ([60/60](docs/performance.md#robust_suite))"
     problems = table.problems_in_page(planted, "README.md", rows, current_only=True)
     assert len(problems) == 1 and "quotes row #robust_suite as current, but it is stale" in problems[0]
