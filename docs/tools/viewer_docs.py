@@ -1,20 +1,18 @@
-"""The viewer site and pictures the docs link: `cuset view` of the committed study re-run.
+"""The viewer site and pictures the docs link: `cuset view` of the committed demo run.
 
-    .venv/bin/python docs/tools/viewer_docs.py [--full-run /path/to/study-out] [--site-only]
+    .venv/bin/python docs/tools/viewer_docs.py [--site-only]
 
-1. Builds the viewer of docs/study-2026-11-26-rerun (its compact results/*.jsonl: every
-   sample's record and detail, no programs or logs, which the compact files do not keep)
-   into docs/study-2026-11-26-rerun/view/.
+1. Builds the viewer of docs/demo-2026-12-06-study-budget (its compact results/*.jsonl and the
+   generations and evaluation tasks published beside them, compressed: every sample's record,
+   program, prompt and attribution) into docs/demo-2026-12-06-study-budget/view/.
 2. Opens it from file:// in the headless Chromium of the viewer's browser test
    (cuset.analysis.viewer.browser: network blocked, requests recorded) and saves PNGs in
    docs/viewer/: run.png (headline, pass rates by family and level), samples.png (the sample
    table narrowed to one run's wrong samples, as the link behind a number opens it),
-   compare.png (each task per run, "A passed, B failed") and sample.png (a `wrong`
-   sample's page). It fails if any page requested anything but its own files.
-3. With --full-run (the study's output dir itself, whose cells keep generations and
-   logs), builds that viewer in a temporary dir and saves sample-program.png: a sample
-   page with the program highlighted, its CUDA-sensitive spans marked and the line the
-   compiler named.
+   compare.png (each task per run, "A passed, B failed"), sample.png (a `wrong` sample's page)
+   and sample-program.png (a compile error's page: the program highlighted, its CUDA-sensitive
+   spans marked and the line the compiler named). It fails if any page requested anything but
+   its own files.
 
 Run from the repository root (the site names its results files by the paths given).
 """
@@ -23,11 +21,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-STUDY = Path("docs/study-2026-11-26-rerun")
+EXAMPLE = Path("docs/demo-2026-12-06-study-budget")
 PICTURES = Path("docs/viewer")
 WIDTH = 1280
 
@@ -57,8 +54,6 @@ def _check_local(browser, site: Path, since: int = 0) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--full-run", type=Path, help="the study's output dir (cells/*/eval with logs and "
-                                                      "generations), for sample-program.png")
     parser.add_argument("--site-only", action="store_true", help="rebuild the site, take no pictures (no browser)")
     parser.add_argument("--sample-run", default="sft", help="the run whose first wrong sample is pictured")
     parser.add_argument("--compare", nargs=2, default=("sft", "vanilla"), metavar=("A", "B"),
@@ -71,14 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     from cuset.analysis.viewer.site import build_site
     from cuset.analysis.viewer.sources import load_records, locate_runs
 
-    site = STUDY / "view"
-    summary = build_site([STUDY], site, jobs=1)
+    site = EXAMPLE / "view"
+    summary = build_site([EXAMPLE], site, jobs=1)
     print(f"{site}: {summary.n_samples} samples of {len(summary.runs)} runs, {summary.n_pages} pages, "
           f"{summary.total_bytes / 1e6:.1f} MB ({summary.index_bytes / 1e6:.2f} MB index.html), "
           f"built in {summary.seconds:.1f} s")
     if args.site_only:
         return 0
-    model = build_model([load_records(s) for s in locate_runs(STUDY)])
+    runs = [load_records(s) for s in locate_runs(EXAMPLE)]
+    model = build_model(runs)
     wrong = _first(model, args.sample_run, "wrong")
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -107,19 +103,12 @@ def main(argv: list[str] | None = None) -> int:
         browser.open(site / wrong.href)
         browser.screenshot(PICTURES / "sample.png", WIDTH)
         _check_local(browser, site)
-        if args.full_run is not None:
-            with tempfile.TemporaryDirectory() as tmp:
-                full = Path(tmp) / "view"
-                build_site([args.full_run], full, jobs=1)
-                runs = [load_records(s) for s in locate_runs(args.full_run)]
-                full_model = build_model(runs)
-                by_key = {(i, str(r.task_id), r.sample): r for i, run in enumerate(runs) for r in run.records}
-                row = _first(full_model, None, "compile_error",
-                             lambda row: bool(failure_facts(by_key[(row.run, row.task_id, row.sample)]).marked_lines()))
-                since = len(browser.requested_urls())
-                browser.open(full / row.href)
-                browser.screenshot(PICTURES / "sample-program.png", WIDTH, 2000)
-                _check_local(browser, full, since)
+        by_key = {(i, str(r.task_id), r.sample): r for i, run in enumerate(runs) for r in run.records}
+        failed = _first(model, None, "compile_error",
+                        lambda row: bool(failure_facts(by_key[(row.run, row.task_id, row.sample)]).marked_lines()))
+        browser.open(site / failed.href)
+        browser.screenshot(PICTURES / "sample-program.png", WIDTH, 2000)
+        _check_local(browser, site)
     for name in ("run", "samples", "compare", "sample", "sample-program"):
         path = PICTURES / f"{name}.png"
         if path.exists():

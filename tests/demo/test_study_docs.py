@@ -50,11 +50,11 @@ def test_the_committed_report_md_is_what_the_code_writes_from_its_json(report):
     assert _markdown(doc) == (report.parent / "report.md").read_text()
 
 
-VIEWED = ROOT / "docs" / "study-2026-11-26-rerun"
+VIEWED = ROOT / "docs" / "demo-2026-12-06-study-budget"
 
 
 def test_the_committed_viewer_is_what_cuset_view_writes_from_the_committed_results(tmp_path, monkeypatch):
-    """docs/study-2026-11-26-rerun/view (linked from the README) is rebuilt byte for byte;
+    """docs/demo-2026-12-06-study-budget/view (linked from the README) is rebuilt byte for byte;
     after a change to the viewer, `python docs/tools/viewer_docs.py --site-only` refreshes it."""
     from cuset.analysis.viewer.site import build_site
 
@@ -69,4 +69,25 @@ def test_the_committed_viewer_is_what_cuset_view_writes_from_the_committed_resul
     stale = [str(k) for k, p in built.items()
              if k.as_posix() != "assets/viewer.css" and p.read_bytes() != committed[k].read_bytes()]
     assert not stale, f"{len(stale)} committed viewer file(s) differ, e.g. {stale[:3]}: run " \
-                      "`python docs/tools/viewer_docs.py --site-only` and commit docs/study-2026-11-26-rerun/view"
+                      "`python docs/tools/viewer_docs.py --site-only` and commit docs/demo-2026-12-06-study-budget/view"
+
+
+def test_every_page_of_the_committed_viewer_shows_its_program_and_prompt():
+    """The example site is built from a run whose generations and tasks were published beside its
+    results: no sample page says its program or prompt is not available, and each shows the
+    program its generations record holds."""
+    import gzip
+    import html
+    import re
+
+    pages = sorted((VIEWED / "view" / "s").rglob("*.html"))
+    assert len(pages) == 180                                       # 20 tasks x 3 samples x 3 runs
+    missing = [p.name for p in pages if "Not available" in p.read_text()]
+    assert not missing, f"pages without a program or prompt: {missing[:5]}"
+    with gzip.open(VIEWED / "generations" / "sft.jsonl.gz", "rt") as fh:
+        first = json.loads(fh.readline())
+    page = VIEWED / "view" / "s" / "1" / f'{first["task_id"]}-s{first["sample"]}.html'   # runs: vanilla, sft, cuset
+    text = html.unescape(re.sub(r"<[^>]+>", "", page.read_text()))
+    assert first["task_name"] in text and "sft" in text
+    lines = [ln.strip() for ln in first["code"].splitlines() if ln.strip()]
+    assert all(ln in text for ln in lines[:20]), "the sample page does not show its generated program"
