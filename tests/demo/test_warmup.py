@@ -64,7 +64,11 @@ def test_make_data_writes_the_warmup_set_and_its_points(tmp_path):
     assert (train.loss.name, train.finetune, train.optim.max_steps) == ("sft", "full", 3)
     assert train.model.name_or_path == str(run.pretrained_model)
     assert DemoRun(DemoConfig(warmup_steps=0), tmp_path).pretrained_model == DemoRun(DemoConfig(warmup_steps=0), tmp_path).vanilla
-    assert DemoConfig().warmup_steps == 0 and DemoRun(DemoConfig(warmup_steps=40), tmp_path).pretrained_model.name == "pretrained"
+    # the demo warms its base up by default; --fast and --study keep the base as pretrained
+    from cuset.demo.config import FAST, STUDY
+
+    assert DemoConfig().warmup_steps == 400 and FAST["warmup_steps"] == STUDY["warmup_steps"] == 0
+    assert DemoRun(DemoConfig(warmup_steps=40), tmp_path).pretrained_model.name == "pretrained"
     with pytest.raises(ValueError, match=r"warmup_steps must be >= 0"):
         DemoConfig(warmup_steps=-1)
     with pytest.raises(ValueError, match=r"n_warmup must be >= 1 when warmup_steps > 0"):
