@@ -29,12 +29,14 @@ class BaseRow:
     pretrain_steps: int
     instruct_pairs: int
     warmup_steps: int
+    given: str                  # the model the run started from (`pretrained=`, its last three path parts), or ""
     n_tasks: int
     compile_at_1: dict          # {"mean", "low", "high"} (fractions)
     function_at_1: dict
     nll: float | None
     low_shares: dict | None     # share_low, share_low_sensitive, share_low_neutral
     sft_function_at_1: dict | None
+    finetune: str               # how the run fine-tuned, e.g. "full 0.003"
 
     def passes(self, min_compile: float, min_function: float) -> bool:
         return self.compile_at_1["mean"] >= min_compile and self.function_at_1["mean"] >= min_function
@@ -59,12 +61,13 @@ def base_row(report_path: Path, relative_to: Path) -> BaseRow | None:
     return BaseRow(source=report_path.parent.relative_to(relative_to).as_posix(),
                    parameters=report["base_model"]["parameters"], hidden=cfg["hidden"], layers=cfg["layers"],
                    pretrain_steps=cfg["pretrain_steps"], instruct_pairs=cfg.get("n_instruct", 0),
-                   warmup_steps=cfg.get("warmup_steps") or 0, n_tasks=base_competence(report)["n_tasks"],
+                   warmup_steps=cfg.get("warmup_steps") or 0, given="/".join(Path(cfg.get("pretrained") or "").parts[-3:]), n_tasks=base_competence(report)["n_tasks"],
                    compile_at_1=_interval(vanilla["compile@1"]), function_at_1=_interval(vanilla["function@1"]),
                    nll=(report.get("base_nll") or {}).get("nll"),
                    low_shares=None if not fit else {k: fit[k] for k in
                                                    ("share_low", "share_low_sensitive", "share_low_neutral")},
-                   sft_function_at_1=_interval(sft))
+                   sft_function_at_1=_interval(sft),
+                   finetune=f"{cfg.get('finetune', 'full')} {cfg.get('finetune_lr', 0):g}")
 
 
 def committed_rows(docs: Path) -> list[BaseRow]:
@@ -93,17 +96,21 @@ def competence_markdown(rows: list[BaseRow], *, min_compile: float, min_function
              "Level 1, its Table 2). Pass@1 in percent with the run's 95% interval over tasks (no interval: no "
              "variation). Warm-up: steps of SFT on the fine-tuning families at points neither the fine-tuning nor "
              "the evaluation set holds. Low tokens: share of the fine-tuning references' tokens at p <= 0.1 under "
-             "the base (all / CUDA-sensitive / neutral). SFT: the same run's SFT arm after fine-tuning.", "",
+             "the base (all / CUDA-sensitive / neutral). SFT: the same run's SFT arm after fine-tuning (full or LoRA, "
+             "at its learning rate). Pretraining \"given (...)\": the run started from that model (`pretrained=`, "
+             "e.g. a map's shared base or a level's warmed-up model) and warmed it up for the steps shown.", "",
              "| Run | Parameters | Hidden x layers | Pretraining steps (instruction pairs) | Warm-up steps | Tasks | "
-             "compile@1 | function@1 | NLL | Low tokens | SFT function@1 | Gate |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "compile@1 | function@1 | NLL | Low tokens | SFT fine-tuning | SFT function@1 | Gate |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         low = ("-" if not r.low_shares else " / ".join(f"{100 * r.low_shares[k]:.1f}%" for k in
                                                       ("share_low", "share_low_sensitive", "share_low_neutral")))
         lines.append(f"| [{r.source}]({r.source}/report.md) | {r.parameters:,} | {r.hidden} x {r.layers} | "
-                     f"{r.pretrain_steps} ({r.instruct_pairs}) | {r.warmup_steps} | {r.n_tasks} | "
+                     f"{f'given ({r.given})' if r.given else f'{r.pretrain_steps} ({r.instruct_pairs})'} | "
+                     f"{r.warmup_steps} | {r.n_tasks} | "
                      f"{_pct(r.compile_at_1)} | {_pct(r.function_at_1)} | "
-                     f"{'-' if r.nll is None else f'{r.nll:.3f}'} | {low} | {_pct(r.sft_function_at_1)} | "
+                     f"{'-' if r.nll is None else f'{r.nll:.3f}'} | {low} | "
+                     f"{r.finetune if r.sft_function_at_1 else '-'} | {_pct(r.sft_function_at_1)} | "
                      f"{'passes' if r.passes(min_compile, min_function) else 'below'} |")
     passed = [r.source for r in rows if r.passes(min_compile, min_function)]
     best = max(rows, key=lambda r: (r.function_at_1["mean"], r.compile_at_1["mean"]), default=None)

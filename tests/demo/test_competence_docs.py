@@ -39,13 +39,13 @@ def test_each_bases_numbers_come_back_from_its_per_sample_results(source):
 
 
 def _report(tmp_path: Path, name: str, *, compile_at_1: float, function_at_1: float, hidden: int = 128,
-            warmup: int = 0, sft: float | None = None) -> Path:
+            warmup: int = 0, sft: float | None = None, given: str = "") -> Path:
     stat = lambda mean: {"mean": mean, "low": max(0.0, mean - 0.1), "high": min(1.0, mean + 0.1), "n_tasks": 8}
     methods = {"vanilla": {"n_samples": 24, "compile@1": stat(compile_at_1), "function@1": stat(function_at_1)}}
     if sft is not None:
         methods["sft"] = {"n_samples": 24, "compile@1": stat(0.9), "function@1": stat(sft)}
     doc = {"runs": {"vanilla": {"results": "results/vanilla.jsonl"}}, "config": {"hidden": hidden, "layers": 4, "pretrain_steps": 1400, "n_instruct": 2000,
-                      "warmup_steps": warmup},
+                      "warmup_steps": warmup, "pretrained": given, "finetune": "lora", "finetune_lr": 1e-4},
            "base_model": {"parameters": 1000 * hidden}, "methods": methods,
            "base_nll": {"nll": 0.5, "mechanism": {"fit": {"share_low": 0.1, "share_low_sensitive": 0.25,
                                                           "share_low_neutral": 0.05}}}}
@@ -70,7 +70,9 @@ def test_the_gate_and_the_most_competent_base_on_hand_made_reports(tmp_path):
     assert [r.passes(0.65, 0.25) for r in rows] == [False, False, True]
     page = competence_markdown(rows, min_compile=0.65, min_function=0.25)
     assert "| [big](big/report.md) | 256,000 | 256 x 4 | 1400 (2000) | 400 | 8 | 70.0 [60.0, 80.0] | " \
-           "30.0 [20.0, 40.0] | 0.500 | 10.0% / 25.0% / 5.0% | 50.0 [40.0, 60.0] | passes |" in page
+           "30.0 [20.0, 40.0] | 0.500 | 10.0% / 25.0% / 5.0% | lora 0.0001 | 50.0 [40.0, 60.0] | passes |" in page
+    assert "| [weak](weak/report.md) | 128,000 | 128 x 4 | 1400 (2000) | 0 | 8 | 80.0 [70.0, 90.0] | " \
+           "10.0 [0.0, 20.0] | 0.500 | 10.0% / 25.0% / 5.0% | - | - | below |" in page
     assert "Bases that pass the gate: big." in page
     assert "The most competent base (function@1, then compile@1): big, compile@1 70.0 [60.0, 80.0]" in page
     assert base_row(tmp_path / "no-base" / "report.json", tmp_path) is None
@@ -90,3 +92,9 @@ def test_check_fails_on_a_page_that_differs(tmp_path, monkeypatch, capsys):
     (tmp_path / "competence.md").write_text("# typed by hand\n")
     assert tool.main(["--check"]) == 1
     assert "not what the committed reports give" in capsys.readouterr().err
+
+
+def test_a_base_given_to_the_run_is_not_described_by_its_recipe(tmp_path):
+    _report(tmp_path, "pilot", compile_at_1=0.9, function_at_1=0.3, sft=0.3, given="/runs/map/base-k1600/models/vanilla")
+    page = competence_markdown(committed_rows(tmp_path), min_compile=0.65, min_function=0.25)
+    assert "| [pilot](pilot/report.md) | 128,000 | 128 x 4 | given (base-k1600/models/vanilla) | 0 | 8 |" in page
