@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuset.demo.regime import base_competence
+from cuset.demo.report import interval_text
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class BaseRow:
 
 
 def _interval(stat: dict | None) -> dict | None:
-    return None if not stat else {k: stat.get(k) for k in ("mean", "low", "high")}
+    return None if not stat else {k: stat.get(k) for k in ("mean", "low", "high", "run_variance") if k in stat}
 
 
 def base_row(report_path: Path, relative_to: Path) -> BaseRow | None:
@@ -77,14 +78,6 @@ def committed_rows(docs: Path) -> list[BaseRow]:
     return sorted(rows, key=lambda r: (r.parameters, r.pretrain_steps, r.instruct_pairs, r.warmup_steps, r.source))
 
 
-def _pct(stat: dict | None) -> str:
-    if not stat or stat["mean"] is None:
-        return "-"
-    if stat.get("low") is None:
-        return f"{100 * stat['mean']:.1f}"
-    return f"{100 * stat['mean']:.1f} [{100 * stat['low']:.1f}, {100 * stat['high']:.1f}]"
-
-
 def competence_markdown(rows: list[BaseRow], *, min_compile: float, min_function: float) -> str:
     """The committed page: the table, the gate and which base is the most competent."""
     lines = ["# Competence of every committed base, before fine-tuning", "",
@@ -93,8 +86,8 @@ def competence_markdown(rows: list[BaseRow], *, min_compile: float, min_function
              "tests/demo/test_competence_docs.py checks this page against those files.", "",
              f"Competence gate: compile@1 >= {100 * min_compile:.0f}% and function@1 >= {100 * min_function:.0f}% on "
              "the run's evaluation tasks before fine-tuning (the paper's bases: 69-80% and 35-42% on CUDABench "
-             "Level 1, its Table 2). Pass@1 in percent with the run's 95% interval over tasks (no interval: no "
-             "variation). Warm-up: steps of SFT on the fine-tuning families at points neither the fine-tuning nor "
+             "Level 1, its Table 2). Pass@1 in percent with the run's 95% interval (* one run: over tasks only; "
+             "n/a: not run). Warm-up: steps of SFT on the fine-tuning families at points neither the fine-tuning nor "
              "the evaluation set holds. Low tokens: share of the fine-tuning references' tokens at p <= 0.1 under "
              "the base (all / CUDA-sensitive / neutral). SFT: the same run's SFT arm after fine-tuning (full or LoRA, "
              "at its learning rate). Pretraining \"given (...)\": the run started from that model (`pretrained=`, "
@@ -108,9 +101,9 @@ def competence_markdown(rows: list[BaseRow], *, min_compile: float, min_function
         lines.append(f"| [{r.source}]({r.source}/report.md) | {r.parameters:,} | {r.hidden} x {r.layers} | "
                      f"{f'given ({r.given})' if r.given else f'{r.pretrain_steps} ({r.instruct_pairs})'} | "
                      f"{r.warmup_steps} | {r.n_tasks} | "
-                     f"{_pct(r.compile_at_1)} | {_pct(r.function_at_1)} | "
+                     f"{interval_text(r.compile_at_1)} | {interval_text(r.function_at_1)} | "
                      f"{'-' if r.nll is None else f'{r.nll:.3f}'} | {low} | "
-                     f"{r.finetune if r.sft_function_at_1 else '-'} | {_pct(r.sft_function_at_1)} | "
+                     f"{r.finetune if r.sft_function_at_1 else 'n/a'} | {interval_text(r.sft_function_at_1)} | "
                      f"{'passes' if r.passes(min_compile, min_function) else 'below'} |")
     passed = [r.source for r in rows if r.passes(min_compile, min_function)]
     best = max(rows, key=lambda r: (r.function_at_1["mean"], r.compile_at_1["mean"]), default=None)
@@ -118,5 +111,5 @@ def competence_markdown(rows: list[BaseRow], *, min_compile: float, min_function
                    f"No base passes the gate ({len(rows)} evaluated).")]
     if best is not None:
         lines.append(f"The most competent base (function@1, then compile@1): {best.source}, compile@1 "
-                     f"{_pct(best.compile_at_1)}, function@1 {_pct(best.function_at_1)} over {best.n_tasks} tasks.")
+                     f"{interval_text(best.compile_at_1)}, function@1 {interval_text(best.function_at_1)} over {best.n_tasks} tasks.")
     return "\n".join(lines) + "\n"

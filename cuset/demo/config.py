@@ -61,21 +61,22 @@ class DemoConfig:
     pretrained: str = option("", help="A pretrained base model directory to start from instead of pretraining one "
                              "(models/vanilla of a demo run without warm-up, or models/pretrained of one with it); "
                              "its tokenizer comes with it. Lets several base strengths share one pretraining.")
-    warmup_steps: int = option(400, help="Base strength: optimizer steps of supervised training (SFT, full) of the "
-                               "pretrained base on prompt/program pairs of the fine-tuning families at (family, "
-                               "variant, size) points that neither the fine-tuning nor the evaluation set holds "
-                               "(checked before training); 0: the base never sees those families. 400 (the "
-                               "default, about 3 minutes on 2 idle cores) gave the most competent base that fits "
-                               "the demo's 15 minutes: untuned compile@1 81.8% and function@1 2.1% over 128 "
-                               "evaluation tasks, against 55-59% and 0% without warm-up "
+    warmup_steps: int = option(1600, help="Base strength: optimizer steps of supervised training (the loss on the "
+                               "reply) of the pretrained base on prompt/program pairs of the fine-tuning families at "
+                               "(family, variant, size) points that neither the fine-tuning nor the evaluation set "
+                               "holds (checked before training); 0: the base never sees those families. Made once "
+                               "per recipe (cuset.demo.warm_build): the default's warmed base is shipped, any other "
+                               "is built on first use (about 1 s per step on one core) and cached. 1600 with "
+                               "n_warmup=700 are the settings of the first base that passed the competence gate "
                                "(docs/competence.md); --study and --regime set their own.")
-    n_warmup: int = option(600, help="Tasks in the warm-up set (warmup_steps > 0), drawn from every size of the "
+    n_warmup: int = option(700, help="Tasks in the warm-up set (warmup_steps > 0), drawn from every size of the "
                            "fine-tuning families minus the fine-tuning and evaluation points.")
     warmup_lr: float = option(1e-3, help="Peak learning rate of the warm-up.")
     seq_len: int = option(1024, help="Tokens per pretraining row (4096 tokens per step: 4096 // seq_len rows).")
-    finetune: str = option("full", help="full or lora (the paper's setting). Full by default: on a ~1M-parameter model "
-                           "r=8 adapters trained slower on 2 CPU cores and learned less in the same budget (measured).",
-                           choices=("lora", "full"))
+    finetune: str = option("lora", help="lora (the paper's setting: r=8, alpha 16) or full. `--study` fine-tunes "
+                           "in full at 3e-3, the setting its SFT arm was tuned on; under it CuSeT's NLL climbed "
+                           "and never recovered (docs/demo-2026-12-06-warm), under LoRA at the paper's 1e-4 it "
+                           "trained stably (docs/regime-2026-12-06-gate/pilot-lora-k1600).", choices=("lora", "full"))
     methods: str = option("sft,cuset", help="Comma-separated objectives fine-tuned from the base model under the same "
                           "budget (sft, dft, eaft, asft, profit, cuset); each is compared with the first (paired over tasks, with run-to-run variance). "
                           "`name:paper` / `name:broad` sets what that run's CUDA mask covers (the span-breadth ablation, "
@@ -94,8 +95,7 @@ class DemoConfig:
     finetune_steps: int = option(500, help="Optimizer steps of each fine-tune (SFT and CuSeT get the same budget). "
                                  "500, the study's budget: at 300 no fine-tuned model of the demo passed a function "
                                  "test (measured, docs/demo-2026-12-06).")
-    finetune_lr: float = option(3e-3, help="Peak learning rate of fine-tuning (higher than the paper's 1e-4: tiny model, "
-                                "few steps; try 2e-3 with finetune=lora).")
+    finetune_lr: float = option(1e-4, help="Peak learning rate of fine-tuning (the paper's 1e-4 by default).")
     batch_size: int = option(4, help="Examples per fine-tuning step.")
     micro_batch: int = option(1, help="Examples per forward pass, 0 for the whole batch (otherwise batch_size / "
                               "micro_batch gradient-accumulation passes; the loss is normalised over the whole step "
@@ -317,7 +317,7 @@ def _names(spec: str) -> list[str] | None:
 # Samples stop at 256 tokens: a model this small and this briefly trained compiles nothing at any
 # length (none of the 27 samples per run at 1100 tokens did), and generation was a third of the run.
 # --fast keeps whole batches per pass (micro_batch=0), as before micro-batches of 1 became the default.
-FAST = {"warmup_steps": 0, "n_train": 60, "n_eval": 3, "n_pretrain": 60, "n_instruct": 40, "pretrain_steps": 40, "finetune_steps": 20,
+FAST = {"warmup_steps": 0, "finetune": "full", "finetune_lr": 3e-3, "n_train": 60, "n_eval": 3, "n_pretrain": 60, "n_instruct": 40, "pretrain_steps": 40, "finetune_steps": 20,
         "hidden": 96, "layers": 2, "vocab_size": 1024, "max_new_tokens": 256, "micro_batch": 0}
 # `--study`: enough tasks and seeds for a paired comparison, and a base and budget under which
 # SFT passes a fair share of the tasks. The base practises copying sizes and constants from
@@ -331,7 +331,7 @@ FAST = {"warmup_steps": 0, "n_train": 60, "n_eval": 3, "n_pretrain": 60, "n_inst
 # study over an hour (`methods=sft,cuset,asft` still runs it). Samples stop at 960 tokens,
 # 1.2x the longest reference program (784): what runs longer is a model that lost its way.
 STUDY = {"warmup_steps": 0, "n_train": 1000, "n_eval": 64, "seeds": 2, "methods": "sft,cuset,dft", "finetune_steps": 500,
-         "finetune_lr": 3e-3, "micro_batch": 1, "max_new_tokens": 960, "pretrain_steps": 1400, "n_instruct": 2000,
+         "finetune": "full", "finetune_lr": 3e-3, "micro_batch": 1, "max_new_tokens": 960, "pretrain_steps": 1400, "n_instruct": 2000,
          "instruct_families": STUDY_INSTRUCT_FAMILIES, "layout": "kernels_first"}
 # `--regime`: the base-strength map of issue 39. The study's settings, one seed of the four arms that
 # separate CuSeT's parts (sft; cuset; the CUDA mask alone; cuset with w_n at mean 1 per step) at

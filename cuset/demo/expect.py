@@ -42,11 +42,9 @@ def expected(cfg, step: str, method: str = "sft") -> float:
     if step in ("base_nll", "reference_fit", "confidence"):
         refs = min(64, cfg.n_train if step == "base_nll" else cfg.n_eval)
         return SECONDS_PER["score_reference"] * refs * size_factor(cfg)
-    if step in ("train", "warmup"):
-        loss = parse_method_spec(method).loss if step == "train" else "sft"
-        steps = cfg.finetune_steps if step == "train" else cfg.warmup_steps
-        return (SECONDS_PER["train_example"] * steps * cfg.batch_size * size_factor(cfg)
-                * LOSS_FACTOR.get(loss, 1.3))
+    if step == "train":
+        return (SECONDS_PER["train_example"] * cfg.finetune_steps * cfg.batch_size * size_factor(cfg)
+                * LOSS_FACTOR.get(parse_method_spec(method).loss, 1.3))
     if step == "generate":
         return SECONDS_PER["generate_token"] * cfg.n_eval * cfg.samples * cfg.max_new_tokens * size_factor(cfg)
     if step == "evaluate":
@@ -58,7 +56,6 @@ def announce(cfg, step: str, method: str = "sft") -> str:
     """What `step` does and how long it should take, one line."""
     what = {
         "data": f"synthesise {cfg.n_train} training and {cfg.n_eval} evaluation tasks and the base's corpus",
-        "warmup": f"warm the base up with {cfg.warmup_steps} SFT steps",
         "base_nll": "score the base on fine-tuning references (NLL, tokens at p <= tau)",
         "train": f"fine-tune with {method}: {cfg.finetune_steps} steps of {cfg.batch_size} examples",
         "generate": f"sample {cfg.samples} programs for each of {cfg.n_eval} evaluation tasks "

@@ -106,14 +106,12 @@ def calibrate(cfg: DemoConfig, checkpoints: list[int]) -> Path:
     levels, each level's own base is measured again when it runs. Writes calibration.json and
     calibration.md in `cfg.out`; resumable (finished checkpoints are not scored twice)."""
     import math
-    import shutil
 
     import numpy as np
 
     from cuset.demo.report import regime_of
     from cuset.demo.run import DemoRun, base_mechanism
     from cuset.experiment import StepLog
-    from cuset.train.run import SUMMARY_NAME, train
 
     checkpoints = sorted(set(checkpoints))
     if not checkpoints or checkpoints[0] < 1:
@@ -125,19 +123,14 @@ def calibrate(cfg: DemoConfig, checkpoints: list[int]) -> Path:
     steps.run("data", run.make_data)
     steps.run("base_model", run.make_base_model)
     every = math.gcd(*checkpoints)
-    train_cfg = replace(run.warmup_config(), save_steps=every, save_total_limit=None)
-    if not (Path(train_cfg.output_dir) / SUMMARY_NAME).exists():
-        steps.run("warmup", lambda: train(train_cfg, resume=True))
+    warm_dir = out / "warmup"
+    steps.run("warmup", lambda: _warm_up_with_checkpoints(run, warm_dir, checkpoints[-1], every))
     path = out / "calibration.json"
     doc = json.loads(path.read_text()) if path.exists() else {"levels": {}}
     for k in [0] + checkpoints:
         if str(k) in doc["levels"]:
             continue
-        model = run.pretrained_model if k == 0 else Path(train_cfg.output_dir) / f"checkpoint-{k}"
-        if k and not (model / "tokenizer_config.json").exists():
-            for f in run.pretrained_model.iterdir():  # the warm-up never changes the tokenizer
-                if f.name.startswith(("tokenizer", "special_tokens", "chat_template")):
-                    shutil.copy(f, model / f.name)
+        model = run.pretrained_model if k == 0 else warm_dir / f"checkpoint-{k}"
         samples, _, _ = run._score(run.train_tasks, limit=64, model=str(model))
         nll = np.concatenate([-np.log(np.clip(s.confidences, 1e-12, 1.0)) for s in samples])
         doc["levels"][str(k)] = {"warmup_steps": k, "nll": float(nll.mean()), "n_examples": len(samples),
@@ -158,6 +151,31 @@ def calibrate(cfg: DemoConfig, checkpoints: list[int]) -> Path:
                      f"{m['mean_conf_sensitive']:.3f} | {m['mean_conf_neutral']:.3f} | {regime_of(row)[0]} |")
     atomic_write_text(out / "calibration.md", "\n".join(lines) + "\n")
     return out / "calibration.md"
+
+
+def _warm_up_with_checkpoints(run, directory: Path, steps: int, every: int) -> None:
+    """One warm-up of `steps` steps of `run`'s pretrained base on its warm-up set, as a level's base is
+    warmed up (cuset.demo.warm_build), saving the model and tokenizer at every multiple of `every`."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from cuset.demo.base_build import base_corpus
+    from cuset.demo.warm_build import reply_rows, warm_up
+    from cuset.tasks import load_tasks
+
+    cfg = run.cfg
+    torch.manual_seed(cfg.seed)
+    tokenizer = AutoTokenizer.from_pretrained(run.pretrained_model)
+    model = AutoModelForCausalLM.from_pretrained(run.pretrained_model, dtype=torch.float32)
+
+    def save(step: int, loss: float) -> None:
+        if step % every == 0:
+            model.save_pretrained(directory / f"checkpoint-{step}")
+            tokenizer.save_pretrained(directory / f"checkpoint-{step}")
+
+    pairs = base_corpus([], load_tasks(run.warmup_tasks)[0]).conversations
+    warm_up(model, reply_rows(tokenizer, pairs), steps=steps, batch_size=cfg.batch_size, lr=cfg.warmup_lr,
+            seed=cfg.seed, on_step=save)
 
 
 def dropped_over_training(train_log: Path) -> dict:

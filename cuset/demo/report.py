@@ -270,7 +270,8 @@ def paired_rows(task_scores: dict, by_method: dict, reference: str, others: list
             for (method, _), d in zip(found, adjusted)]
 
 
-def _interval(cell: dict | None) -> str:
+def interval_text(cell: dict | None) -> str:
+    """A rate with its 95% interval in percent; * when one run gave it (task sampling only)."""
     if cell is None:
         return "n/a"
     if cell["low"] is None:
@@ -315,7 +316,7 @@ def summary_table(doc: dict) -> list[str]:
     for method, m in doc["methods"].items():
         runs = ", ".join(_pct(doc["metrics"][r].get("function@1"))
                          for r, info in doc["runs"].items() if info["method"] == method)
-        lines.append(f"| {row_label(method)} | " + " | ".join(_interval(m[k]) for k in SUMMARY_METRICS) + f" | {runs} |")
+        lines.append(f"| {row_label(method)} | " + " | ".join(interval_text(m[k]) for k in SUMMARY_METRICS) + f" | {runs} |")
     for a, b in dict.fromkeys((p["a"], p["b"]) for p in doc["paired"]):
         cells = []
         for metric in SUMMARY_METRICS:
@@ -466,8 +467,8 @@ def _markdown(doc: dict) -> str:
         links = ", ".join(f"[{info['results']}]({info['results']})"
                           for info in doc["runs"].values() if info["method"] == method)
         tokens = "n/a" if m.get("avg_tokens") is None else f"{m['avg_tokens']:.0f}"
-        lines.append(f"| {row_label(method)} | {_interval(m['compile@1'])} | {_interval(m['compile@3'])} | "
-                     f"{_interval(m['function@1'])} | {_interval(m['function@3'])} | {tokens} | {m['n_samples']} | "
+        lines.append(f"| {row_label(method)} | {interval_text(m['compile@1'])} | {interval_text(m['compile@3'])} | "
+                     f"{interval_text(m['function@1'])} | {interval_text(m['function@3'])} | {tokens} | {m['n_samples']} | "
                      f"{links} |")
     if doc["paired"]:
         ref = row_label(doc["paired"][0]["a"])

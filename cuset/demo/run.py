@@ -25,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from cuset.demo.config import DemoConfig
-from cuset.demo.corpus import base_tasks, kernels_first_layout
+from cuset.demo.corpus import base_tasks, demo_sets
 from cuset.demo.expect import announce
 from cuset.experiment import StepLog, run_cell, step_seconds
 from cuset.io import atomic_write_text
@@ -148,7 +148,8 @@ class DemoRun:
         steps.run("base_model", self.make_base_model,
                   "the shipped or cached base of this recipe, else pretrain one (announced when it must)")
         if c.warmup_steps:
-            steps.run("warmup", self.warm_up, announce(c, "warmup"))
+            steps.run("warmup", self.warm_up, "the shipped or cached warmed base of this recipe, else warm one up "
+                                              "(announced when it must)")
         steps.run("base_nll", self.base_nll, announce(c, "base_nll"))
         for model in self.models:
             method = self.method_of(model)
@@ -172,26 +173,14 @@ class DemoRun:
 
     # -- steps ---------------------------------------------------------------
     def make_data(self) -> None:
-        from cuset.curation.synth import make_tasks, point_of, synthesize_points
+        from cuset.curation.synth import point_of
         from cuset.tasks import save_tasks
 
-        c = self.cfg
-        split = dict(holdout=c.holdout, families=c.family_list())
-        points = {"train": synthesize_points(c.n_train, c.seed, split="train", **split),
-                  "eval": synthesize_points(c.n_eval, c.seed, split="eval", **split)}
-        if c.warmup_steps:
-            points["warmup"] = warmup_points(points["train"], points["eval"], c.n_warmup, c.seed)
-        tasks = {name: make_tasks(p) for name, p in points.items()}
-        pretrain, instruct = base_tasks(c)
-        if c.layout == "kernels_first":
-            tasks = {name: kernels_first_layout(ts) for name, ts in tasks.items()}
-        if c.replaceable:
-            from cuset.curation.variation import vary_task
-
-            tasks["train"] = [vary_task(t, c.seed) for t in tasks["train"]]
+        points, tasks = demo_sets(self.cfg)
+        pretrain, instruct = base_tasks(self.cfg)
         save_tasks(tasks["train"], self.train_tasks)
         save_tasks(tasks["eval"], self.eval_tasks)
-        if c.warmup_steps:
+        if "warmup" in tasks:
             save_tasks(tasks["warmup"], self.warmup_tasks)
         save_tasks(instruct, self.instruct_tasks)
         save_tasks(pretrain, self.pretrain_tasks)
@@ -217,44 +206,22 @@ class DemoRun:
         provide_base(asdict(c), corpus, staging, progress=c.progress)
         staging.rename(target)
 
-    def warmup_config(self):
-        """The warm-up: SFT (full) of the pretrained model on the warm-up set, as the fine-tuning runs train."""
-        from cuset.config import load_config
-        from cuset.train.config import TrainConfig
-
-        c = self.cfg
-        return load_config(TrainConfig, base={
-            "output_dir": str(self.out / "warmup"),
-            "model": {"name_or_path": str(self.pretrained_model), "dtype": "float32"},
-            "data": {"paths": [str(self.warmup_tasks)], "format": "cudabench", "prompt_level": 1,
-                     "max_length": 2048, "cache_dir": str(self.out / "cache" / "tokenized")},
-            "loss": {"name": "sft"}, "finetune": "full",
-            "optim": {"learning_rate": c.warmup_lr, "max_steps": c.warmup_steps,
-                      "per_device_batch_size": c.forward_batch,
-                      "gradient_accumulation_steps": c.batch_size // c.forward_batch, "warmup_ratio": 0.05},
-            "precision": "fp32", "seed": c.seed, "save_steps": 0, "report_to": [], "progress": c.progress,
-        })
-
     def warm_up(self) -> None:
-        """Base strength: k steps of SFT on the warm-up set, after checking that it shares no
-        (family, variant, size) point, and no prompt, with the fine-tuning and evaluation sets."""
-        import shutil
-
+        """Base strength: warmup_steps of supervised training on the warm-up set (cuset.demo.warm_build),
+        after checking that it shares no (family, variant, size) point, and no prompt, with the
+        fine-tuning and evaluation sets. Made once per recipe: the shipped warmed base, or the one
+        cached under $CUSET_CACHE (cuset.demo.base)."""
+        from cuset.demo.base import provide_warm_base
+        from cuset.demo.base_build import base_corpus
         from cuset.tasks import load_tasks
-        from cuset.train.run import SUMMARY_NAME, train
 
         points = json.loads(self.points.read_text())
-        check_warmup_disjoint({k: [tuple(p) for p in v] for k, v in points.items()},
-                              {name: load_tasks(path)[0] for name, path in (
-                                  ("warmup", self.warmup_tasks), ("train", self.train_tasks),
-                                  ("eval", self.eval_tasks))})
-        cfg = self.warmup_config()
-        if not (Path(cfg.output_dir) / SUMMARY_NAME).exists():
-            train(cfg, resume=True)
-        model = json.loads((Path(cfg.output_dir) / SUMMARY_NAME).read_text())["outputs"]["model"]
+        tasks = {name: load_tasks(path)[0] for name, path in (
+            ("warmup", self.warmup_tasks), ("train", self.train_tasks), ("eval", self.eval_tasks))}
+        check_warmup_disjoint({k: [tuple(p) for p in v] for k, v in points.items()}, tasks)
         staging = self.vanilla.with_name("vanilla.partial")
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.copytree(model, staging)
+        provide_warm_base(asdict(self.cfg), self.pretrained_model, base_corpus([], tasks["warmup"]), staging,
+                          progress=self.cfg.progress)
         staging.rename(self.vanilla)
 
     def cell(self, model: str):
@@ -381,17 +348,6 @@ def base_mechanism(samples, *, tau: float) -> dict:
 
 
 SET_NAMES = {"train": "fine-tuning", "eval": "evaluation", "warmup": "warm-up"}
-
-
-def warmup_points(train: list, evaluation: list, n: int, seed: int) -> list:
-    """`n` (family, variant, size) points of the fine-tuning set's families, at every size, that
-    neither the fine-tuning nor the evaluation set holds (with holdout=families the evaluation
-    families stay unseen)."""
-    from cuset.curation.synth import point_of, synthesize_points
-
-    families = sorted({fam.name for fam, _, _ in train})
-    used = [point_of(p) for p in (*train, *evaluation)]
-    return synthesize_points(n, seed, families=families, size_scale="all", exclude_points=used)
 
 
 def check_warmup_disjoint(points: dict[str, list[tuple[str, str, str]]], tasks: dict[str, list]) -> None:

@@ -72,7 +72,7 @@ def test_the_gate_and_the_most_competent_base_on_hand_made_reports(tmp_path):
     assert "| [big](big/report.md) | 256,000 | 256 x 4 | 1400 (2000) | 400 | 8 | 70.0 [60.0, 80.0] | " \
            "30.0 [20.0, 40.0] | 0.500 | 10.0% / 25.0% / 5.0% | lora 0.0001 | 50.0 [40.0, 60.0] | passes |" in page
     assert "| [weak](weak/report.md) | 128,000 | 128 x 4 | 1400 (2000) | 0 | 8 | 80.0 [70.0, 90.0] | " \
-           "10.0 [0.0, 20.0] | 0.500 | 10.0% / 25.0% / 5.0% | - | - | below |" in page
+           "10.0 [0.0, 20.0] | 0.500 | 10.0% / 25.0% / 5.0% | n/a | n/a | below |" in page
     assert "Bases that pass the gate: big." in page
     assert "The most competent base (function@1, then compile@1): big, compile@1 70.0 [60.0, 80.0]" in page
     assert base_row(tmp_path / "no-base" / "report.json", tmp_path) is None

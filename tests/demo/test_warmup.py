@@ -7,7 +7,8 @@ import pytest
 
 from cuset.curation.synth import SynthError, check_disjoint, make_tasks, point_of, synthesize_points
 from cuset.demo.config import DEMO_FAMILIES, DemoConfig
-from cuset.demo.run import DemoRun, check_warmup_disjoint, warmup_points
+from cuset.demo.corpus import warmup_points
+from cuset.demo.run import DemoRun, check_warmup_disjoint
 
 FAMILIES = DEMO_FAMILIES.split(",")
 
@@ -60,14 +61,11 @@ def test_make_data_writes_the_warmup_set_and_its_points(tmp_path):
     points = json.loads(run.points.read_text())
     assert [len(points[k]) for k in ("train", "eval", "warmup")] == [30, 4, 12]
     assert run.warmup_tasks.is_file() and run.pretrained_model.name == "pretrained"
-    train = run.warmup_config()
-    assert (train.loss.name, train.finetune, train.optim.max_steps) == ("sft", "full", 3)
-    assert train.model.name_or_path == str(run.pretrained_model)
     assert DemoRun(DemoConfig(warmup_steps=0), tmp_path).pretrained_model == DemoRun(DemoConfig(warmup_steps=0), tmp_path).vanilla
     # the demo warms its base up by default; --fast and --study keep the base as pretrained
     from cuset.demo.config import FAST, STUDY
 
-    assert DemoConfig().warmup_steps == 400 and FAST["warmup_steps"] == STUDY["warmup_steps"] == 0
+    assert DemoConfig().warmup_steps == 1600 and FAST["warmup_steps"] == STUDY["warmup_steps"] == 0
     assert DemoRun(DemoConfig(warmup_steps=40), tmp_path).pretrained_model.name == "pretrained"
     with pytest.raises(ValueError, match=r"warmup_steps must be >= 0"):
         DemoConfig(warmup_steps=-1)
