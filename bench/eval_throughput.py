@@ -25,7 +25,14 @@ Targets on 2 cores: cold >= 1.8x and warm >= 10x faster than harness-style.
 side (cold caches each, then warm), on a local Ray cluster started before the clock
 (its start-up is printed apart): Ray's overhead, target within 15% of local on 2 cores.
 
-    .venv/bin/python bench/eval_throughput.py [--distinct 100] [--repeats 1] [--backend cpu] [--executor ray]
+`--task-scripts` instead times `cuset eval` with the tasks' gen.py and compare.py in the
+sandbox (the default: a fresh interpreter in its own dir per script) and trusted
+(`execution.sandbox.trust_task_scripts=true`: forks of a warm interpreter, unsandboxed)
+side by side, cold caches each then warm, compilation judged by the backend: what
+sandboxing a third-party benchmark's scripts costs per honest sample (issue 59's budget:
+10% of the evaluation's time per honest sample).
+
+    .venv/bin/python bench/eval_throughput.py [--distinct 100] [--repeats 1] [--backend cpu] [--executor ray | --task-scripts]
 """
 
 from __future__ import annotations
@@ -158,11 +165,12 @@ def harness_style(tasks, samples, backend, workdir: Path) -> tuple[float, int]:
 
 
 def cuset_run(tasks, gens_path: Path, out: Path, cache: Path, backend, executor: str = "local",
-              compile_judge: str = "auto") -> tuple[float, int, dict]:
+              compile_judge: str = "auto", trust_task_scripts: bool = False) -> tuple[float, int, dict]:
     from cuset.evaluate import EvalConfig, evaluate_file
-    from cuset.evaluate.config import ExecutionConfig
+    from cuset.evaluate.config import ExecutionConfig, SandboxConfig
 
-    cfg = EvalConfig(ExecutionConfig(backend=backend.name, executor=executor, compile_judge=compile_judge),
+    cfg = EvalConfig(ExecutionConfig(backend=backend.name, executor=executor, compile_judge=compile_judge,
+                                     sandbox=SandboxConfig(trust_task_scripts=trust_task_scripts)),
                      cache_dir=str(cache), progress=True)
     start = time.perf_counter()
     summary = evaluate_file(tasks, gens_path, out, cfg, backend=backend)
@@ -182,14 +190,19 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=1, help="times each program is submitted (default: once)")
     ap.add_argument("--backend", default="cpu", help="execution backend: cpu, gpu or auto")
     ap.add_argument("--skip-harness", action="store_true", help="only time cuset (no side-by-side ratio)")
-    ap.add_argument("--executor", choices=("local", "ray"), default="local",
-                    help="ray: time executor=ray next to executor=local instead of the harness comparison")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--executor", choices=("local", "ray"), default="local",
+                      help="ray: time executor=ray next to executor=local instead of the harness comparison")
+    mode.add_argument("--task-scripts", action="store_true",
+                      help="time the tasks' scripts sandboxed vs trusted instead of the harness comparison")
     args = ap.parse_args()
     from _record import start_record
 
-    record = start_record(variant="ray" if args.executor == "ray" else "")
+    record = start_record(variant="ray" if args.executor == "ray" else "task-scripts" if args.task_scripts else "")
     if args.executor == "ray":
         return ray_overhead(args, record)
+    if args.task_scripts:
+        return task_script_overhead(args, record)
 
     # Two pairs, each doing the same compile work on both sides: the backend's own
     # compiler (g++ on the CPU backend), and nvcc judging compilation as the official
@@ -253,21 +266,63 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _saved_samples(args, root: Path):
+    """The workload's tasks and samples, the samples saved as root/gens.jsonl."""
+    from cuset.generate.records import GenerationRecord, save_generations
+
+    tasks, programs = make_tasks_and_programs(args.distinct)
+    samples = [(t, code) for r in range(args.repeats) for t, code in programs]
+    save_generations(root / "gens.jsonl", [
+        GenerationRecord(t, f"Affine_{t}", k, "bench", 1, f"```cuda\n{code}```", code, len(code) // 4, "stop", 0.0)
+        for k, (t, code) in enumerate(samples)])
+    return tasks, programs, samples
+
+
+def task_script_overhead(args, record) -> None:
+    """cuset eval with the tasks' scripts sandboxed and trusted, cold then warm, on the same samples."""
+    from cuset.evaluate.config import ExecutionConfig
+
+    backend = ExecutionConfig(backend=args.backend, compile_judge="backend").make_backend()
+    root = Path(tempfile.mkdtemp(prefix="cuset-bench-scripts-"))
+    try:
+        tasks, programs, samples = _saved_samples(args, root)
+        print(f"{len(samples)} samples, {len(programs)} distinct programs, {os.cpu_count()} cores, compilation judged "
+              f"by the backend, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        times, runs = {}, []
+        for scripts in ("sandboxed", "trusted"):
+            cache = root / f"cache-{scripts}"
+            for phase in ("cold", "warm"):
+                sec, passed, cc = cuset_run(tasks, root / "gens.jsonl", root / scripts / f"{phase}.jsonl", cache,
+                                            backend, compile_judge="backend",
+                                            trust_task_scripts=scripts == "trusted")
+                times[scripts, phase] = sec
+                runs.append({"scripts": scripts, "phase": phase, "seconds": sec, "passed": passed,
+                             "per_sample_s": sec / len(samples), "compile_cache": cc})
+                print(f"{scripts:9s} {phase}: {sec:7.1f} s  ({sec / len(samples):.3f} s a sample)  passed {passed}  "
+                      f"compile cache {cc}")
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        ratios = {}
+        for phase in ("cold", "warm"):
+            ratio = ratios[phase] = times["sandboxed", phase] / times["trusted", phase]
+            print(f"sandboxed / trusted, {phase}: {ratio:.2f}x   target <= 1.10x   {'ok' if ratio <= 1.10 else 'MISSED'}")
+        agree = len({r["passed"] for r in runs}) == 1
+        record.write({"samples": len(samples), "distinct_programs": len(programs), "tasks": len(tasks),
+                      "cores": os.cpu_count(), "backend": args.backend, "runs": runs,
+                      "sandboxed_over_trusted": ratios, "verdicts_agree": agree, "target_ratio": 1.10})
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def ray_overhead(args, record) -> None:
     """cuset eval with executor=local and executor=ray, cold then warm, on the same samples."""
     import ray
 
     from cuset.evaluate.config import ExecutionConfig
-    from cuset.generate.records import GenerationRecord, save_generations
 
     backend = ExecutionConfig(backend=args.backend, compile_judge="backend").make_backend()
-    tasks, programs = make_tasks_and_programs(args.distinct)
-    samples = [(t, code) for r in range(args.repeats) for t, code in programs]
     root = Path(tempfile.mkdtemp(prefix="cuset-bench-ray-"))
     try:
-        save_generations(root / "gens.jsonl", [
-            GenerationRecord(t, f"Affine_{t}", k, "bench", 1, f"```cuda\n{code}```", code, len(code) // 4, "stop", 0.0)
-            for k, (t, code) in enumerate(samples)])
+        tasks, programs, samples = _saved_samples(args, root)
         print(f"{len(samples)} samples, {len(programs)} distinct programs, {os.cpu_count()} cores, compilation judged "
               f"by the backend, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         t = time.perf_counter()

@@ -91,6 +91,14 @@ def _ray(r: dict) -> str:
             f"{_n(s['ray', 'warm'])} s); Ray start-up {_n(r['ray_startup_s'])} s apart")
 
 
+def _task_scripts(r: dict) -> str:
+    s = {(x["scripts"], x["phase"]): x["per_sample_s"] for x in r["runs"]}
+    return (f"sandboxed over trusted: {_n(r['sandboxed_over_trusted']['cold'], 2)}x cold, "
+            f"{_n(r['sandboxed_over_trusted']['warm'], 2)}x warm (per sample: sandboxed {_n(s['sandboxed', 'cold'], 3)} s / "
+            f"{_n(s['sandboxed', 'warm'], 3)} s, trusted {_n(s['trusted', 'cold'], 3)} s / {_n(s['trusted', 'warm'], 3)} s); "
+            f"verdicts agree: {'yes' if r['verdicts_agree'] else 'no'}")
+
+
 def _cpu_suite(r: dict) -> str:
     slow = "; ".join(f"{_task(s['task'])} {_n(s['run_total_s'])} s ({' / '.join(_n(v) for v in s['runs'].values())})"
                      for s in r["slowest_samples"])
@@ -284,6 +292,8 @@ ROWS = (
         "harness-style loop doing the same compile work", "1.8x cold / 10x warm", _eval),
     Row("eval_throughput.ray.json", "`cuset eval` with executor=ray vs executor=local (60 distinct programs, "
         "local Ray cluster)", "<= 1.15x", _ray),
+    Row("eval_throughput.task-scripts.json", "`cuset eval` with the tasks' gen.py and compare.py sandboxed (the "
+        "default) vs trusted (`trust_task_scripts=true`), 100 distinct programs", "<= 1.10x", _task_scripts),
     Row("robust_suite.json", "robust verification of every reference of the bundled CPU suite",
         "all pass", _robust),
     Row("cpu_suite.json", "CPU backend, bundled suite at each family's LARGEST size through the pipeline "
