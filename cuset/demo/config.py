@@ -66,7 +66,7 @@ class DemoConfig:
                                "(family, variant, size) points that neither the fine-tuning nor the evaluation set "
                                "holds (checked before training); 0: the base never sees those families. Made once "
                                "per recipe (cuset.demo.warm_build): the default's warmed base is shipped, any other "
-                               "is built on first use (about 1 s per step on one core) and cached. 1600 with "
+                               "is built on first use (about 0.8 s per step on one core) and cached. 1600 with "
                                "n_warmup=700 are the settings of the first base that passed the competence gate "
                                "(docs/competence.md); --study and --regime set their own.")
     n_warmup: int = option(700, help="Tasks in the warm-up set (warmup_steps > 0), drawn from every size of the "

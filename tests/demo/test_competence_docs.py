@@ -39,8 +39,8 @@ def test_each_bases_numbers_come_back_from_its_per_sample_results(source):
 
 
 def _report(tmp_path: Path, name: str, *, compile_at_1: float, function_at_1: float, hidden: int = 128,
-            warmup: int = 0, sft: float | None = None, given: str = "") -> Path:
-    stat = lambda mean: {"mean": mean, "low": max(0.0, mean - 0.1), "high": min(1.0, mean + 0.1), "n_tasks": 8}
+            warmup: int = 0, sft: float | None = None, given: str = "", spread: float = 0.1) -> Path:
+    stat = lambda mean: {"mean": mean, "low": max(0.0, mean - spread), "high": min(1.0, mean + spread), "n_tasks": 8}
     methods = {"vanilla": {"n_samples": 24, "compile@1": stat(compile_at_1), "function@1": stat(function_at_1)}}
     if sft is not None:
         methods["sft"] = {"n_samples": 24, "compile@1": stat(0.9), "function@1": stat(sft)}
@@ -59,6 +59,7 @@ def test_the_gate_and_the_most_competent_base_on_hand_made_reports(tmp_path):
     _report(tmp_path, "weak", compile_at_1=0.80, function_at_1=0.10)
     _report(tmp_path, "big", compile_at_1=0.70, function_at_1=0.30, hidden=256, warmup=400, sft=0.5)
     _report(tmp_path, "edge", compile_at_1=0.65, function_at_1=0.2499)        # just below the function gate
+    _report(tmp_path, "few", compile_at_1=0.95, function_at_1=0.32, spread=0.3)  # higher means, wider intervals
     (tmp_path / "no-base").mkdir()
     (tmp_path / "no-base" / "report.json").write_text(json.dumps({"config": {}, "methods": {"sft": {}}}))
     no_results = json.loads((tmp_path / "weak" / "report.json").read_text())
@@ -66,15 +67,16 @@ def test_the_gate_and_the_most_competent_base_on_hand_made_reports(tmp_path):
     (tmp_path / "early").mkdir()
     (tmp_path / "early" / "report.json").write_text(json.dumps(no_results))
     rows = committed_rows(tmp_path)
-    assert [r.source for r in rows] == ["edge", "weak", "big"]           # by parameters: 128_000 twice, then 256_000
-    assert [r.passes(0.65, 0.25) for r in rows] == [False, False, True]
+    assert [r.source for r in rows] == ["edge", "few", "weak", "big"]    # by parameters: 128_000 thrice, then 256_000
+    assert [r.passes(0.65, 0.25) for r in rows] == [False, True, False, True]
     page = competence_markdown(rows, min_compile=0.65, min_function=0.25)
     assert "| [big](big/report.md) | 256,000 | 256 x 4 | 1400 (2000) | 400 | 8 | 70.0 [60.0, 80.0] | " \
            "30.0 [20.0, 40.0] | 0.500 | 10.0% / 25.0% / 5.0% | lora 0.0001 | 50.0 [40.0, 60.0] | passes |" in page
     assert "| [weak](weak/report.md) | 128,000 | 128 x 4 | 1400 (2000) | 0 | 8 | 80.0 [70.0, 90.0] | " \
            "10.0 [0.0, 20.0] | 0.500 | 10.0% / 25.0% / 5.0% | n/a | n/a | below |" in page
-    assert "Bases that pass the gate: big." in page
-    assert "The most competent base (function@1, then compile@1): big, compile@1 70.0 [60.0, 80.0]" in page
+    assert "Bases that pass the gate: few, big." in page
+    # few has the higher means (32.0 > 30.0) but the lower bound (2.0 < 20.0): big ranks first
+    assert "ranks by what they show at least): big, compile@1 70.0 [60.0, 80.0]" in page
     assert base_row(tmp_path / "no-base" / "report.json", tmp_path) is None
     assert base_row(tmp_path / "early" / "report.json", tmp_path) is None
 
