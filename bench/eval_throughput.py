@@ -51,6 +51,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 TARGET_COLD, TARGET_WARM = 1.8, 10.0
 N = 4096
@@ -278,79 +279,74 @@ def _saved_samples(args, root: Path):
     return tasks, programs, samples
 
 
-def task_script_overhead(args, record) -> None:
-    """cuset eval with the tasks' scripts sandboxed and trusted, cold then warm, on the same samples."""
+def _side_by_side(args, prefix: str, key: str, sides: dict[str, dict], before: Callable[[], dict] = dict) -> dict:
+    """`cuset eval` of the workload once per side (its cuset_run options, its own caches), cold then
+    warm, compilation judged by the backend; `before()` runs once the samples are saved (its fields
+    join the result). Returns {"samples", ..., "runs", "times": {(side, phase): s}}."""
     from cuset.evaluate.config import ExecutionConfig
 
     backend = ExecutionConfig(backend=args.backend, compile_judge="backend").make_backend()
-    root = Path(tempfile.mkdtemp(prefix="cuset-bench-scripts-"))
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     try:
         tasks, programs, samples = _saved_samples(args, root)
         print(f"{len(samples)} samples, {len(programs)} distinct programs, {os.cpu_count()} cores, compilation judged "
               f"by the backend, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        extra = before()
         times, runs = {}, []
-        for scripts in ("sandboxed", "trusted"):
-            cache = root / f"cache-{scripts}"
+        for side, options in sides.items():
+            cache = root / f"cache-{side}"
             for phase in ("cold", "warm"):
-                sec, passed, cc = cuset_run(tasks, root / "gens.jsonl", root / scripts / f"{phase}.jsonl", cache,
-                                            backend, compile_judge="backend",
-                                            trust_task_scripts=scripts == "trusted")
-                times[scripts, phase] = sec
-                runs.append({"scripts": scripts, "phase": phase, "seconds": sec, "passed": passed,
+                sec, passed, cc = cuset_run(tasks, root / "gens.jsonl", root / side / f"{phase}.jsonl", cache,
+                                            backend, compile_judge="backend", **options)
+                times[side, phase] = sec
+                runs.append({key: side, "phase": phase, "seconds": sec, "passed": passed,
                              "per_sample_s": sec / len(samples), "compile_cache": cc})
-                print(f"{scripts:9s} {phase}: {sec:7.1f} s  ({sec / len(samples):.3f} s a sample)  passed {passed}  "
+                print(f"{side:9s} {phase}: {sec:7.1f} s  ({sec / len(samples):.3f} s a sample)  passed {passed}  "
                       f"compile cache {cc}")
         print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        ratios = {}
-        for phase in ("cold", "warm"):
-            ratio = ratios[phase] = times["sandboxed", phase] / times["trusted", phase]
-            print(f"sandboxed / trusted, {phase}: {ratio:.2f}x   target <= 1.10x   {'ok' if ratio <= 1.10 else 'MISSED'}")
-        agree = len({r["passed"] for r in runs}) == 1
-        record.write({"samples": len(samples), "distinct_programs": len(programs), "tasks": len(tasks),
-                      "cores": os.cpu_count(), "backend": args.backend, "runs": runs,
-                      "sandboxed_over_trusted": ratios, "verdicts_agree": agree, "target_ratio": 1.10})
+        return {"samples": len(samples), "distinct_programs": len(programs), "tasks": len(tasks),
+                "cores": os.cpu_count(), "backend": args.backend, **extra, "runs": runs, "times": times}
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _ratios(times: dict, over: str, under: str, target: float) -> dict:
+    """{phase: times[over] / times[under]} for cold and warm, each printed against `target`."""
+    ratios = {}
+    for phase in ("cold", "warm"):
+        ratio = ratios[phase] = times[over, phase] / times[under, phase]
+        print(f"{over} / {under}, {phase}: {ratio:.2f}x   target <= {target:.2f}x   "
+              f"{'ok' if ratio <= target else 'MISSED'}")
+    return ratios
+
+
+def task_script_overhead(args, record) -> None:
+    """cuset eval with the tasks' scripts sandboxed and trusted, cold then warm, on the same samples."""
+    result = _side_by_side(args, "cuset-bench-scripts-", "scripts",
+                           {"sandboxed": {"trust_task_scripts": False}, "trusted": {"trust_task_scripts": True}})
+    times = result.pop("times")
+    record.write({**result, "sandboxed_over_trusted": _ratios(times, "sandboxed", "trusted", 1.10),
+                  "verdicts_agree": len({r["passed"] for r in result["runs"]}) == 1, "target_ratio": 1.10})
 
 
 def ray_overhead(args, record) -> None:
     """cuset eval with executor=local and executor=ray, cold then warm, on the same samples."""
     import ray
 
-    from cuset.evaluate.config import ExecutionConfig
-
-    backend = ExecutionConfig(backend=args.backend, compile_judge="backend").make_backend()
-    root = Path(tempfile.mkdtemp(prefix="cuset-bench-ray-"))
-    try:
-        tasks, programs, samples = _saved_samples(args, root)
-        print(f"{len(samples)} samples, {len(programs)} distinct programs, {os.cpu_count()} cores, compilation judged "
-              f"by the backend, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    def start_ray() -> dict:
         t = time.perf_counter()
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, log_to_driver=False)
         startup = time.perf_counter() - t
         print(f"ray start-up (not in the times below): {startup:.1f} s")
-        times, runs = {}, []
-        for executor in ("local", "ray"):
-            cache = root / f"cache-{executor}"
-            for phase in ("cold", "warm"):
-                sec, passed, cc = cuset_run(tasks, root / "gens.jsonl", root / executor / f"{phase}.jsonl", cache,
-                                            backend, executor=executor, compile_judge="backend")
-                times[executor, phase] = sec
-                runs.append({"executor": executor, "phase": phase, "seconds": sec, "passed": passed,
-                             "compile_cache": cc})
-                print(f"{executor:5s} {phase}: {sec:7.1f} s  passed {passed}  compile cache {cc}")
-        ray.shutdown()
-        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        ratios = {}
-        for phase in ("cold", "warm"):
-            ratio = ratios[phase] = times["ray", phase] / times["local", phase]
-            print(f"ray / local, {phase}: {ratio:.2f}x   target <= 1.15x   {'ok' if ratio <= 1.15 else 'MISSED'}")
-        record.write({"samples": len(samples), "distinct_programs": len(programs), "cores": os.cpu_count(),
-                      "backend": args.backend, "ray_startup_s": startup, "runs": runs,
-                      "ray_over_local": ratios, "target_ratio": 1.15})
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        return {"ray_startup_s": startup}
 
+    try:
+        result = _side_by_side(args, "cuset-bench-ray-", "executor",
+                               {"local": {"executor": "local"}, "ray": {"executor": "ray"}}, before=start_ray)
+    finally:
+        ray.shutdown()
+    times = result.pop("times")
+    record.write({**result, "ray_over_local": _ratios(times, "ray", "local", 1.15), "target_ratio": 1.15})
 
 if __name__ == "__main__":
     main()
