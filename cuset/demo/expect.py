@@ -18,9 +18,13 @@ SECONDS_PER = {
     "score_reference": 0.12,      # one teacher-forced reference: the study's base NLL, 7.7 s / 64
     "synth_task": 0.001,          # one synthesised task (the study's data step: 1.7 s for 4264)
 }
-# CuSeT's loss scores the batch's confidences and windows too: its steps are slower than SFT's
-# (the earlier default demo: 675.7 s against 421.4 s, docs/demo-2026-11-26-premise/report.json)
-LOSS_FACTOR = {"sft": 1.0, "cuset": 1.6}
+# A loss's steps relative to SFT's, per fine-tuning mode. CuSeT's loss scores the batch's
+# confidences and windows too: under full fine-tuning its steps are slower (the earlier default
+# demo: 675.7 s against 421.4 s, docs/demo-2026-11-26-premise/report.json); under LoRA they cost
+# what SFT's cost (248.5 s against 251.0 s, docs/demo-2026-12-06-lora/report.json). Other losses:
+# OTHER_LOSS_FACTOR, unmeasured.
+LOSS_FACTOR = {"full": {"sft": 1.0, "cuset": 1.6}, "lora": {"sft": 1.0, "cuset": 1.0}}
+OTHER_LOSS_FACTOR = 1.3
 
 
 def size_factor(cfg) -> float:
@@ -44,7 +48,7 @@ def expected(cfg, step: str, method: str = "sft") -> float:
         return SECONDS_PER["score_reference"] * refs * size_factor(cfg)
     if step == "train":
         return (SECONDS_PER["train_example"] * cfg.finetune_steps * cfg.batch_size * size_factor(cfg)
-                * LOSS_FACTOR.get(parse_method_spec(method).loss, 1.3))
+                * LOSS_FACTOR.get(cfg.finetune, {}).get(parse_method_spec(method).loss, OTHER_LOSS_FACTOR))
     if step == "generate":
         return SECONDS_PER["generate_token"] * cfg.n_eval * cfg.samples * cfg.max_new_tokens * size_factor(cfg)
     if step == "evaluate":

@@ -174,7 +174,7 @@ def _warm_up_with_checkpoints(run, directory: Path, steps: int, every: int) -> N
             tokenizer.save_pretrained(directory / f"checkpoint-{step}")
 
     pairs = base_corpus([], load_tasks(run.warmup_tasks)[0]).conversations
-    warm_up(model, reply_rows(tokenizer, pairs), steps=steps, batch_size=cfg.batch_size, lr=cfg.warmup_lr,
+    warm_up(model, reply_rows(tokenizer, pairs)[0], steps=steps, batch_size=cfg.batch_size, lr=cfg.warmup_lr,
             seed=cfg.seed, on_step=save)
 
 

@@ -15,6 +15,7 @@ Keep this module small: any edit changes the recipe, and the shipped warmed base
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Callable
@@ -23,15 +24,19 @@ from typing import Callable
 WARM_SETTINGS = ("seed", "warmup_steps", "warmup_lr", "batch_size")
 MAX_TOKENS = 2048          # as the fine-tuning data's max_length: longer pairs are cut
 WARMUP_FRACTION = 0.05     # of the steps, linear from 0 (the fine-tuning runs' warmup_ratio)
+log = logging.getLogger(__name__)
+
 LOG_NAME = "warmup_log.json"
 # Files of the pretrained base a warmed base does not take over: its own log replaces them.
 NOT_COPIED = ("manifest.json", "pretrain_log.json")
 
 
-def reply_rows(tokenizer, conversations, max_tokens: int = MAX_TOKENS) -> list[tuple[list[int], list[int]]]:
+def reply_rows(tokenizer, conversations, max_tokens: int = MAX_TOKENS) -> tuple[list[tuple[list[int], list[int]]], dict]:
     """(input ids, labels) of each conversation (tuples of (role, content), the reply last), rendered
-    with the chat template: the prompt's tokens, the assistant header included, labelled -100."""
-    rows = []
+    with the chat template: the prompt's tokens, the assistant header included, labelled -100; and
+    the pairs left out, counted by reason (a prompt that fills the first `max_tokens` tokens leaves
+    its reply nothing to learn from)."""
+    rows, skipped = [], {}
     for i, conv in enumerate(conversations):
         messages = [{"role": role, "content": content} for role, content in conv]
         if len(messages) < 2 or messages[-1]["role"] != "assistant":
@@ -46,10 +51,15 @@ def reply_rows(tokenizer, conversations, max_tokens: int = MAX_TOKENS) -> list[t
         ids, labels = (head + reply)[:max_tokens], ([-100] * len(head) + reply)[:max_tokens]
         if any(x != -100 for x in labels[1:]):
             rows.append((ids, labels))
+        else:
+            reason = f"no reply token within the first {max_tokens} tokens"
+            skipped[reason] = skipped.get(reason, 0) + 1
     if not rows:
-        raise ValueError("no warm-up pair has a reply token within the first "
-                         f"{max_tokens} tokens")
-    return rows
+        raise ValueError(f"no warm-up pair has a reply token within the first {max_tokens} tokens")
+    if skipped:
+        log.warning("warm-up: %d of %d pairs left out (%s)", sum(skipped.values()), len(conversations),
+                    "; ".join(f"{n}: {why}" for why, n in skipped.items()))
+    return rows, skipped
 
 
 def warm_up(model, rows: list[tuple[list[int], list[int]]], *, steps: int, batch_size: int, lr: float, seed: int,
@@ -105,8 +115,9 @@ def build_warm_base(target: Path, pretrained: Path, conversations, settings: dic
         torch.manual_seed(s["seed"])
         tokenizer = AutoTokenizer.from_pretrained(target)
         model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
-        losses = warm_up(model, reply_rows(tokenizer, conversations), steps=s["warmup_steps"],
-                         batch_size=s["batch_size"], lr=s["warmup_lr"], seed=s["seed"], on_step=on_step)
+        rows, skipped = reply_rows(tokenizer, conversations)
+        losses = warm_up(model, rows, steps=s["warmup_steps"], batch_size=s["batch_size"], lr=s["warmup_lr"],
+                         seed=s["seed"], on_step=on_step)
         model.save_pretrained(target)
-    (target / LOG_NAME).write_text(json.dumps({"loss": losses}))
+    (target / LOG_NAME).write_text(json.dumps({"loss": losses, "pairs": len(rows), "skipped": skipped}))
     return losses

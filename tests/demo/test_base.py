@@ -139,8 +139,8 @@ def test_reply_rows_label_the_reply_only(pretrained, pairs):
     from cuset.demo.warm_build import reply_rows
 
     tok = AutoTokenizer.from_pretrained(pretrained)
-    rows = reply_rows(tok, pairs.conversations, max_tokens=10**6)  # whole: a 300-token vocabulary needs >2048
-    assert len(rows) == 5
+    rows, skipped = reply_rows(tok, pairs.conversations, max_tokens=10**6)  # whole: a 300-token vocabulary needs >2048
+    assert len(rows) == 5 and skipped == {}
     messages = [{"role": r, "content": c} for r, c in pairs.conversations[0]]
     prompt = tok.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
     full = tok.apply_chat_template(messages, tokenize=False)
@@ -149,8 +149,13 @@ def test_reply_rows_label_the_reply_only(pretrained, pairs):
     assert labels[:n_prompt] == [-100] * n_prompt and -100 not in labels[n_prompt:]
     assert tok.decode(ids[:n_prompt]) == prompt and tok.decode(labels[n_prompt:]) == full[len(prompt):]
     assert messages[-1]["content"] in tok.decode(labels[n_prompt:])
-    cut = reply_rows(tok, pairs.conversations, max_tokens=n_prompt + 2)[0]
+    cut = reply_rows(tok, pairs.conversations, max_tokens=n_prompt + 2)[0][0]
     assert len(cut[0]) == n_prompt + 2 and cut[1][-2:] == ids[n_prompt:n_prompt + 2]
+    # a pair whose prompt fills the window is left out and counted, the others kept
+    first = pairs.conversations[0]
+    long = ((first[0][0], first[0][1] + " pad" * 10 * n_prompt), *first[1:])
+    kept, skipped = reply_rows(tok, [long, *pairs.conversations[1:]], max_tokens=4 * n_prompt)
+    assert kept == rows[1:] and skipped == {f"no reply token within the first {4 * n_prompt} tokens": 1}
     with pytest.raises(ValueError, match="no warm-up pair has a reply token within the first 3 tokens"):
         reply_rows(tok, pairs.conversations, max_tokens=3)
     with pytest.raises(ValueError, match=r"warm-up pair 0: the last message must be the assistant's reply"):
@@ -167,7 +172,7 @@ def test_a_warm_up_steps_loss_is_the_mean_nll_of_its_reply_tokens(pretrained, pa
 
     tok = AutoTokenizer.from_pretrained(pretrained)
     model = AutoModelForCausalLM.from_pretrained(pretrained, dtype=torch.float32)
-    rows = reply_rows(tok, pairs.conversations[:1])
+    rows, _ = reply_rows(tok, pairs.conversations[:1])
     with torch.no_grad():
         want = model(input_ids=torch.tensor([rows[0][0]]), labels=torch.tensor([rows[0][1]])).loss.item()
     before = [p.detach().clone() for p in model.parameters()]

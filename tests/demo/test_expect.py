@@ -1,5 +1,6 @@
 """Each demo step announces what it does and how long it should take (issue 63)."""
 
+import dataclasses
 import logging
 
 import pytest
@@ -19,7 +20,10 @@ def test_expected_seconds_by_hand(rates):
     cfg = DemoConfig(finetune_steps=100, batch_size=4, n_eval=10, samples=3, max_new_tokens=500, n_train=200,
                      n_pretrain=50, n_instruct=40)
     assert expect.expected(cfg, "train", "sft") == pytest.approx(0.5 * 100 * 4)            # 200 s
-    assert expect.expected(cfg, "train", "cuset:paper") == pytest.approx(200 * 1.6)        # CuSeT's steps are slower
+    # CuSeT's steps are slower under full fine-tuning, the same as SFT's under LoRA (the default)
+    assert expect.expected(dataclasses.replace(cfg, finetune="full"), "train", "cuset:paper") == pytest.approx(200 * 1.6)
+    assert expect.expected(cfg, "train", "cuset:paper") == pytest.approx(200)
+    assert expect.expected(cfg, "train", "dft") == pytest.approx(200 * expect.OTHER_LOSS_FACTOR)
     assert expect.expected(cfg, "generate") == pytest.approx(0.001 * 10 * 3 * 500)         # 15 s
     assert expect.expected(cfg, "evaluate") == pytest.approx(2.0 * 30)
     assert expect.expected(cfg, "data") == pytest.approx(0.01 * (200 + 10 + 50 + 40))
