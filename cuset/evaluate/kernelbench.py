@@ -127,8 +127,8 @@ def evaluate_kernelbench(task, code: str | None, *, backend, options: EvalOption
             plain = _thread_order_check(sample, plain)
         if opts.strict_kernels:
             plain = strict_kernel_verdict(plain)
-            if plain.passed and name == "cpu":
-                plain = _without_own_kernels_check(sample, plain)
+            if plain.passed:
+                plain = _without_own_kernels_check(sample, plain, name)
         robust = None
         if opts.robust and plain.passed:
             robust = sample.verify(robust_checks(task, opts.robust_cases))
@@ -201,16 +201,23 @@ def strict_kernel_verdict(v: KbVerdict) -> KbVerdict:
                                                               f"{WITHOUT_KERNEL[why]}")
 
 
-def _without_own_kernels_check(sample: Sample, plain: KbVerdict) -> KbVerdict:
-    """strict_kernels on the CPU backend: the parent runs the answer again with every launch
-    of its own kernels skipped (the CPU runtime's CUSET_CPU_SKIP_LAUNCHES, set for the
-    candidate's run only) on the order check's two trials. Outputs its kernels compute then
-    come out wrong; an answer that still passes computed them some other way (torch in
-    Python however it is spelled, ATen in its extension's C++, an empty kernel launched for
-    show) and is `wrong`. Decided from outputs the parent compares, never from counts the
-    candidate's process reports."""
-    skipped = sample.verify([Check("without_own_kernels", (DEFAULT_SEED, DEFAULT_SEED + 1))],
-                            dataclasses.replace(sample.options, candidate_env={SKIP_LAUNCHES_ENV: "1"}))
+def _without_own_kernels_check(sample: Sample, plain: KbVerdict, backend: str) -> KbVerdict:
+    """strict_kernels: the parent runs the answer again with every launch of its own kernels
+    skipped, on the order check's two trials: on the CPU backend by the runtime
+    (CUSET_CPU_SKIP_LAUNCHES, set for the candidate's run only), on the GPU by a library
+    preloaded into that run (cuset.execute.kernelbench.launch_skip: launches called from
+    code under the run dir return unlaunched). Outputs its kernels compute then come out
+    wrong; an answer that still passes computed them some other way (torch in Python however
+    it is spelled, ATen in its extension's C++, an empty kernel launched for show) and is
+    `wrong`. Decided from outputs the parent compares, never from counts the candidate's
+    process reports."""
+    if backend == "cpu":
+        options = dataclasses.replace(sample.options, candidate_env={SKIP_LAUNCHES_ENV: "1"})
+    else:
+        from cuset.execute.kernelbench import launch_skip
+
+        options = dataclasses.replace(sample.options, candidate_preload=launch_skip.library())
+    skipped = sample.verify([Check("without_own_kernels", (DEFAULT_SEED, DEFAULT_SEED + 1))], options)
     steps = plain.steps + tuple(dataclasses.replace(s, name=f"{s.name}[own kernels skipped]") for s in skipped.steps)
     timings = {**plain.timings, **{f"without_own_kernels_{k}": v for k, v in skipped.timings.items()}}
     if not skipped.passed:   # wrong, or failing some other way, without them: its kernels matter

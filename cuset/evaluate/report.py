@@ -165,23 +165,22 @@ def kernel_section(summary: Summary) -> list[str]:
 
 def strict_kernel_line(meta: dict, any_without: bool) -> str:
     """What decided the KernelBench passes, in the words of docs/sandbox.md's "Verdict
-    channels": under strict_kernels on the CPU the evaluator's own run with the answer's
-    kernel launches skipped; on the GPU (no such run yet) the static rules and the counts,
-    which can only fail an answer; without strict_kernels the outputs alone."""
+    channels": under strict_kernels the evaluator's own run with the answer's kernel launches
+    skipped (on the CPU by the runtime, on the GPU by a preloaded library), whose outputs it
+    compares; without strict_kernels the outputs alone."""
     strict = meta.get("strict_kernels")
-    if strict and meta.get("backend") == "cpu":
+    if strict:
+        how = ("by the CPU runtime (`CUSET_CPU_SKIP_LAUNCHES`)" if meta.get("backend") == "cpu" else
+               "by a library preloaded into that run (`cuset.execute.kernelbench.launch_skip`: launches called "
+               "from the answer's own code return unlaunched)")
         return ("strict_kernels=true: what decided is the evaluator's own run of each answer with its kernel "
-                "launches skipped (`CUSET_CPU_SKIP_LAUNCHES`), whose outputs the evaluator compares: every pass "
+                f"launches skipped {how}, whose outputs the evaluator compares: every pass "
                 "above failed there. The counts could only fail an answer (none reported), never pass one; "
                 "a pass without its own kernels is a failure here (counted under its failure status, not above).")
-    if strict:
-        return ("strict_kernels=true on the GPU: no run without the answer's kernels there yet, so the counts "
-                "(the answer's own report) and the static rules decide, and they can only fail an answer: one "
-                "that reports no kernel of its own is a failure here (counted under its failure status, not above).")
     if strict is not None and any_without:
         return ("strict_kernels=false: the outputs alone decided, and the counts nothing: every pass counts in "
                 "every number above, as KernelBench counts them; strict_kernels=true also runs each answer without "
-                "its kernel launches (CPU backend) and fails those that still pass.")
+                "its kernel launches and fails those that still pass.")
     return ""
 
 

@@ -128,16 +128,17 @@ def test_report_lines_per_category():
 
 
 def test_the_report_says_what_decided_under_strict_kernels():
-    """strict_kernels on the CPU: the evaluator's run without the answer's kernel launches
-    decided (docs/sandbox.md, "Verdict channels"); on the GPU only counts and rules, which
-    can only fail an answer; without strict_kernels the counts decided nothing."""
+    """strict_kernels: the evaluator's run without the answer's kernel launches decided
+    (docs/sandbox.md, "Verdict channels"), skipped by the CPU runtime or, on the GPU, by the
+    preloaded launch_skip library; without strict_kernels the counts decided nothing."""
     results = [sample(0, Status.PASSED, built=1), sample(1, Status.WRONG, built=1)]
     cpu = render_markdown(summarize(results, meta={"backend": "cpu", "strict_kernels": True}))
     assert ("strict_kernels=true: what decided is the evaluator's own run of each answer with its kernel launches "
-            "skipped (`CUSET_CPU_SKIP_LAUNCHES`), whose outputs the evaluator compares: every pass above failed "
-            "there. The counts could only fail an answer (none reported), never pass one") in cpu
+            "skipped by the CPU runtime (`CUSET_CPU_SKIP_LAUNCHES`), whose outputs the evaluator compares: every "
+            "pass above failed there. The counts could only fail an answer (none reported), never pass one") in cpu
     gpu = render_markdown(summarize(results, meta={"backend": "gpu", "strict_kernels": True}))
-    assert "strict_kernels=true on the GPU: no run without the answer's kernels there yet" in gpu
+    assert ("strict_kernels=true: what decided is the evaluator's own run of each answer with its kernel launches "
+            "skipped by a library preloaded into that run (`cuset.execute.kernelbench.launch_skip`") in gpu
     assert "CUSET_CPU_SKIP_LAUNCHES" not in gpu
     plain = render_markdown(summarize(results, meta={"backend": "cpu", "strict_kernels": False}))
     assert "strict_kernels" not in plain.split("## KernelBench")[1]   # no pass without kernels: nothing to say

@@ -110,3 +110,46 @@ def test_an_answer_computing_with_its_own_kernel_passes_strict_kernels():
     assert honest.status is Status.PASSED, honest.detail
     skipped = [s for s in honest.steps if s.name.endswith("[own kernels skipped]")]
     assert skipped and "plain_without_own_kernels_total" in honest.timings
+
+
+# A candidate that computes right only where the preloaded library is mapped into its process.
+SEES_PRELOAD = (HEAD + "import os\n" + FORWARD +
+                "        mapped = 'launch_skip.so' in open('/proc/self/maps').read()\n"
+                "        return torch.relu(x) if mapped and os.environ.get('LD_PRELOAD') else -x\n")
+
+
+def test_the_gpu_skip_library_reaches_the_candidates_run_only():
+    """strict_kernels' run on the GPU preloads cuset.execute.kernelbench.launch_skip into the
+    candidate's process (bound read-only into its sandbox); shown here on the CPU backend,
+    whose harness runs the same way: the candidate sees the library mapped, the reference's
+    run is the one every other verify shares."""
+    from cuset.execute.kernelbench import launch_skip
+    from cuset.execute.kernelbench.options import VerifyOptions
+    from cuset.execute.kernelbench.verify import plain_checks, verify
+
+    checks = plain_checks(1)
+    assert verify(REFERENCE, SEES_PRELOAD, checks, options=VerifyOptions()).status is Status.WRONG
+    preloaded = verify(REFERENCE, SEES_PRELOAD, checks,
+                       options=VerifyOptions(candidate_preload=launch_skip.library()))
+    assert preloaded.status is Status.PASSED, preloaded.detail
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["empty_launch", "aten_in_cpp"])
+def test_strict_kernels_on_a_gpu_runs_the_answer_without_its_launches(name):
+    """The same attacks on a GPU: its strict_kernels run preloads launch_skip, and an answer
+    whose outputs torch computed still passes there, so it is `wrong`; the honest answer
+    fails without its kernel, so it passes."""
+    from cuset.execute.registry import gpu_available
+
+    if not gpu_available():
+        pytest.skip("no NVIDIA GPU")
+
+    def gpu(code):
+        return evaluate_kernelbench(TASK, code, backend="gpu", options=dataclasses.replace(OPTS, strict_kernels=True))
+
+    attack = gpu(STRICT_ATTACKS[name])
+    assert attack.status is Status.WRONG and attack.detail == "strict_kernels: " + WITHOUT_OWN_KERNELS, attack.detail
+    honest = gpu(HONEST)
+    assert honest.status is Status.PASSED, honest.detail
+    assert any(s.name.endswith("[own kernels skipped]") for s in honest.steps)

@@ -10,6 +10,7 @@ cuset.execute sits below it and never imports it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cuset.execute.kernelbench.budget import DEFAULT_ROUNDS
 from cuset.execute.kernelbench.reference_store import ReferenceStore
@@ -37,6 +38,9 @@ class VerifyOptions:
     build_rounds: int = DEFAULT_ROUNDS
     extra_env: dict[str, str] = field(default_factory=dict)       # the reference's and the candidate's runs
     candidate_env: dict[str, str] = field(default_factory=dict)   # the candidate's runs only
+    # a library preloaded (LD_PRELOAD, bound read-only) into the candidate's runs only: on the GPU,
+    # strict_kernels' run without the candidate's own launches (launch_skip.library())
+    candidate_preload: Path | None = None
     eval_mode: str = "train"
     # where the reference's values are kept for every process of the machine (None: memory only)
     reference_store: ReferenceStore | None = ReferenceStore()

@@ -753,6 +753,9 @@ def _run_harness(role: str, run_dir: Path, manifest: dict, checks: list[Check], 
     (run_dir / "config.json").write_text(json.dumps(cfg))
     env = {"CUSET_CPU_ORDER": "forward", "CUSET_CPU_WORKERS": "1", "TORCH_EXTENSIONS_DIR": str(run_dir / "build"),
            **options.env(role)}
+    preload = options.candidate_preload if role == "candidate" else None
+    if preload is not None:
+        env["LD_PRELOAD"] = str(preload)
     tr = time.perf_counter()
     with tempfile.TemporaryFile() as channel:
         fd = channel.fileno()
@@ -760,7 +763,8 @@ def _run_harness(role: str, run_dir: Path, manifest: dict, checks: list[Check], 
         step = run_sandboxed(name, [sys.executable, "-I", "harness.py", "config.json"],
                              run_dir=run_dir, timeout=timeout, policy=_policy(options.sandbox, backend, timeout,
                                                                                options.program_memory_bytes),
-                             env={**env, DIAG_FD_ENV: str(fd)}, pass_fds=(fd,))
+                             env={**env, DIAG_FD_ENV: str(fd)}, pass_fds=(fd,),
+                             readonly=(preload,) if preload is not None else ())
         channel.seek(0)
         said = channel.read(DIAGNOSTICS_LIMIT)
     # Classified on the full logs, stored truncated (a candidate may print megabytes).
