@@ -19,18 +19,33 @@ def output_problem(task: Task, run_dir: Path, started_ns: int, input_digests: di
     An output byte-identical to an input is a copy only if the task's reference data
     (gen.py's other files in `reference_dir`) show the expected output differs from that
     input: identity tasks (matrix copy, reshapes, clamps that change nothing) must pass."""
+    return checked_outputs(task, run_dir, started_ns, input_digests, reference_dir)[1]
+
+
+def checked_outputs(task: Task, run_dir: Path, started_ns: int, input_digests: dict[str, str],
+                    reference_dir: Path | None = None) -> tuple[str, str | None]:
+    """(outputs_digest, output_problem) of one run, each output read once."""
+    h = hashlib.sha256()
+    problem = None
     for spec in task.outputs:
         rel = f"data/{spec.name}.bin"
         checked = inspect_output(run_dir, spec)
+        h.update(spec.name.encode() + b"\0")
+        h.update(checked[1].encode() if not isinstance(checked, str) else b"<unusable>")
+        if problem is not None:
+            continue
         if isinstance(checked, str):
-            return checked
+            problem = checked
+            continue
         st, digest = checked
         if st.st_mtime_ns < started_ns:
-            return f"{rel} predates this run (stale output)"
+            problem = f"{rel} predates this run (stale output)"
+            continue
         for name, d in input_digests.items():
             if d == digest and spec.nbytes > 0 and _reference_differs(reference_dir, input_digests, spec.nbytes, d):
-                return f"{rel} is a byte-for-byte copy of input {name} (the expected output differs from it)"
-    return None
+                problem = f"{rel} is a byte-for-byte copy of input {name} (the expected output differs from it)"
+                break
+    return h.hexdigest(), problem
 
 
 def inspect_output(run_dir: Path, spec) -> tuple[os.stat_result, str] | str:
@@ -65,12 +80,7 @@ def _reference_differs(reference_dir: Path | None, input_digests: dict[str, str]
 
 def outputs_digest(task: Task, run_dir: Path) -> str:
     """One hash over all declared outputs (missing ones included as such)."""
-    h = hashlib.sha256()
-    for spec in task.outputs:
-        checked = inspect_output(run_dir, spec)
-        h.update(spec.name.encode() + b"\0")
-        h.update(checked[1].encode() if not isinstance(checked, str) else b"<unusable>")
-    return h.hexdigest()
+    return checked_outputs(task, run_dir, 0, {})[0]
 
 
 def file_digest(path: Path) -> str:

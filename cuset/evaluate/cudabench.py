@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Iterator
 
 from cuset.execute import disk_quota
-from cuset.evaluate.checks import compare_verdict, file_digest, output_problem, outputs_digest
+from cuset.evaluate.checks import checked_outputs, compare_verdict, file_digest, output_problem, outputs_digest
 from cuset.evaluate.options import EvalOptions
 from cuset.evaluate.seeds import offset_seeds
 from cuset.evaluate.strict import StrictVerdict, mismatch_record, strict_check
@@ -333,8 +333,8 @@ def _run_case(ev: Evaluation, log: SampleLog, case: int, prepared: PreparedData,
             if failure is not None:
                 ws.discard(run_dir)
                 return failure[0], f"case {case}, order {order}: {failure[1]}"
-            runs.append((order, outputs_digest(task, run_dir),
-                         output_problem(task, run_dir, started, input_digests, prepared.data_dir / "data"), run_dir))
+            runs.append((order, *checked_outputs(task, run_dir, started, input_digests, prepared.data_dir / "data"),
+                         run_dir))
             first = order == backend.run_orders[0]
             skip, why = _orders_to_skip(backend, step, inv) if first and opts.trusted_programs else ((), "")
             if skip:   # the runtime proved the other orders cannot change the outputs (a trusted program)

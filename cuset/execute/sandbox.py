@@ -253,9 +253,9 @@ def masked_dirs(policy: "SandboxPolicy", visible: tuple = (), inside: tuple | No
             found[path] = None
     masks: list[Path] = []
     if inside is not None:
-        found = {p: None for p in found if any(p.is_relative_to(v) and p != v for v in inside)}
+        found = {p: None for p in found if any(_within(p, v) and p != v for v in inside)}
     for path in sorted(found, key=lambda q: len(q.parts)):
-        if not any(path.is_relative_to(m) for m in masks):  # already hidden by an empty parent
+        if not any(_within(path, m) for m in masks):  # already hidden by an empty parent
             masks.append(path)
     return masks
 
@@ -275,6 +275,13 @@ def _bwrap_has(option: str) -> bool:
 # loader's configuration. Each is bound read-only where the host has it.
 MINIMAL_ROOT = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
                 "/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives")
+_MINIMAL_ROOT_PATHS = tuple(Path(p) for p in MINIMAL_ROOT)
+
+
+def _within(path: Path, root: Path) -> bool:
+    """`path.is_relative_to(root)` for absolute paths, without its cost: building a sandbox's
+    world asks it a few hundred times, once per run step."""
+    return path.parts[:len(root.parts)] == root.parts
 
 
 # What a run step sees besides MINIMAL_ROOT, its run dir and its `readonly` paths: the
@@ -291,7 +298,7 @@ def interpreter_paths() -> tuple[Path, ...]:
     found: dict[Path, None] = {}
     for name in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, Path(sys.executable).parent):
         for path in (Path(os.path.abspath(name)), Path(name).resolve()):
-            if path != Path("/") and not any(path.is_relative_to(r) for r in MINIMAL_ROOT):
+            if path != Path("/") and not any(_within(path, r) for r in _MINIMAL_ROOT_PATHS):
                 found[path] = None
     return tuple(found)
 
@@ -301,7 +308,7 @@ def _outermost(paths) -> list[Path]:
     unique = sorted(set(paths), key=lambda p: len(p.parts))
     kept: list[Path] = []
     for path in unique:
-        if not any(path.is_relative_to(k) for k in kept):
+        if not any(_within(path, k) for k in kept):
             kept.append(path)
     return kept
 
@@ -328,7 +335,7 @@ def _new_parents(path: Path, present: list[Path], made: set[Path]) -> list[str]:
     (traversable by the sandbox uid) and empty but for what is bound below it."""
     argv: list[str] = []
     for parent in reversed(path.parents):
-        if parent == Path("/") or parent in made or any(parent.is_relative_to(p) for p in present):
+        if parent == Path("/") or parent in made or any(_within(parent, p) for p in present):
             continue
         made.add(parent)
         argv += ["--perms", "0755", "--dir", str(parent)]
@@ -680,7 +687,7 @@ def _toolchain_outside_root(compiler: str) -> tuple[Path, ...]:
         return ()
     prefixes = []
     for path in {Path(found).absolute(), Path(found).resolve()}:
-        if not any(path.is_relative_to(r) for r in MINIMAL_ROOT):
+        if not any(_within(path, r) for r in _MINIMAL_ROOT_PATHS):
             prefixes.append(path.parent.parent if path.parent.name == "bin" else path.parent)
     return tuple(dict.fromkeys(prefixes))
 

@@ -507,3 +507,20 @@ def test_pid_1_shows_no_host_paths(tmp_path, compile_step):
     assert r.returncode == 0 and args[:2] == ["bwrap", "--args"], args
     assert args[3] == "--" and args[-3:] == ["cat", "/proc/1/cmdline", ""]
     assert not any(str(tmp_path) in a for a in args) and "--ro-bind" not in args, args
+
+
+def test_within_agrees_with_is_relative_to_on_generated_paths():
+    """sandbox._within is Path.is_relative_to without its cost (it runs a few hundred times a
+    step): the same answer on random absolute paths, prefixes of one another or not."""
+    import random
+
+    from cuset.execute.sandbox import _within
+
+    rng = random.Random(0)
+    names = ["a", "ab", "b", "usr", "usr2", "lib", ".", "x y"]
+    paths = [Path("/")] + [Path("/" + "/".join(rng.choice(names) for _ in range(rng.randint(1, 4))))
+                           for _ in range(300)]
+    pairs = [(p, q) for p in paths for q in rng.sample(paths, 20)] + [(p, p) for p in paths] + \
+            [(p, p.parent) for p in paths]
+    assert all(_within(p, q) == p.is_relative_to(q) for p, q in pairs)
+    assert sum(_within(p, q) for p, q in pairs) > len(paths)   # prefixes do occur
