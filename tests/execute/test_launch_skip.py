@@ -49,12 +49,15 @@ extern "C" int launch_%(name)s(float* x, int n) {
 HOST = r"""
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stdlib.h>
 int main(int argc, char** argv) {
+  const char* replace = getenv("THEN_REPLACE");   /* moved over the last path once it is loaded */
   /* loaded locally, as Python loads torch's libraries: the preloaded library finds it all the same */
   int (*count)(void) = (int (*)(void))dlsym(dlopen("libcudart.so.13", RTLD_NOW | RTLD_LOCAL), "fake_launches");
   for (int i = 1; i < argc; i++) {
     void* h = dlopen(argv[i], RTLD_NOW | RTLD_LOCAL);
     if (!h) { printf("dlopen: %s\n", dlerror()); return 2; }
+    if (replace && i == argc - 1 && rename(replace, argv[i]) != 0) { perror("rename"); return 3; }
     int (*launch)(float*, int) = (int (*)(float*, int))dlsym(h, i == 1 ? "launch_own" : "launch_torch");
     int before = count();
     int rc = launch(0, 256);
@@ -98,9 +101,11 @@ def built(tmp_path_factory):
             "shim": launch_skip.library(d / "cache")}
 
 
-def _launches(built, cwd, *libs, preload=True) -> list[tuple[int, int]]:
+def _launches(built, cwd, *libs, preload=True, then_replace=None) -> list[tuple[int, int]]:
     """(return code, launches that reached the runtime) per library, each asked for two launches."""
     env = {"PATH": os.environ["PATH"], "LD_LIBRARY_PATH": str(built["rt"])}
+    if then_replace is not None:
+        env["THEN_REPLACE"] = str(then_replace)
     if preload:
         env["LD_PRELOAD"] = str(built["shim"])
     out = _sh([str(built["dir"] / "host"), *map(str, libs)], cwd=cwd, env=env)
@@ -126,6 +131,19 @@ def test_only_code_under_the_run_dir_is_the_candidates(built):
     (built["run"] / "borrowed.so").unlink(missing_ok=True)
     os.symlink(built["torch"], built["run"] / "borrowed.so")
     assert _launches(built, built["run"], elsewhere / "alias.so", built["run"] / "borrowed.so") == [(0, 0), (0, 2)]
+
+
+def test_a_link_swapped_after_loading_changes_nothing(built):
+    """torch's library loaded through a link in the run dir, the link then replaced by a file of
+    the candidate's: what is mapped at the caller is still torch's, and its launches run."""
+    swapped = built["run"] / "swapped.so"
+    swapped.unlink(missing_ok=True)
+    os.symlink(built["torch"], swapped)
+    own_copy = built["run"] / "own-copy.so"
+    shutil.copy(built["own"], own_copy)
+    # the host renames own-copy.so over swapped.so after loading swapped.so (torch's code)
+    out = _launches(built, built["run"], built["own"], swapped, then_replace=own_copy)
+    assert out == [(0, 0), (0, 2)] and swapped.is_file() and not swapped.is_symlink()
 
 
 def test_the_library_is_built_once_per_source(built, tmp_path):

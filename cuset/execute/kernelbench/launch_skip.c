@@ -9,19 +9,21 @@
  * computed them without its kernels.
  *
  * Why the caller decides: CUDA 13's launch stubs pass a kernel handle, not the host stub's
- * address, so the kernel's identity does not say where it came from; the call site does.
+ * address, so the kernel's identity does not say where it came from; the call site does,
+ * through the file mapped there (own_launch).
  * What this cannot see only makes the check stricter, never looser: a launch it does not
  * skip (the driver API called through a handle of its own, a CUDA graph, a library loaded
  * from outside the run dir) runs, so an answer relying on it still passes here and fails
  * strict_kernels. Skipping torch's own launches would do the opposite, which is why only
- * objects whose real path lies under the run dir count (torch's libraries are read-only
- * and outside it).
+ * code mapped from a file under the run dir counts (torch's libraries are read-only and
+ * outside it, and a read-only file cannot be moved into it). One read of /proc/self/maps a
+ * launch: slower than a cache, and only this one run of the answer pays it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <limits.h>
 #include <link.h>
-#include <pthread.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,37 +38,28 @@ __attribute__((constructor)) static void launch_skip_init(void) {
   if (getcwd(cwd, sizeof cwd) && realpath(cwd, g_root)) g_root_len = strlen(g_root);
 }
 
-/* A small cache of decisions per loaded object (its base address): launches are frequent. */
-#define CACHE_SIZE 64
-static struct { uintptr_t base; int own; } g_cache[CACHE_SIZE];
-static int g_cached;
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int under_root(const char* path) {
-  char real[PATH_MAX];
-  if (!g_root_len || !path || !*path || !realpath(path, real)) return 0;
-  return strncmp(real, g_root, g_root_len) == 0 && (real[g_root_len] == '/' || real[g_root_len] == 0);
-}
-
-/* Was this launch called from a shared object under the run dir? */
+/* Was this launch called from code mapped from a file under the run dir? The kernel's own
+ * record of the mapping decides (/proc/self/maps: the file's path in this mount namespace as
+ * it is, links resolved), read at every launch: a name the loader was given, a link swapped
+ * after loading, an address range unmapped and reused, none of them changes what the kernel
+ * says is mapped at the caller's address now. */
 static int own_launch(const void* caller) {
-  Dl_info info;
-  if (!caller || !dladdr(caller, &info) || !info.dli_fbase) return 0;
-  uintptr_t base = (uintptr_t)info.dli_fbase;
-  int own = -1;
-  pthread_mutex_lock(&g_lock);
-  for (int i = 0; i < g_cached; i++)
-    if (g_cache[i].base == base) own = g_cache[i].own;
-  pthread_mutex_unlock(&g_lock);
-  if (own >= 0) return own;
-  own = under_root(info.dli_fname);
-  pthread_mutex_lock(&g_lock);
-  if (g_cached < CACHE_SIZE) {
-    g_cache[g_cached].base = base;
-    g_cache[g_cached].own = own;
-    g_cached++;
+  if (!g_root_len || !caller) return 0;
+  FILE* maps = fopen("/proc/self/maps", "re");
+  if (!maps) return 0;
+  char line[PATH_MAX + 256];
+  uintptr_t at = (uintptr_t)caller;
+  int own = 0;
+  while (fgets(line, sizeof line, maps)) {
+    unsigned long lo, hi;
+    int path_at = 0;
+    if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || at < lo || at >= hi) continue;
+    char* path = path_at > 0 ? line + path_at : line + strlen(line);
+    path[strcspn(path, "\n")] = 0;
+    own = strncmp(path, g_root, g_root_len) == 0 && path[g_root_len] == '/';
+    break;
   }
-  pthread_mutex_unlock(&g_lock);
+  fclose(maps);
   return own;
 }
 

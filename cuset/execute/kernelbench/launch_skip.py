@@ -44,7 +44,7 @@ def library(cache_dir: Path | None = None) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f"{key}.tmp-", dir=final.parent))
         try:
             step = run_step("build launch_skip", [CC, "-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-o",
-                                                  str(tmp / LIBRARY), str(SOURCE), "-ldl", "-pthread"],
+                                                  str(tmp / LIBRARY), str(SOURCE), "-ldl"],
                             cwd=tmp, timeout=120, env=clean_env())
             if step.returncode != 0:
                 raise ToolchainError(f"building {SOURCE.name} failed:\n{step.stderr}")
