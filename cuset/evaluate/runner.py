@@ -97,6 +97,34 @@ def evaluator_failure(error: Exception, backend: str) -> ExecResult:
                       backend=backend)
 
 
+# Evaluator failures beyond what the programs can explain: one program reaches a bug of ours, a
+# few similar ones may, but past this many (and this share of the run) the machine changed under
+# the run (once: its Python environment removed mid-evaluation, 163 of 384 samples), and the
+# results are not scores.
+MAX_EVALUATOR_FAILURES = 10
+MAX_EVALUATOR_FAILURE_SHARE = 0.05
+
+
+class EvaluatorBroken(CusetError, RuntimeError):
+    """So many samples' evaluations raised that the run's results say nothing of the programs."""
+
+
+def check_evaluator_failures(results: Sequence[SampleResult], results_path: Path) -> None:
+    """Raise EvaluatorBroken when more than MAX_EVALUATOR_FAILURES samples, and more than
+    MAX_EVALUATOR_FAILURE_SHARE of them, failed in the evaluator itself. Fewer stay failures
+    of their samples (evaluator_failure), so a program cannot stop a run by provoking one."""
+    failed = [r for r in results if r.detail.startswith(EVALUATOR_FAILURE)]
+    if len(failed) <= max(MAX_EVALUATOR_FAILURES, MAX_EVALUATOR_FAILURE_SHARE * len(results)):
+        return
+    first = failed[0]
+    raise EvaluatorBroken(
+        f"{results_path}: the evaluator itself failed on {len(failed)} of {len(results)} samples (e.g. task "
+        f"{first.task_id} sample {first.sample}: {first.detail[:200]}). That many points at the machine (an "
+        "environment, a cache or a disk that changed during the run), not at the programs, so these results are "
+        f"not scores. Fix the cause (the log has each traceback), delete {results_path} and run the same command "
+        "again.")
+
+
 class MissingTasks(CusetError, ValueError):
     """The generations cover only part of the tasks file (and allow_missing is off)."""
 
@@ -255,6 +283,7 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
     summary = summarize(all_results, expected_task_ids=sorted(set(task_by_id) | {g.task_id for g in gens}, key=task_id_order),
                         missing_as_failed=cfg.allow_missing, meta=meta)
     write_report(summary, results_path.parent)
+    check_evaluator_failures(all_results, results_path)   # after the report: the evidence stays readable
     return summary
 
 

@@ -149,3 +149,28 @@ def test_a_sample_whose_evaluation_raises_is_a_failure_and_the_run_goes_on(files
     assert summary["meta"]["evaluator_failures"] == 1
     again = runner.invoke(app, args)
     assert again.exit_code == 0 and json.loads((files / "out" / "summary.json").read_text())["meta"]["resumed"] == 3
+
+
+@needs_gxx
+def test_a_run_whose_evaluator_fails_on_many_samples_stops_with_the_fix(files, monkeypatch):
+    """More evaluator failures than programs explain (over 10 and over 5% of the run): the
+    machine changed under the run, so the run stops and names the file to delete; the summary
+    and report stay for reading. 10 of them do not stop it (the bound is inclusive)."""
+    from cuset.evaluate.runner import MAX_EVALUATOR_FAILURES
+
+    def run(n_bugs, out):
+        save_generations(files / f"{out}.jsonl", [GenerationRecord(1, "Axpb", s, "m", 1, "", program(extra="// PROVOKES_A_BUG"),
+                                                                   7, "stop", 0.1) for s in range(n_bugs)])
+        return runner.invoke(app, ["eval", str(files / "tasks.jsonl"), str(files / f"{out}.jsonl"), "--out",
+                                   str(files / out), "--backend", "cpu", "execution.workers=1",
+                                   f"cache_dir={files / 'cache'}", "progress=false"])
+
+    monkeypatch.setattr(EvalConfig, "make_backend", lambda self: _RaisingBackend())
+    assert run(MAX_EVALUATOR_FAILURES, "ten").exit_code == 0
+    broken = run(MAX_EVALUATOR_FAILURES + 1, "eleven")
+    assert broken.exit_code == 2, broken.output
+    text = " ".join(broken.output.split())
+    results = files / "eleven" / "results.jsonl"
+    assert f"{results}: the evaluator itself failed on 11 of 11 samples (e.g. task 1 sample" in text
+    assert f"delete {results} and run the same command again" in text
+    assert json.loads((files / "eleven" / "summary.json").read_text())["meta"]["evaluator_failures"] == 11
