@@ -417,6 +417,7 @@ def _warmup_text(cfg: dict) -> str:
 # CUDA-sensitive tokens are the less confident ones. Thresholds on the share of tokens at p <= tau:
 PREMISE_MAX_LOW = 0.05   # at most 5% dropped by the mask: "few tokens at p <= tau"
 WEAK_MIN_LOW = 0.10      # over 10%: the mask drops a tenth of what the model must learn
+NEARLY_NONE_LOW = 0.01   # under 1%: the mask has almost nothing to drop, whatever the regime's name
 
 
 def regime_of(nll: dict) -> tuple[str, str]:
@@ -442,8 +443,14 @@ REGIME_WORDS = {"premise": "the paper's premise holds on this base", "between": 
 
 def regime_sentence(nll: dict, tau: float) -> str:
     regime, why = regime_of(nll)
-    return (f"**Regime: {REGIME_WORDS[regime]}** ({why}; tau = {tau}; `cuset demo --regime` maps CuSeT against SFT "
+    text = (f"**Regime: {REGIME_WORDS[regime]}** ({why}; tau = {tau}; `cuset demo --regime` maps CuSeT against SFT "
             "across base strengths).")
+    low = ((nll.get("mechanism") or {}).get("fit") or {}).get("share_low")
+    if low is not None and low < NEARLY_NONE_LOW:
+        # "few tokens at p <= tau" taken to its limit: the premise's statistics hold, the mask does nothing
+        text += (f" With {100 * low:.2f}% of target tokens at p <= tau the confidence mask has almost nothing to "
+                 "drop: CuSeT can differ from SFT here only through its CUDA-span weight and its sample weight.")
+    return text
 
 
 # The paper's bases before fine-tuning, CUDABench Level 1 (its Table 2): what "a competent base" means.

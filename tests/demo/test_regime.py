@@ -143,6 +143,17 @@ def test_regime_of_a_base_from_its_mechanism_statistics():
     assert regime == "unknown" and "not recorded" in why
 
 
+def test_the_regime_sentence_says_when_the_mask_has_almost_nothing_to_drop():
+    from cuset.demo.report import regime_sentence
+
+    vacuous = regime_sentence(_nll(0.0004, 0.99, 0.998, 1e-300), 0.1)
+    assert vacuous.startswith("**Regime: the paper's premise holds on this base** (0.0% of target tokens")
+    assert vacuous.endswith("With 0.04% of target tokens at p <= tau the confidence mask has almost nothing to drop: "
+                            "CuSeT can differ from SFT here only through its CUDA-span weight and its sample weight.")
+    assert "almost nothing" not in regime_sentence(_nll(0.014, 0.924, 0.971, 1e-40), 0.1)   # 1.4%: it drops some
+    assert "almost nothing" not in regime_sentence({"nll": 1.0}, 0.1)
+
+
 def _paired(delta, low, high, p, significant, run_variance="estimated"):
     return {"delta": delta, "low": low, "high": high, "p_value": p, "p_holm": p, "significant": significant,
             "n_tasks": 64, "n_seeds": [1, 1], "run_variance": run_variance, "sentence": ""}
