@@ -306,7 +306,8 @@ def two_by_two_rows(task_scores: dict, by_method: dict, reference: str) -> list[
                 c = contrast_of_task_scores([(m, [{t: sc.get(key) for t, sc in task_scores[r].items()}
                                                   for r in by_method[m]], k) for m, k in terms[part]], metric=key)
                 if c is not None:
-                    rows.append({"method": other, "reference": reference, "part": part, **c.to_json(),
+                    rows.append({"method": other, "reference": reference, "method_on": other_on,
+                                 "reference_on": ref_on, "part": part, **c.to_json(),
                                  "sentence": c.sentence(labels[part])})
     return rows
 
