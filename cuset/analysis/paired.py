@@ -3,6 +3,7 @@
     d = paired_difference(a, b)   # a, b: [runs, tasks] per-task scores (e.g. function@1), same task order
     d.delta, d.low, d.high, d.p_value, d.significant
     m = mean_interval(x)          # one method: its mean over runs and tasks with an interval
+    c = contrast([("A0", a0, 1), ("B0", b0, -1), ("A1", a1, -1), ("B1", b1, 1)])   # a 2x2's interaction
 
 The design behind every study here: each training run (seed) of a method answers the same
 tasks, so runs and tasks are *crossed*, and runs are *nested* in methods. The score of run s
@@ -182,6 +183,62 @@ def paired_difference(a, b, *, metric: str = "", confidence: float = 0.95) -> Pa
 
 
 @dataclass(frozen=True)
+class Contrast:
+    """sum_g coefficient_g * mean(method g) over the same tasks, with its interval: e.g. a 2x2's
+    interaction (B1 - A1) - (B0 - A0), whose coefficients are +1, -1, -1, +1. Each method's
+    run variance enters as in a paired difference (which is the contrast -A + B)."""
+    metric: str
+    terms: tuple[tuple[str, float], ...]   # (method, coefficient)
+    n_tasks: int
+    n_seeds: tuple[int, ...]               # runs per method, in the terms' order
+    estimate: float
+    low: float | None                      # None: no variation, no interval
+    high: float | None
+    p_value: float | None                  # t-test of a zero contrast
+    confidence: float
+    df: float
+    run_variance: str                      # a key of RUN_VARIANCE
+
+    @property
+    def significant(self) -> bool:
+        return self.p_value is not None and self.p_value < 1 - self.confidence
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "significant": self.significant}
+
+    def sentence(self, label: str, scale: float = 100.0, unit: str = " points") -> str:
+        level = 100 - round(100 * self.confidence)
+        interval = ("no interval: no variation over tasks and runs" if self.low is None else
+                    f"{round(100 * self.confidence)}% interval [{self.low * scale:+.1f}, {self.high * scale:+.1f}]")
+        verdict = ("no test possible: every task and run gives the same value" if self.p_value is None
+                   else f"significant at the {level}% level" if self.significant
+                   else f"not significant at the {level}% level: the data cannot tell it from 0")
+        caveat = "" if self.run_variance == "estimated" else f"; {RUN_VARIANCE[self.run_variance]}"
+        runs = " / ".join(str(n) for n in self.n_seeds)
+        return (f"{self.metric}: {label} = {self.estimate * scale:+.1f}{unit} ({interval}, {format_p(self.p_value)}, "
+                f"{self.n_tasks} tasks, {runs} run(s){caveat}): {verdict}")
+
+
+def contrast(groups: Sequence[tuple[str, object, float]], *, metric: str = "", confidence: float = 0.95) -> Contrast:
+    """groups: (method, [runs, tasks] scores, coefficient); columns are the same tasks in every group.
+    Scores in [0, 1] bound the interval by the coefficients' negative and positive sums."""
+    named = [(name, _as_runs(y), float(c)) for name, y, c in groups]
+    if len({y.shape[1] for _, y, _ in named}) != 1:
+        raise ValueError("a contrast needs the same tasks in every group: "
+                         + ", ".join(f"{n} {y.shape[1]}" for n, y, _ in named))
+    if named[0][1].shape[1] < 2:
+        raise ValueError(f"a contrast needs at least 2 common tasks, got {named[0][1].shape[1]}")
+    _check_confidence(confidence)
+    c = _combine([(y, coefficient) for _, y, coefficient in named])
+    unit = _unit(*(y for _, y, _ in named))
+    bounds = ((sum(min(0.0, k) for *_, k in named), sum(max(0.0, k) for *_, k in named)) if unit
+              else (-np.inf, np.inf))
+    low, high, p = _t_interval(c, confidence, bounds)
+    return Contrast(metric, tuple((n, k) for n, _, k in named), named[0][1].shape[1],
+                    tuple(y.shape[0] for _, y, _ in named), c.estimate, low, high, p, confidence, c.df, c.run_variance)
+
+
+@dataclass(frozen=True)
 class MeanInterval:
     """A score averaged over tasks and runs with its t interval (tasks and runs as random effects)."""
     mean: float
@@ -239,6 +296,16 @@ def compare_task_scores(runs_a: Sequence[dict[str, float | None]], runs_b: Seque
     if len(tasks) < 2:
         return None
     return paired_difference(task_matrix(runs_a, tasks), task_matrix(runs_b, tasks), metric=metric)
+
+
+def contrast_of_task_scores(groups: Sequence[tuple[str, Sequence[dict[str, float | None]], float]], *,
+                            metric: str = "") -> Contrast | None:
+    """`contrast` over the tasks every run of every group scored ((method, [{task: score} per run],
+    coefficient) per group); None below 2 such tasks."""
+    tasks = common_tasks([run for _, runs, _ in groups for run in runs])
+    if len(tasks) < 2:
+        return None
+    return contrast([(name, task_matrix(runs, tasks), k) for name, runs, k in groups], metric=metric)
 
 
 def interval_of_task_scores(runs: Sequence[dict[str, float | None]]) -> MeanInterval | None:

@@ -257,11 +257,41 @@ def regime_map(levels: list[tuple[int, Path]], out: Path, gate: tuple[float, flo
             "paired": {m: {k: p[k] for k in ("delta", "low", "high", "p_value", "p_holm", "significant",
                                               "n_tasks", "n_seeds", "run_variance", "sentence")}
                        for m, p in paired.items()},
+            "two_by_two": {f"{r['method']}/{r['part']}": {
+                "method": r["method"], "reference": r["reference"], "method_on": r["method_on"],
+                "reference_on": r["reference_on"], "part": r["part"], "delta": r["estimate"],
+                **{k: r[k] for k in ("low", "high", "p_value", "significant", "n_tasks", "n_seeds", "run_variance",
+                                     "sentence")}}
+                for r in report.get("two_by_two") or [] if r["metric"] == METRIC},
             "dropped": dropped,
         })
     min_compile, min_function = gate or _default_gate()
     return {"metric": METRIC, "levels": rows,
             "gate": competence_gate(rows, min_compile=min_compile, min_function=min_function)}
+
+
+def comparisons(row: dict) -> dict[str, tuple[str, dict]]:
+    """Each fine-tuned arm of a level -> (the arm it is compared with, the comparison): SFT for
+    every arm, except an arm fine-tuned on programs with replaceable tokens whose reference ran
+    in that condition too (methods=2x2), which is compared within its condition (CuSeT:repl with
+    SFT:repl, from the level's 2x2 contrasts, not Holm-adjusted): measured against SFT on the
+    programs as written, its difference would mix the condition's effect into the method's."""
+    out = {arm: ("sft", p) for arm, p in row["paired"].items()}
+    for c in (row.get("two_by_two") or {}).values():
+        if c["part"] == "with":
+            out[c["method_on"]] = (c["reference_on"], c)
+    return out
+
+
+def interactions(row: dict) -> dict[str, dict]:
+    """method -> its 2x2 interaction at this level: how much replaceable tokens change its
+    difference from the reference ((with) - (without))."""
+    return {c["method"]: c for c in (row.get("two_by_two") or {}).values() if c["part"] == "interaction"}
+
+
+def _comparator(doc: dict, arm: str) -> str:
+    """What `arm` is compared with in the map (the same at every level where it ran)."""
+    return next((comparisons(row)[arm][0] for row in doc["levels"] if arm in comparisons(row)), "sft")
 
 
 def write_map(doc: dict, out: Path) -> Path:
@@ -280,12 +310,12 @@ def map_figure(doc: dict, path: Path) -> Path:
     from cuset.demo.report import row_label
 
     arms = sorted({m for row in doc["levels"] for m in row["paired"]}, key=_arm_order(doc))
-    series = {row_label(arm): [(100 * row["base"]["function@1"], row["paired"][arm]["delta"],
-                                row["paired"][arm]["low"], row["paired"][arm]["high"])
-                               for row in doc["levels"] if arm in row["paired"]]
+    series = {f"{row_label(arm)} - {row_label(_comparator(doc, arm))}":
+              [(100 * row["base"]["function@1"], p["delta"], p["low"], p["high"])
+               for row in doc["levels"] for _, p in [comparisons(row).get(arm, (None, None))] if p is not None]
               for arm in arms}
     return differences_against(path, series, xlabel="base function@1 on the evaluation tasks before fine-tuning (%; "
-                               "each base's NLL is in regime.md)", ylabel=f"{doc['metric']} minus SFT (points)",
+                               "each base's NLL is in regime.md)", ylabel=f"{doc['metric']} difference (points)",
                                title="When does CuSeT beat SFT? (95% paired intervals)", log_x=False,
                                vline=(100 * doc["gate"]["min_function"], "competence gate"))
 
@@ -345,8 +375,9 @@ def conclusion_lines(doc: dict) -> list[str]:
     arms = sorted({m for row in doc["levels"] for m in row["paired"]}, key=_arm_order(doc))
     for arm in arms:
         verdicts = {"beats": [], "loses to": [], "shows no significant difference from": [], "cannot be tested against": []}
+        kinds = {}
         for row in doc["levels"]:
-            p = row["paired"].get(arm)
+            _, p = comparisons(row).get(arm, (None, None))
             if p is None:
                 continue
             regime = regime_of({"mechanism": row["mechanism"]})[0] if row["mechanism"] else "unknown"
@@ -354,10 +385,22 @@ def conclusion_lines(doc: dict) -> list[str]:
             key = ("cannot be tested against" if p["p_value"] is None else "shows no significant difference from"
                    if not p["significant"] else "beats" if p["delta"] > 0 else "loses to")
             verdicts[key].append(where)
-        kinds = {row["warmup_steps"]: p["run_variance"] for row in doc["levels"]
-                 for p in [row["paired"].get(arm)] if p}
-        parts = [f"{verb} SFT at " + "; ".join(where) for verb, where in verdicts.items() if where]
-        lines.append(f"- {row_label(arm)} {' and '.join(parts)}.{_variance_sentence(kinds)}")
+            kinds[row["warmup_steps"]] = p["run_variance"]
+        other = row_label(_comparator(doc, arm))
+        within = " (within the replaceable-token condition; not Holm-adjusted)" if _comparator(doc, arm) != "sft" else ""
+        parts = [f"{verb} {other} at " + "; ".join(where) for verb, where in verdicts.items() if where]
+        lines.append(f"- {row_label(arm)} {' and '.join(parts)}{within}.{_variance_sentence(kinds)}")
+    for method in dict.fromkeys(m for row in doc["levels"] for m in interactions(row)):
+        parts = []
+        for row in doc["levels"]:
+            c = interactions(row).get(method)
+            if c is not None:
+                verdict = ("no test possible" if c["p_value"] is None else "significant" if c["significant"]
+                           else "not significant")
+                parts.append(f"k = {row['warmup_steps']}: {_cell({**c, 'significant': False})}, {verdict}")
+        ref = row_label(next(c["reference"] for row in doc["levels"] for c in interactions(row).values()))
+        lines.append(f"- Replaceable tokens change {row_label(method)} - {ref} by (with - without): "
+                     + "; ".join(parts) + " (the 2x2's interaction; not Holm-adjusted).")
     return lines or ["- No fine-tuned arm besides SFT was run."]
 
 
@@ -425,24 +468,32 @@ def regime_markdown(doc: dict) -> str:
     levels = doc["levels"]
     arms = sorted({m for row in levels for m in row["methods"]}, key=_arm_order(doc))
     others = [m for m in arms if m != "sft"]
+    crossed = list(dict.fromkeys(m for row in levels for m in interactions(row)))
+    within = any(_comparator(doc, m) != "sft" for m in others)
     lines = ["# When does CuSeT beat SFT? A base-strength map", "",
              f"Each level is one demo run (linked) whose base was warmed up with k steps of SFT on the fine-tuning "
              f"families at points neither the fine-tuning nor the evaluation set holds. {doc['metric']} of each arm "
              "minus SFT on the same tasks, with a 95% interval from tasks and training runs as random effects "
-             f"(cuset.analysis.paired; Holm-adjusted within each level for 'significant'; {_VARIANCE_NOTE}).", "",
+             f"(cuset.analysis.paired; Holm-adjusted within each level for 'significant'; {_VARIANCE_NOTE})."
+             + (" An arm fine-tuned on programs with replaceable tokens is compared with SFT fine-tuned on the same "
+                "programs, and each interaction is how much replaceable tokens change a method's difference from "
+                "SFT: the 2x2's own contrasts, not Holm-adjusted." if within else ""), "",
              f"**{doc['gate']['text']}**", "", *_finetune_lines(levels), "",
              "| Warm-up steps k | Base compile@1 | Base function@1 | Base NLL | SFT " + doc["metric"] + " | "
-             + " | ".join(f"{row_label(m)} - SFT" for m in others) + " |",
-             "|---" * (5 + len(others)) + "|"]
+             + " | ".join(f"{row_label(m)} - {row_label(_comparator(doc, m))}" for m in others)
+             + "".join(f" | Interaction: {row_label(m)} - SFT, with - without" for m in crossed) + " |",
+             "|---" * (5 + len(others) + len(crossed)) + "|"]
     for row in levels:
         sft = row["methods"].get("sft")
         sft_text = "n/a" if sft is None else f"{100 * sft['mean']:.1f}"
+        compared = comparisons(row)
         lines.append(f"| [{row['warmup_steps']}]({row['dir']}/report.md) | {_share(row['base']['compile@1'])} | "
                      f"{_share(row['base']['function@1'])} | {row['base_nll']:.3f} | {sft_text} | "
-                     + " | ".join(_cell(row["paired"].get(m)) for m in others) + " |")
+                     + " | ".join(_cell(compared.get(m, (None, None))[1]) for m in others)
+                     + "".join(f" | {_cell(interactions(row).get(m))}" for m in crossed) + " |")
     lines += ["", "Base compile@1 and function@1: the base before fine-tuning on the evaluation tasks (its vanilla run, "
-              "the mean over tasks of each task's Pass@1); the figure plots each arm's difference from SFT against "
-              "the base's function@1.", "",
+              "the mean over tasks of each task's Pass@1); the figure plots each arm's difference from "
+              + ("the arm the table compares it with" if within else "SFT") + " against the base's function@1.", "",
               "![map](regime.png)", "", "## What the map says", ""] + conclusion_lines(doc) + [
               "", "## Each base before fine-tuning (fine-tuning references)", "",
               "Low = target tokens at p <= tau, the ones CuSeT's confidence mask leaves out of the loss. The paper's "
@@ -484,6 +535,8 @@ def regime_markdown(doc: dict) -> str:
     lines += ["", "## Paired comparisons, in full", ""]
     for row in levels:
         lines += [f"- k = {row['warmup_steps']}: {p['sentence']}" for p in row["paired"].values()]
+        lines += [f"- k = {row['warmup_steps']}: {c['sentence']} (2x2, not Holm-adjusted)"
+                  for c in (row.get("two_by_two") or {}).values()]
     if "wall_s" in doc:
         lines += ["", f"Wall time of this invocation: {doc['wall_s'] / 60:.1f} minutes (levels resumed from an "
                   "earlier invocation count only the time spent now)."]

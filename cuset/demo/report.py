@@ -169,6 +169,7 @@ def add_statistics(doc: dict, base: Path) -> dict:
     doc["methods"] = {m: method_row([scores[r] for r in by_method[m]], [doc["metrics"][r] for r in by_method[m]])
                       for m in methods}
     doc["paired"] = paired_rows(scores, by_method, methods[1], methods[2:]) if len(methods) > 2 else []
+    doc["two_by_two"] = two_by_two_rows(scores, by_method, methods[1]) if len(methods) > 2 else []
     doc["attribution"] = attribution_tables(base, list(doc["runs"]))
     return doc
 
@@ -270,6 +271,76 @@ def paired_rows(task_scores: dict, by_method: dict, reference: str, others: list
             for (method, _), d in zip(found, adjusted)]
 
 
+TWO_BY_TWO_PARTS = ("without", "with", "interaction")
+
+
+def two_by_two_rows(task_scores: dict, by_method: dict, reference: str) -> list[dict]:
+    """methods=2x2 (issue 60): for every method that ran, as `reference` (SFT) did, both without and
+    with replaceable tokens in its fine-tuning programs, per Pass@k: method - reference without them,
+    the same with them, and the interaction (with - without), each over the tasks every run of the
+    cells scored, with tasks and runs as random effects (cuset.analysis.paired.contrast). Not
+    Holm-adjusted: the paired comparisons above are the report's family; these are the 2x2's own
+    questions. Empty where the reference has no twin with replaceable tokens."""
+    from dataclasses import replace
+
+    from cuset.analysis.paired import contrast_of_task_scores
+    from cuset.demo.config import parse_method_spec
+
+    specs = {m: parse_method_spec(m) for m in by_method if m != "vanilla"}
+    twin = {m: next((r for r, spec in specs.items() if spec == replace(specs[m], replaceable=True)), None)
+            for m in specs if not specs[m].replaceable}
+    if twin.get(reference) is None:
+        return []
+    ref_on = twin[reference]
+    rows = []
+    for other, other_on in twin.items():
+        if other == reference or other_on is None:
+            continue
+        terms = {"without": ((reference, -1), (other, 1)), "with": ((ref_on, -1), (other_on, 1)),
+                 "interaction": ((reference, 1), (other, -1), (ref_on, -1), (other_on, 1))}
+        a, b = row_label(reference), row_label(other)
+        labels = {"without": f"{b} - {a}, without replaceable tokens", "with": f"{b} - {a}, with replaceable tokens",
+                  "interaction": f"({b} - {a} with replaceable tokens) - ({b} - {a} without)"}
+        for key in PASS_KEYS:
+            for part in TWO_BY_TWO_PARTS:
+                c = contrast_of_task_scores([(m, [{t: sc.get(key) for t, sc in task_scores[r].items()}
+                                                  for r in by_method[m]], k) for m, k in terms[part]], metric=key)
+                if c is not None:
+                    rows.append({"method": other, "reference": reference, "method_on": other_on,
+                                 "reference_on": ref_on, "part": part, **c.to_json(),
+                                 "sentence": c.sentence(labels[part])})
+    return rows
+
+
+def two_by_two_lines(doc: dict) -> list[str]:
+    """The report's 2x2 section: per method, its difference from the reference without and with
+    replaceable tokens and the interaction, for the summary's metrics."""
+    from cuset.analysis.paired import format_p
+
+    rows = doc.get("two_by_two") or []
+    if not rows:
+        return []
+    lines = ["", "## Replaceable tokens: the 2x2", "",
+             "Each method minus the reference on the same tasks, in each condition of the fine-tuning programs, "
+             "and the interaction: how much replaceable tokens change that difference (with - without). "
+             "95% intervals with tasks and runs as random effects; not Holm-adjusted.", "",
+             "| | " + " | ".join(METRIC_LABELS.get(m, m) for m in SUMMARY_METRICS) + " |",
+             "|---" * (len(SUMMARY_METRICS) + 1) + "|"]
+    for method in dict.fromkeys(r["method"] for r in rows):
+        for part in TWO_BY_TWO_PARTS:
+            cells = []
+            for metric in SUMMARY_METRICS:
+                r = next((x for x in rows if (x["method"], x["part"], x["metric"]) == (method, part, metric)), None)
+                cells.append("n/a" if r is None else f"{100 * r['estimate']:+.1f} (no variation)" if r["low"] is None
+                             else f"{100 * r['estimate']:+.1f} [{100 * r['low']:+.1f}, {100 * r['high']:+.1f}], "
+                                  f"{format_p(r['p_value'])}")
+            ref = row_label(rows[0]["reference"])
+            label = {"without": f"{row_label(method)} - {ref}, without", "with": f"{row_label(method)} - {ref}, with",
+                     "interaction": "interaction (with - without)"}[part]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def interval_text(cell: dict | None) -> str:
     """A rate with its 95% interval in percent; * when one run gave it (task sampling only)."""
     if cell is None:
@@ -303,6 +374,7 @@ def _reference_fit_lines(fits: dict, tau: float) -> list[str]:
 
 
 SUMMARY_METRICS = ("compile@1", "function@1", "function@3")
+METRIC_LABELS = {"compile@1": "Compilation Pass@1", "function@1": "Function Pass@1", "function@3": "Function Pass@3"}
 
 
 def summary_table(doc: dict) -> list[str]:
@@ -346,6 +418,7 @@ def _warmup_text(cfg: dict) -> str:
 # CUDA-sensitive tokens are the less confident ones. Thresholds on the share of tokens at p <= tau:
 PREMISE_MAX_LOW = 0.05   # at most 5% dropped by the mask: "few tokens at p <= tau"
 WEAK_MIN_LOW = 0.10      # over 10%: the mask drops a tenth of what the model must learn
+NEARLY_NONE_LOW = 0.01   # under 1%: the mask has almost nothing to drop, whatever the regime's name
 
 
 def regime_of(nll: dict) -> tuple[str, str]:
@@ -371,8 +444,14 @@ REGIME_WORDS = {"premise": "the paper's premise holds on this base", "between": 
 
 def regime_sentence(nll: dict, tau: float) -> str:
     regime, why = regime_of(nll)
-    return (f"**Regime: {REGIME_WORDS[regime]}** ({why}; tau = {tau}; `cuset demo --regime` maps CuSeT against SFT "
+    text = (f"**Regime: {REGIME_WORDS[regime]}** ({why}; tau = {tau}; `cuset demo --regime` maps CuSeT against SFT "
             "across base strengths).")
+    low = ((nll.get("mechanism") or {}).get("fit") or {}).get("share_low")
+    if low is not None and low < NEARLY_NONE_LOW:
+        # "few tokens at p <= tau" taken to its limit: the premise's statistics hold, the mask does nothing
+        text += (f" With {100 * low:.2f}% of target tokens at p <= tau the confidence mask has almost nothing to "
+                 "drop: CuSeT can differ from SFT here only through its CUDA-span weight and its sample weight.")
+    return text
 
 
 # The paper's bases before fine-tuning, CUDABench Level 1 (its Table 2): what "a competent base" means.
@@ -478,6 +557,7 @@ def _markdown(doc: dict) -> str:
                   "('significant' uses the adjusted p) "
                   "(`cuset report --compare` computes the same for any two result sets).", ""]
         lines += [f"- {p['sentence']}" for p in doc["paired"]]
+    lines += two_by_two_lines(doc)
     if seeds > 1:
         lines += ["", "Per run:", "", "| Run | Seed | Compilation Pass@1 | Function Pass@1 | Function Pass@3 |",
                   "|---|---|---|---|---|"]

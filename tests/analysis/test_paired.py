@@ -8,7 +8,9 @@ import pytest
 from scipy import stats
 from typer.testing import CliRunner
 
-from cuset.analysis.paired import format_p, holm_adjust, mean_interval, paired_difference
+from cuset.analysis.paired import (
+    contrast, contrast_of_task_scores, format_p, holm_adjust, mean_interval, paired_difference,
+)
 from cuset.cli.main import app
 
 runner = CliRunner()
@@ -74,6 +76,42 @@ def test_one_single_run_side_borrows_the_other_sides_run_variance():
     assert d.run_variance == "borrowed" and "other side's run-to-run variance" in d.sentence("A", "B")
     alone = paired_difference(a, b.mean(axis=0))    # the same data treated as one run each
     assert d.high - d.low > 2 * (alone.high - alone.low)
+
+
+def test_a_2x2_interaction_by_hand():
+    """One run per cell, 4 tasks: the interaction (B1 - A1) - (B0 - A0) per task is [1, 0, 0, 1],
+    mean 0.5, variance of the mean (1/3) / 4, t with 3 df (t_0.975,3 = 3.182446...)."""
+    a0, b0, a1, b1 = [1, 0, 1, 0], [1, 1, 1, 0], [0, 0, 1, 0], [1, 1, 1, 1]
+    c = contrast([("A0", a0, 1), ("B0", b0, -1), ("A1", a1, -1), ("B1", b1, 1)], metric="function@1")
+    se = (1 / 12) ** 0.5
+    assert c.estimate == pytest.approx(0.5) and c.df == pytest.approx(3)
+    assert (c.low, c.high) == pytest.approx((0.5 - 3.182446305284263 * se, 0.5 + 3.182446305284263 * se))
+    assert c.p_value == pytest.approx(2 * stats.t.sf(0.5 / se, 3)) and not c.significant
+    assert c.n_tasks == 4 and c.n_seeds == (1, 1, 1, 1) and c.run_variance == "not_estimated"
+    assert c.terms == (("A0", 1.0), ("B0", -1.0), ("A1", -1.0), ("B1", 1.0))
+    assert c.sentence("interaction").startswith("function@1: interaction = +50.0 points (95% interval [-41.9, +141.9]")
+    # pass rates bound the contrast by its coefficients: at most +2 here, at least -2
+    sure = contrast([("A0", [0, 0, 0], 1), ("B0", [0, 0, 0], -1), ("A1", [0, 0, 0], -1), ("B1", [1, 1, 0.9], 1)])
+    assert sure.high <= 2.0 and sure.low >= -2.0
+
+
+def test_a_two_group_contrast_is_the_paired_difference():
+    rng = np.random.default_rng(3)
+    a, b = rng.random((3, 12)), rng.random((2, 12))
+    d, c = paired_difference(a, b), contrast([("A", a, -1), ("B", b, 1)])
+    assert (c.estimate, c.low, c.high, c.p_value, c.df) == pytest.approx((d.delta, d.low, d.high, d.p_value, d.df))
+    assert c.run_variance == d.run_variance == "estimated"
+
+
+def test_contrast_over_the_tasks_every_run_scored_and_its_errors():
+    runs = {"A": [{"t1": 1, "t2": 0, "t3": 1}], "B": [{"t1": 1, "t2": 1, "t4": 0}]}
+    c = contrast_of_task_scores([("A", runs["A"], -1), ("B", runs["B"], 1)])
+    assert c.n_tasks == 2 and c.estimate == pytest.approx(0.5)   # t1 and t2 only
+    assert contrast_of_task_scores([("A", [{"t1": 1}], -1), ("B", [{"t1": 0}], 1)]) is None
+    with pytest.raises(ValueError, match="the same tasks in every group: A 3, B 2"):
+        contrast([("A", [1, 0, 1], -1), ("B", [1, 0], 1)])
+    with pytest.raises(ValueError, match="at least 2 common tasks"):
+        contrast([("A", [1], -1), ("B", [0], 1)])
 
 
 def test_holm_adjustment_and_p_printing():

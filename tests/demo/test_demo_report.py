@@ -110,3 +110,34 @@ def test_the_report_says_the_bases_competence_in_plain_words():
                                                                                          "demo cannot test the paper's "
                                                                                          "claim, only run its pipeline.")
     assert competence_sentence({"compile@1": None, "function@1": None}).startswith("**Base competence: not measured**")
+
+
+def test_the_2x2_gives_each_conditions_difference_and_the_interaction(tmp_path):
+    """methods=2x2: SFT and CuSeT without and with replaceable tokens, one run each. SFT and CuSeT pass
+    the same 10 tasks without them; with them SFT passes none and CuSeT 8: CuSeT - SFT is 0 without,
+    +8 tasks of 20 with, and the interaction (with - without) is +40 points, significant. Per task the
+    interaction is 1 on 8 tasks and 0 on 12: its variance (8/20 * 12/20 * 20/19) / 20, t with 19 df."""
+    from scipy import stats
+
+    from cuset.demo.report import two_by_two_lines, two_by_two_rows
+
+    passing = {"sft": set(range(10)), "cuset:paper": set(range(10)), "sft:repl": set(), "cuset:paper:repl": set(range(8))}
+    runs = {m: _run(tmp_path, m.replace(":", "-"), p) for m, p in passing.items()}
+    by_method = {m: [m] for m in passing}
+    rows = [r for r in two_by_two_rows(runs, by_method, "sft") if r["metric"] == "function@1"]
+    parts = {r["part"]: r for r in rows}
+    assert set(parts) == {"without", "with", "interaction"} and {r["method"] for r in rows} == {"cuset:paper"}
+    assert parts["without"]["estimate"] == 0 and parts["without"]["low"] is None   # no task differs
+    assert parts["with"]["estimate"] == pytest.approx(0.4)
+    inter = parts["interaction"]
+    se = (0.4 * 0.6 * 20 / 19 / 20) ** 0.5
+    assert inter["estimate"] == pytest.approx(0.4) and inter["df"] == pytest.approx(19)
+    assert inter["low"] == pytest.approx(0.4 - stats.t.ppf(0.975, 19) * se) and inter["significant"]
+    assert inter["terms"] == (("sft", 1.0), ("cuset:paper", -1.0), ("sft:repl", -1.0), ("cuset:paper:repl", 1.0))
+    assert inter["sentence"].startswith("function@1: (CuSeT (paper spans) - SFT with replaceable tokens) - "
+                                        "(CuSeT (paper spans) - SFT without) = +40.0 points")
+    table = two_by_two_lines({"two_by_two": two_by_two_rows(runs, by_method, "sft")})
+    assert table[1] == "## Replaceable tokens: the 2x2"
+    assert any(line.startswith("| interaction (with - without) | ") and "+40.0 [" in line for line in table)
+    # without a twin of the reference there is no 2x2
+    assert two_by_two_rows(runs, {m: [m] for m in ("sft", "cuset:paper", "cuset:paper:repl")}, "sft") == []

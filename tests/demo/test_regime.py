@@ -143,6 +143,17 @@ def test_regime_of_a_base_from_its_mechanism_statistics():
     assert regime == "unknown" and "not recorded" in why
 
 
+def test_the_regime_sentence_says_when_the_mask_has_almost_nothing_to_drop():
+    from cuset.demo.report import regime_sentence
+
+    vacuous = regime_sentence(_nll(0.0004, 0.99, 0.998, 1e-300), 0.1)
+    assert vacuous.startswith("**Regime: the paper's premise holds on this base** (0.0% of target tokens")
+    assert vacuous.endswith("With 0.04% of target tokens at p <= tau the confidence mask has almost nothing to drop: "
+                            "CuSeT can differ from SFT here only through its CUDA-span weight and its sample weight.")
+    assert "almost nothing" not in regime_sentence(_nll(0.014, 0.924, 0.971, 1e-40), 0.1)   # 1.4%: it drops some
+    assert "almost nothing" not in regime_sentence({"nll": 1.0}, 0.1)
+
+
 def _paired(delta, low, high, p, significant, run_variance="estimated"):
     return {"delta": delta, "low": low, "high": high, "p_value": p, "p_holm": p, "significant": significant,
             "n_tasks": 64, "n_seeds": [1, 1], "run_variance": run_variance, "sentence": ""}
@@ -210,6 +221,51 @@ def test_the_maps_conclusion_says_which_levels_rest_on_one_run():
     assert conclusion_lines(doc)[0].endswith(" One run per arm: the intervals cover task sampling only.")
     doc["levels"] = [level(12, "estimated")]
     assert conclusion_lines(doc)[0].endswith("(significant)).")
+
+
+def _contrast(method, part, delta, low, high, p, significant):
+    return {"method": method, "reference": "sft", "method_on": f"{method}:repl", "reference_on": "sft:repl",
+            "part": part, "delta": delta, "low": low, "high": high, "p_value": p, "significant": significant,
+            "n_tasks": 128, "n_seeds": [4, 4], "run_variance": "estimated", "sentence": f"{method} {part}"}
+
+
+def test_a_2x2_map_compares_each_replaceable_arm_within_its_condition():
+    """methods=2x2: CuSeT:repl measured against SFT:repl (not SFT on the programs as written, which
+    would mix the condition's effect into the method's), and the interaction in its own column."""
+    from cuset.demo.regime import comparisons, conclusion_lines, regime_markdown
+
+    mech = _nll(0.0004, 0.99, 0.998, 1e-300)["mechanism"]
+    row = {"warmup_steps": 1600, "dir": "base-k1600", "base_nll": 0.005, "mechanism": mech,
+           "base": {"compile@1": 0.914, "function@1": 0.284}, "finetune": {"finetune": "lora", "finetune_lr": 1e-4,
+                                                                         "finetune_steps": 500, "deviations": [],
+                                                                         "reason": ""},
+           "low_tokens": None, "dropped": {},
+           "methods": {m: {"mean": 0.3} for m in ("sft", "sft:repl", "cuset", "cuset:repl", "profit")},
+           "paired": {"sft:repl": _paired(-0.354, -0.42, -0.28, 1e-6, True),
+                      "cuset": _paired(-0.021, -0.041, 0.0, 0.045, False),
+                      "cuset:repl": _paired(-0.25, -0.31, -0.19, 1e-6, True),
+                      "profit": _paired(0.0, -0.015, 0.015, 1.0, False)},
+           "two_by_two": {"cuset/without": _contrast("cuset", "without", -0.021, -0.041, 0.0, 0.045, True),
+                          "cuset/with": _contrast("cuset", "with", 0.104, 0.056, 0.153, 1e-5, True),
+                          "cuset/interaction": _contrast("cuset", "interaction", 0.125, 0.073, 0.177, 1e-5, True)}}
+    compared = comparisons(row)
+    assert compared["cuset:repl"][0] == "sft:repl" and compared["cuset:repl"][1]["delta"] == 0.104
+    assert compared["cuset"][0] == "sft" and compared["sft:repl"][0] == "sft" and compared["profit"][0] == "sft"
+    doc = {"metric": "function@1", "levels": [row],
+           "gate": {"text": "gate", "min_function": 0.25, "min_compile": 0.65, "passed": [1600]}}
+    md = regime_markdown(doc)
+    header = next(line for line in md.splitlines() if line.startswith("| Warm-up steps k"))
+    assert header.endswith("| SFT (replaceable tokens) - SFT | CuSeT - SFT | CuSeT (replaceable tokens) - SFT "
+                           "(replaceable tokens) | ProFit - SFT | Interaction: CuSeT - SFT, with - without |")
+    line = next(line for line in md.splitlines() if line.startswith("| [1600]"))
+    assert line.endswith("| -35.4 [-42.0, -28.0] (significant) | -2.1 [-4.1, +0.0] | +10.4 [+5.6, +15.3] (significant) "
+                         "| +0.0 [-1.5, +1.5] | +12.5 [+7.3, +17.7] (significant) |")
+    lines = conclusion_lines(doc)
+    assert any(x.startswith("- CuSeT (replaceable tokens) beats SFT (replaceable tokens) at k = 1600") and
+               "(within the replaceable-token condition; not Holm-adjusted)." in x for x in lines)
+    assert lines[-1] == ("- Replaceable tokens change CuSeT - SFT by (with - without): k = 1600: +12.5 [+7.3, +17.7], "
+                         "significant (the 2x2's interaction; not Holm-adjusted).")
+    assert "- k = 1600: cuset interaction (2x2, not Holm-adjusted)" in md
 
 
 def test_the_competence_gate_names_the_bases_that_pass_it():
