@@ -220,6 +220,9 @@ def _without_own_kernels_check(sample: Sample, plain: KbVerdict, backend: str) -
     skipped = sample.verify([Check("without_own_kernels", (DEFAULT_SEED, DEFAULT_SEED + 1))], options)
     steps = plain.steps + tuple(dataclasses.replace(s, name=f"{s.name}[own kernels skipped]") for s in skipped.steps)
     timings = {**plain.timings, **{f"without_own_kernels_{k}": v for k, v in skipped.timings.items()}}
+    if skipped.status is Status.INFRA_ERROR:   # the run without them did not happen as it should: no verdict
+        return dataclasses.replace(plain, status=Status.INFRA_ERROR, steps=steps, timings=timings,
+                                   detail=f"strict_kernels: the run without its own kernels failed: {skipped.detail}")
     if not skipped.passed:   # wrong, or failing some other way, without them: its kernels matter
         return dataclasses.replace(plain, steps=steps, timings=timings)
     return dataclasses.replace(plain, status=Status.WRONG, steps=steps, timings=timings,

@@ -153,3 +153,35 @@ def test_strict_kernels_on_a_gpu_runs_the_answer_without_its_launches(name):
     honest = gpu(HONEST)
     assert honest.status is Status.PASSED, honest.detail
     assert any(s.name.endswith("[own kernels skipped]") for s in honest.steps)
+
+
+def test_a_missing_preload_library_is_an_infra_error_not_the_answers_doing(tmp_path):
+    """The parent checks the library it preloads before and after the candidate's run: a
+    missing one would fail the sandbox's bind (read as the answer's crash, so a strict_kernels
+    attack would keep its pass) or run the launches (an honest answer `wrong`)."""
+    from cuset.execute.kernelbench.options import VerifyOptions
+    from cuset.execute.kernelbench.verify import plain_checks, verify
+
+    missing = tmp_path / "launch_skip.so"
+    verdict = verify(REFERENCE, HONEST, plain_checks(1), options=VerifyOptions(candidate_preload=missing))
+    assert verdict.status is Status.INFRA_ERROR and str(missing) in verdict.detail, verdict.detail
+
+
+def test_strict_kernels_gives_no_verdict_when_its_run_without_kernels_failed(tmp_path, monkeypatch):
+    """The GPU's path of strict_kernels with its library gone: the attack that passes plainly
+    is neither passed (the run that would catch it failed) nor `wrong` (nothing showed it):
+    infra_error, which the evaluation counts apart."""
+    from cuset.evaluate import kernelbench as kb_eval
+    from cuset.execute.kernelbench import launch_skip
+    from cuset.execute.kernelbench.budget import BuildBudget
+
+    monkeypatch.setattr(launch_skip, "library", lambda: tmp_path / "gone.so")
+    attack = STRICT_ATTACKS["empty_launch"]
+    sample = kb_eval.Sample(REFERENCE, attack, kb_eval.verify_options(OPTS, "cpu", TASK), None, tmp_path,
+                            BuildBudget(OPTS.timeouts.compile, OPTS.build_rounds))
+    plain = sample.verify(kb_eval.plain_checks(1))
+    assert plain.status is Status.PASSED, plain.detail
+    strict = kb_eval._without_own_kernels_check(sample, plain, "gpu")
+    assert strict.status is Status.INFRA_ERROR, strict.detail
+    assert strict.detail.startswith("strict_kernels: the run without its own kernels failed: the library to "
+                                    "preload into the candidate's run is missing")

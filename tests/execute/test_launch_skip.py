@@ -147,10 +147,18 @@ def test_a_link_swapped_after_loading_changes_nothing(built):
 
 
 def test_the_library_is_built_once_per_source(built, tmp_path):
-    launch_skip.library.cache_clear()
     first = launch_skip.library(tmp_path)
     assert first.is_file() and first.stat().st_mode & 0o777 == 0o644
     assert first.parent.stat().st_mode & 0o777 == 0o755
     mtime = first.stat().st_mtime_ns
-    launch_skip.library.cache_clear()
     assert launch_skip.library(tmp_path) == first and first.stat().st_mtime_ns == mtime
+
+
+def test_the_library_follows_the_cache_root_and_is_rebuilt_when_removed(built, tmp_path, monkeypatch):
+    monkeypatch.setenv("CUSET_CACHE", str(tmp_path / "one"))
+    one = launch_skip.library()
+    monkeypatch.setenv("CUSET_CACHE", str(tmp_path / "two"))
+    two = launch_skip.library()
+    assert one.is_relative_to(tmp_path / "one") and two.is_relative_to(tmp_path / "two")
+    shutil.rmtree(two.parent)
+    assert launch_skip.library() == two and two.is_file()

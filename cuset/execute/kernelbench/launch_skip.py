@@ -5,7 +5,9 @@ fails it if it still passes (cuset.evaluate.kernelbench). On the CPU backend the
 skips them (CUSET_CPU_SKIP_LAUNCHES); on the GPU this library does, preloaded into that
 one candidate run: launches called from a shared object under the run dir return without
 running. `library()` builds it once per source and compiler (trusted code, the parent's
-own compiler) into the cache, where the sandbox binds it read-only.
+own compiler) into the cache, where the sandbox binds it read-only. It is looked up at
+every call (a stat), so a process follows the cache root it is told now and rebuilds a
+library that was removed.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import hashlib
 import os
 import shutil
 import tempfile
-from functools import lru_cache
 from pathlib import Path
 
 from cuset.cachedir import cache_root
@@ -27,10 +28,10 @@ LIBRARY = "launch_skip.so"
 CC = "gcc"
 
 
-@lru_cache(maxsize=1)
 def library(cache_dir: Path | None = None) -> Path:
     """The built library (0755 dir, 0644 file), keyed by the source's and the compiler's
-    identity; built under a lock on first use."""
+    identity; built under a lock when missing. Warnings do not stop the build (-Wall without
+    -Werror): a GPU machine's other gcc may warn where ours does not."""
     source = SOURCE.read_bytes()
     key = hashlib.sha256(source + compiler_version(CC).encode()).hexdigest()[:20]
     final = ((cache_dir or cache_root() / "launch-skip") / key).resolve()
@@ -43,7 +44,7 @@ def library(cache_dir: Path | None = None) -> Path:
             return final / LIBRARY
         tmp = Path(tempfile.mkdtemp(prefix=f"{key}.tmp-", dir=final.parent))
         try:
-            step = run_step("build launch_skip", [CC, "-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-o",
+            step = run_step("build launch_skip", [CC, "-O2", "-shared", "-fPIC", "-Wall", "-o",
                                                   str(tmp / LIBRARY), str(SOURCE), "-ldl"],
                             cwd=tmp, timeout=120, env=clean_env())
             if step.returncode != 0:

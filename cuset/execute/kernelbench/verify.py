@@ -236,8 +236,14 @@ def verify(reference_src: str, candidate_src: str | None, checks: list[Check] | 
             # a failed GPU build is not shown: the run's own build of the call decides, as it always did
             shown = _shown(manifest, asked_failed)
             run_dir = _candidate_dir(run_root, candidate_src, inputs, shown, quota)
+            record = _preload_missing(options)
+            if record is not None:
+                break
             record, step = _run_harness("candidate", run_dir, shown, checks, options, timings)
             steps.append(step)
+            record = _preload_missing(options) or record   # removed while it ran: the run proves nothing
+            if record.get("status") == Status.INFRA_ERROR.value:
+                break
             if disk_quota.is_mounted(run_dir) and disk_quota.is_full(run_dir):  # whatever it did after ENOSPC
                 record = {"status": "disk_limit", "detail": f"the candidate filled its {quota / (1 << 20):.0f} MiB "
                                                             "disk quota"}
@@ -727,6 +733,19 @@ def _read_expected(directory: Path, checks: list[Check]) -> dict:
                 raise BadOutput(f"the reference run wrote no outputs for check {check.name}, trial {trial}")
             expected[f"c{ci}_t{trial}"] = got
     return expected
+
+
+def _preload_missing(options: VerifyOptions) -> dict | None:
+    """An infra_error record when the library to preload into the candidate's runs is not
+    there. Checked by the parent before and after each run: a missing one fails the
+    sandbox's bind or leaves ld.so to warn and run without it, and either run would be
+    read as the answer's own doing."""
+    preload = options.candidate_preload
+    if preload is None or Path(preload).is_file():
+        return None
+    return {"status": Status.INFRA_ERROR.value,
+            "detail": f"the library to preload into the candidate's run is missing: {preload} (removed from the "
+                      "cache while the evaluation ran? evaluate the sample again)"}
 
 
 def _run_harness(role: str, run_dir: Path, manifest: dict, checks: list[Check], options: VerifyOptions,
