@@ -54,6 +54,10 @@ class SampleResult:
     passed_without_kernel: str = ""         # a pass that ran none of its own kernels: why (WITHOUT_KERNEL)
     # `wrong`/`race`: the rejected outputs against the reference, bounded (ExecResult.mismatch); None otherwise.
     mismatch: dict | None = None
+    # The evaluator itself raised on this sample (runner.evaluator_failure). Set by the runner on
+    # that path alone, never read from anything the candidate wrote: its detail text is not
+    # evidence (a KernelBench candidate writes its own detail and could spell the same words).
+    evaluator_failed: bool = False
 
     @property
     def key(self) -> tuple[int, int]:
@@ -113,6 +117,7 @@ class SampleResult:
         kw["extensions_failed"] = tuple(d.get("extensions_failed") or ())
         kw["passed_without_kernel"] = d.get("passed_without_kernel") or ""
         kw["mismatch"] = d.get("mismatch") if isinstance(d.get("mismatch"), dict) else None
+        kw["evaluator_failed"] = d.get("evaluator_failed") is True
         return cls(**kw)
 
 

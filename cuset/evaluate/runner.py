@@ -113,7 +113,7 @@ def check_evaluator_failures(results: Sequence[SampleResult], results_path: Path
     """Raise EvaluatorBroken when more than MAX_EVALUATOR_FAILURES samples, and more than
     MAX_EVALUATOR_FAILURE_SHARE of them, failed in the evaluator itself. Fewer stay failures
     of their samples (evaluator_failure), so a program cannot stop a run by provoking one."""
-    failed = [r for r in results if r.detail.startswith(EVALUATOR_FAILURE)]
+    failed = [r for r in results if r.evaluator_failed]
     if len(failed) <= max(MAX_EVALUATOR_FAILURES, MAX_EVALUATOR_FAILURE_SHARE * len(results)):
         return
     first = failed[0]
@@ -203,18 +203,20 @@ class EvalContext:
                                 missing_reason or f"task {rec.task_id} is not in the tasks file",
                                 n_tokens=rec.n_tokens, backend=self.backend.name)
         code = code_for(rec, self.cfg.extractor, task.kind)
+        failed_here = False
         try:
             r = evaluate_program(task, code, backend=self.backend, cache=self.cache, workspace=self.workspace,
                                  options=self.options)
         except Exception as e:  # noqa: BLE001 - the backstop: one sample never stops the run
-            r = evaluator_failure(e, self.backend.name)
+            r, failed_here = evaluator_failure(e, self.backend.name), True
         if self.cfg.perf:
             r = dataclasses.replace(r, perf=measure(task, code, r, self.backend, self.cfg.perf_timing,
                                                     eval_options=self.options, cache=self.cache,
                                                     workspace=self.workspace))
         if r.status is Status.NO_CODE and split_reasoning(rec.response).unterminated:
             r = dataclasses.replace(r, detail=UNTERMINATED_DETAIL)  # counted under its own reason
-        return sample_result(task.id, task.task_name, task.family_name, rec, code, r)
+        result = sample_result(task.id, task.task_name, task.family_name, rec, code, r)
+        return dataclasses.replace(result, evaluator_failed=True) if failed_here else result
 
     def close(self) -> None:
         self.cache.close()
@@ -276,7 +278,7 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
         "seconds": time.perf_counter() - t0,
         "cuda_mapped_tasks": sorted({r.task_id for r in all_results if r.notes}, key=task_id_order),
         # samples whose evaluation raised (counted as failures, see evaluator_failure): each is a bug to report
-        "evaluator_failures": sum(r.detail.startswith(EVALUATOR_FAILURE) for r in all_results),
+        "evaluator_failures": sum(r.evaluator_failed for r in all_results),
         "no_code_reasons": dict(Counter("unterminated_reasoning" if r.detail == UNTERMINATED_DETAIL else "no_code"
                                         for r in all_results if r.status is Status.NO_CODE)),
     }

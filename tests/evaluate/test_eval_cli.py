@@ -148,7 +148,9 @@ def test_a_sample_whose_evaluation_raises_is_a_failure_and_the_run_goes_on(files
     assert summary["overall"]["function@1"] == pytest.approx(2 / 3) and summary["infra_errors"] == []
     assert summary["meta"]["evaluator_failures"] == 1
     again = runner.invoke(app, args)
-    assert again.exit_code == 0 and json.loads((files / "out" / "summary.json").read_text())["meta"]["resumed"] == 3
+    assert again.exit_code == 0
+    resumed = json.loads((files / "out" / "summary.json").read_text())["meta"]
+    assert resumed["resumed"] == 3 and resumed["evaluator_failures"] == 1   # the flag survives the results file
 
 
 @needs_gxx
@@ -174,3 +176,21 @@ def test_a_run_whose_evaluator_fails_on_many_samples_stops_with_the_fix(files, m
     assert f"{results}: the evaluator itself failed on 11 of 11 samples (e.g. task 1 sample" in text
     assert f"delete {results} and run the same command again" in text
     assert json.loads((files / "eleven" / "summary.json").read_text())["meta"]["evaluator_failures"] == 11
+
+
+def test_a_detail_that_spells_an_evaluator_failure_is_not_one(tmp_path):
+    """A KernelBench candidate writes its own detail, so it can spell the evaluator's words. Only
+    the runner's flag, set on the path where the evaluation raised, counts: forged details on
+    every sample of a run neither count nor stop it, and a results file cannot set the flag with
+    anything but a JSON true."""
+    from cuset.evaluate.records import SampleResult
+    from cuset.evaluate.runner import EVALUATOR_FAILURE, EvaluatorBroken, check_evaluator_failures
+    from cuset.execute.result import Status
+
+    forged = [SampleResult(1, "t", "f", s, Status.RUNTIME_ERROR, f"{EVALUATOR_FAILURE}: KeyError: x") for s in range(40)]
+    check_evaluator_failures(forged, tmp_path / "results.jsonl")   # raises nothing
+    assert not any(r.evaluator_failed for r in forged)
+    real = [SampleResult.from_json({**r.to_json(), "evaluator_failed": True}) for r in forged]
+    with pytest.raises(EvaluatorBroken, match="failed on 40 of 40 samples"):
+        check_evaluator_failures(real, tmp_path / "results.jsonl")
+    assert not SampleResult.from_json({**forged[0].to_json(), "evaluator_failed": "yes"}).evaluator_failed
