@@ -6,13 +6,13 @@ import typer
 from typer.core import TyperGroup
 
 from cuset import __version__
-from cuset.cli import analyze, data, demo, evaluate, fuzz, generate, inspect, report, tasks, train, view
+from cuset.cli import analyze, carry, data, demo, evaluate, fuzz, generate, inspect, report, tasks, train, view
 from cuset.cli.common import config_error, fail, setup_logging
 from cuset.config import ConfigError
 from cuset.errors import CusetError
 
 # The order of the pipeline, which is the order `--help` lists the stages in.
-STAGES = ("tasks", "data", "inspect", "train", "sweep", "generate", "eval", "analyze", "report", "view", "demo")
+STAGES = ("tasks", "data", "inspect", "train", "sweep", "generate", "eval", "analyze", "report", "view", "demo", "carry")
 
 
 class _PipelineOrder(TyperGroup):
@@ -57,7 +57,7 @@ def main_callback(
     setup_logging(verbose)
 
 
-for module in (tasks, data, inspect, train, generate, evaluate, analyze, report, view, demo, fuzz):
+for module in (tasks, data, inspect, train, generate, evaluate, analyze, report, view, demo, carry, fuzz):
     module.register(app)
 
 

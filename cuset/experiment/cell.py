@@ -115,6 +115,10 @@ def trained_model(cell: Cell) -> tuple[str, str]:
     from cuset.train.run import SUMMARY_NAME
 
     outputs = json.loads((cell.train_dir / SUMMARY_NAME).read_text(encoding="utf-8"))["outputs"]
+    # Training writes each output directly under its run directory, and the summary names it by the
+    # path it had then; the name under this cell's train_dir finds it after the run was moved
+    # (another --out, another machine: cuset.experiment.carry).
+    outputs = {k: str(cell.train_dir / Path(v).name) for k, v in outputs.items()}
     if "merged" in outputs:
         return outputs["merged"], ""
     if "adapter" in outputs:

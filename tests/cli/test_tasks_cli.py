@@ -14,7 +14,7 @@ def test_help_lists_every_stage_in_data_flow_order():
     res = runner.invoke(app, ["--help"])
     assert res.exit_code == 0
     listed = re.findall(r"^\W*([a-z]+) {2,}\S", res.output.split("Commands")[1], flags=re.M)
-    assert listed == ["tasks", "data", "inspect", "train", "sweep", "generate", "eval", "analyze", "report", "view", "demo"]
+    assert listed == ["tasks", "data", "inspect", "train", "sweep", "generate", "eval", "analyze", "report", "view", "demo", "carry"]
 
 
 def test_validate_reports_per_field_errors_and_exits_nonzero(tmp_path, make_record):

@@ -200,3 +200,29 @@ def test_data_splits_are_disjoint_and_from_the_configured_families(demo_run):
     programs = {k: {t.bench_cu for t in v} for k, v in split.items()}
     assert programs["train"].isdisjoint(programs["eval"])  # held-out (variant, size) points
     assert f"{cfg['n_instruct']} chat-formatted prompt/program pairs" in (demo_run / "report.md").read_text()
+
+
+def test_a_carried_run_resumes_elsewhere_without_redoing_steps(demo_run, tmp_path):
+    """`cuset carry` then `--restore` into another directory: the demo resumes there with every step
+    skipped and the same report, and each trained model is found under the cell's new train/ dir
+    (the training summary still names the old paths)."""
+    from cuset.demo.config import FAST, DemoConfig
+    from cuset.demo.run import DemoRun
+    from cuset.experiment import trained_model
+
+    carried, moved = tmp_path / "carried", tmp_path / "elsewhere" / "run"
+    res = CliRunner().invoke(app, ["carry", str(demo_run), str(carried)])
+    assert res.exit_code == 0, res.output
+    assert "cache, checkpoint or staging" in res.output and not (carried / "files" / "cache").exists()
+    res = CliRunner().invoke(app, ["carry", "--restore", str(carried), str(moved)])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(app, ["demo", "--fast", "--out", str(moved), "progress=false"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((moved / "report.json").read_text())
+    assert doc["time"]["steps_run_now_s"] == 0 and doc["time"]["reused_steps"] == list(doc["timings_s"])
+    strip = lambda t: t.split("## Time per step")[0]
+    assert strip((moved / "report.md").read_text()) == strip((demo_run / "report.md").read_text())
+    run = DemoRun(DemoConfig(**{**FAST, "out": str(moved)}), moved)
+    for model in (m for m in run.models if m != "vanilla"):
+        path, adapter = trained_model(run.cell(model))
+        assert Path(adapter or path).is_relative_to(moved) and Path(adapter or path).is_dir()
