@@ -49,6 +49,7 @@ def test_carry_keeps_what_a_resumed_run_skips_and_restore_rebuilds_it(run_dir, t
         "cache, checkpoint or staging": ["cache", "cells/sft-seed0/train/checkpoint-20", "models/pretrained.partial"],
         "unfinished cell, not trained yet": ["cells/dft-seed0"],
         "unfinished cell: redone on resume": ["cells/cuset-seed0/generations.jsonl"]}
+    assert manifest["cells"] == {"finished": ["cells/sft-seed0"], "trained": ["cells/cuset-seed0"]}
     assert manifest["files"]["data/train.jsonl"]["stored"] == "data/train.jsonl.gz"
     assert (tmp_path / "carried" / "files" / "data" / "train.jsonl.gz").stat().st_size < 200
     moved = tmp_path / "moved"

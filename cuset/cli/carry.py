@@ -37,6 +37,8 @@ def carry_command(
     files = manifest["files"]
     left = {reason: len(paths) for reason, paths in manifest["left_out"].items()}
     stored = sum(p.stat().st_size for p in (second / "files").rglob("*") if p.is_file())
-    out.print(f"{len(files)} files ({sum(f['bytes'] for f in files.values()) / 1e6:.1f} MB, {stored / 1e6:.1f} MB "
+    cells = manifest["cells"]
+    out.print(f"{len(cells['finished'])} finished cells, {len(cells['trained'])} trained only; "
+              f"{len(files)} files ({sum(f['bytes'] for f in files.values()) / 1e6:.1f} MB, {stored / 1e6:.1f} MB "
               f"stored) in {second}; left out: " + (", ".join(f"{n} {reason}" for reason, n in left.items()) or "nothing"),
               highlight=False)

@@ -68,11 +68,13 @@ def _is_cell(directory: Path, steps: dict) -> bool:
     return any(k in STEPS for k in steps) or any((directory / name).exists() for name in CELL_FILES)
 
 
-def kept_files(run_dir: Path) -> tuple[dict[str, Path | bytes], dict[str, list[str]]]:
-    """(relative path -> file to keep, reason -> paths left out) of `run_dir`, by the rules above.
-    An unfinished cell's steps.json maps to the bytes to carry instead (its `train` step alone)."""
+def kept_files(run_dir: Path) -> tuple[dict[str, Path | bytes], dict[str, list[str]], dict[str, list[str]]]:
+    """(relative path -> file to keep, reason -> paths left out, cells by state) of `run_dir`, by
+    the rules above. An unfinished cell's steps.json maps to the bytes to carry instead (its
+    `train` step alone); the cells are listed as `finished` or `trained` (training only)."""
     kept: dict[str, Path | bytes] = {}
     left: dict[str, list[str]] = {}
+    cells: dict[str, list[str]] = {"finished": [], "trained": []}
 
     def leave(reason: str, path: Path) -> None:
         left.setdefault(reason, []).append(path.relative_to(run_dir).as_posix())
@@ -80,9 +82,14 @@ def kept_files(run_dir: Path) -> tuple[dict[str, Path | bytes], dict[str, list[s
     def walk(directory: Path) -> None:
         steps = _steps(directory)
         only = None
-        if steps is not None and directory != run_dir and _is_cell(directory, steps) and "evaluate" not in steps:
-            only = {"train"} if "train" in steps else set()
-            if not only:
+        if steps is not None and directory != run_dir and _is_cell(directory, steps):
+            rel_dir = directory.relative_to(run_dir).as_posix()
+            if "evaluate" in steps:
+                cells["finished"].append(rel_dir)
+            elif "train" in steps:
+                only = {"train"}
+                cells["trained"].append(rel_dir)
+            else:
                 leave("unfinished cell, not trained yet", directory)
                 return
         for entry in sorted(directory.iterdir()):
@@ -103,7 +110,7 @@ def kept_files(run_dir: Path) -> tuple[dict[str, Path | bytes], dict[str, list[s
     if not run_dir.is_dir():
         raise CarryError(f"{run_dir}: no such run directory")
     walk(run_dir)
-    return kept, left
+    return kept, left, cells
 
 
 def _stored_name(rel: str, size: int) -> str:
@@ -123,7 +130,7 @@ def carry(run_dir: str | Path, carry_dir: str | Path) -> dict:
     """Write (or refresh) `carry_dir` from `run_dir`; returns the manifest. Files whose bytes did
     not change are not rewritten; files no longer kept are removed."""
     run_dir, carry_dir = Path(run_dir), Path(carry_dir)
-    kept, left = kept_files(run_dir)
+    kept, left, cells = kept_files(run_dir)
     files_root = carry_dir / FILES
     manifest_files = {}
     for rel, source in kept.items():
@@ -143,7 +150,7 @@ def carry(run_dir: str | Path, carry_dir: str | Path) -> dict:
                 path.unlink()
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
-    manifest = {"format": FORMAT, "source": str(run_dir), "files": dict(sorted(manifest_files.items())),
+    manifest = {"format": FORMAT, "source": str(run_dir), "cells": cells, "files": dict(sorted(manifest_files.items())),
                 "left_out": {reason: sorted(paths) for reason, paths in sorted(left.items())},
                 "restore": f"cuset carry --restore {carry_dir} {run_dir}"}
     atomic_write_json(carry_dir / MANIFEST, manifest, indent=1)
