@@ -9,7 +9,9 @@ FIELDS = {"task_id", "task_name", "family", "sample", "status", "detail", "compi
           # KernelBench's evidence of kernel work (issue 38); None/[]/"" for CUDABench programs
           "kernel_launches", "extension_calls", "extensions_built", "extensions_failed", "passed_without_kernel",
           # a wrong/race verdict's outputs against the reference, element by element (issue 42); None otherwise
-          "mismatch"}
+          "mismatch",
+          # the evaluator itself raised on this sample (set by the runner only, never from the candidate's detail)
+          "evaluator_failed"}
 
 
 def result(sample=0, status=Status.PASSED):
