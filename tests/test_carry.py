@@ -18,6 +18,8 @@ def run_dir(tmp_path):
     run = tmp_path / "run"
     _write(run / "steps.json", json.dumps({"data": 1.0, "base_model": 2.0}))
     _write(run / "data" / "train.jsonl", "x" * (GZIP_OVER + 1))          # big text: stored gzip-compressed
+    _write(run / "data" / "eval.jsonl", "y" * (GZIP_OVER + 1))           # ... unless the run has that name too
+    (run / "data" / "eval.jsonl.gz").write_bytes(b"\x1f\x8b not ours")
     (run / "models" / "vanilla").mkdir(parents=True)
     (run / "models" / "vanilla" / "model.safetensors").write_bytes(bytes(range(256)) * 4)
     _write(run / "cache" / "tokenized" / "a.arrow", "cache")
@@ -35,6 +37,7 @@ def run_dir(tmp_path):
     training = run / "cells" / "dft-seed0"                              # still training: nothing
     _write(training / "train" / "checkpoint-10" / "model.safetensors", "w")
     _write(training / "steps.json", "{}")
+    _write(run / "cells" / "vanilla" / "generations.jsonl", '{"sample": 0}\n{"sa')   # first step running: no steps.json yet
     return run
 
 
@@ -43,17 +46,18 @@ def test_carry_keeps_what_a_resumed_run_skips_and_restore_rebuilds_it(run_dir, t
     assert sorted(manifest["files"]) == [
         "cells/cuset-seed0/steps.json", "cells/cuset-seed0/train/adapter/adapter_config.json",
         "cells/sft-seed0/eval/results.jsonl", "cells/sft-seed0/generations.jsonl", "cells/sft-seed0/steps.json",
-        "cells/sft-seed0/train/adapter/adapter_config.json", "data/train.jsonl", "models/vanilla/model.safetensors",
-        "steps.json"]
+        "cells/sft-seed0/train/adapter/adapter_config.json", "data/eval.jsonl", "data/eval.jsonl.gz", "data/train.jsonl",
+        "models/vanilla/model.safetensors", "steps.json"]
     assert manifest["left_out"] == {
         "cache, checkpoint or staging": ["cache", "cells/sft-seed0/train/checkpoint-20", "models/pretrained.partial"],
-        "unfinished cell, not trained yet": ["cells/dft-seed0"],
+        "unfinished cell, not trained yet": ["cells/dft-seed0", "cells/vanilla"],
         "unfinished cell: redone on resume": ["cells/cuset-seed0/generations.jsonl"]}
     assert manifest["cells"] == {"finished": ["cells/sft-seed0"], "trained": ["cells/cuset-seed0"]}
     assert manifest["files"]["data/train.jsonl"]["stored"] == "data/train.jsonl.gz"
     assert (tmp_path / "carried" / "files" / "data" / "train.jsonl.gz").stat().st_size < 200
     moved = tmp_path / "moved"
-    assert restore(tmp_path / "carried", moved) == 9
+    assert manifest["files"]["data/eval.jsonl"]["stored"] == "data/eval.jsonl"
+    assert restore(tmp_path / "carried", moved) == 11
     assert json.loads((moved / "cells" / "cuset-seed0" / "steps.json").read_text()) == {"train": 5.5}
     for rel in manifest["files"]:
         if rel != "cells/cuset-seed0/steps.json":

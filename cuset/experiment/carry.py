@@ -65,6 +65,8 @@ def _steps(directory: Path) -> dict | None:
 
 
 def _is_cell(directory: Path, steps: dict) -> bool:
+    """A cell's directory: its steps record names a cell step, or it holds a cell's files (a cell
+    writes no steps.json before its first step ends, while that step's files already grow)."""
     return any(k in STEPS for k in steps) or any((directory / name).exists() for name in CELL_FILES)
 
 
@@ -80,9 +82,9 @@ def kept_files(run_dir: Path) -> tuple[dict[str, Path | bytes], dict[str, list[s
         left.setdefault(reason, []).append(path.relative_to(run_dir).as_posix())
 
     def walk(directory: Path) -> None:
-        steps = _steps(directory)
+        steps = _steps(directory) or {}
         only = None
-        if steps is not None and directory != run_dir and _is_cell(directory, steps):
+        if directory != run_dir and _is_cell(directory, steps):
             rel_dir = directory.relative_to(run_dir).as_posix()
             if "evaluate" in steps:
                 cells["finished"].append(rel_dir)
@@ -113,8 +115,9 @@ def kept_files(run_dir: Path) -> tuple[dict[str, Path | bytes], dict[str, list[s
     return kept, left, cells
 
 
-def _stored_name(rel: str, size: int) -> str:
-    return rel + ".gz" if size > GZIP_OVER and rel.endswith(TEXT_SUFFIXES) else rel
+def _stored_name(rel: str, size: int, kept: dict) -> str:
+    """rel.gz for a large text file, unless the run also holds a file of that name."""
+    return rel + ".gz" if size > GZIP_OVER and rel.endswith(TEXT_SUFFIXES) and rel + ".gz" not in kept else rel
 
 
 def _compress(data: bytes) -> bytes:
@@ -135,7 +138,7 @@ def carry(run_dir: str | Path, carry_dir: str | Path) -> dict:
     manifest_files = {}
     for rel, source in kept.items():
         data = source if isinstance(source, bytes) else source.read_bytes()
-        stored = _stored_name(rel, len(data))
+        stored = _stored_name(rel, len(data), kept)
         blob = _compress(data) if stored != rel else data
         target = files_root / stored
         if not (target.is_file() and target.read_bytes() == blob):
