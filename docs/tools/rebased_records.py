@@ -22,16 +22,15 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "bench" / "results"
 
 
-def _git(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True)
 
 
-def twin(commit: str, trees: dict[str, str]) -> str | None:
+def twin(root: Path, commit: str, trees: dict[str, str]) -> str | None:
     """The commit of HEAD's history with `commit`'s tree (None: unknown commit, or no such tree)."""
-    tree = _git("rev-parse", f"{commit}^{{tree}}")
+    tree = _git(root, "rev-parse", f"{commit}^{{tree}}")
     if tree.returncode:
         return None
     return trees.get(tree.stdout.strip())
@@ -40,27 +39,29 @@ def twin(commit: str, trees: dict[str, str]) -> str | None:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 when a record needs it")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose bench/results to fix (default: this one)")
     args = parser.parse_args(argv)
+    root = args.root.resolve()
     trees = {}
-    for line in _git("log", "--format=%H %T", "HEAD").stdout.splitlines():
+    for line in _git(root, "log", "--format=%H %T", "HEAD").stdout.splitlines():
         commit, tree = line.split()
         trees.setdefault(tree, commit)                  # the newest commit with that tree
     needs, unresolved = [], []
-    for path in sorted(RESULTS.glob("*.json")):
+    for path in sorted((root / "bench" / "results").glob("*.json")):
         record = json.loads(path.read_text())
         commit = record.get("commit")
-        if not commit or _git("merge-base", "--is-ancestor", commit, "HEAD").returncode == 0:
+        if not commit or _git(root, "merge-base", "--is-ancestor", commit, "HEAD").returncode == 0:
             continue
-        found = twin(commit, trees)
+        found = twin(root, commit, trees)
         if found is None:
-            unresolved.append(f"{path.relative_to(ROOT)}: commit {commit[:10]} has no twin in HEAD's history: re-measure it")
+            unresolved.append(f"{path.relative_to(root)}: commit {commit[:10]} has no twin in HEAD's history: re-measure it")
             continue
-        needs.append(path.relative_to(ROOT))
+        needs.append(path.relative_to(root))
         if not args.check:
             record = {k2: v2 for k, v in record.items()
                       for k2, v2 in ((("commit", found), ("rebased_from", commit)) if k == "commit" else ((k, v),))}
             path.write_text(json.dumps(record, indent=1))   # as bench/_record.py writes it
-            print(f"{path.relative_to(ROOT)}: {commit[:10]} -> {found[:10]} (the same tree)")
+            print(f"{path.relative_to(root)}: {commit[:10]} -> {found[:10]} (the same tree)")
     for line in unresolved:
         print(line, file=sys.stderr)
     if args.check and needs:
