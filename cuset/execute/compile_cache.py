@@ -59,12 +59,14 @@ from cuset.cachedir import cache_root
 from cuset.execute.interface import Backend, CompileOutcome
 from cuset.execute.result import Status, StepResult
 from cuset.execute.sandbox import protect
-from cuset.execute.untrusted_files import UnsafeOutput, open_output, read_digest
+from cuset.execute.untrusted_files import UnsafeOutput, open_output, read_bounded, read_digest, write_new
 
 log = logging.getLogger(__name__)
 DEFAULT_MAX_BYTES = 20 << 30     # a compile cache's size budget (EvalConfig.compile_cache_gb)
 DEFAULT_MAX_ENTRY_BYTES = 256 << 20   # larger builds are not stored (EvalConfig.compile_cache_entry_mb)
 OUTCOME = "outcome.json"         # its mtime: when the entry was last used; its flock: who uses it
+LOOKUPS = 8                      # evictions racing one lookup before it gives up
+OUTCOME_LIMIT = 1 << 20          # bytes: an outcome holds two logs of LOG_LIMIT characters and a few fields
 
 
 def default_root() -> Path:
@@ -172,7 +174,7 @@ class CompileCache:
 
     def _get_or_build(self, key: str, source: str, deadline: float | None = None) -> CompileOutcome:
         entry = self.entry_dir(key)
-        while True:   # an entry evicted between reading and pinning it is looked up again
+        for _ in range(LOOKUPS):   # an entry evicted between reading and pinning it is looked up again
             cached = _read_entry(entry)
             if cached is not None and self._pin(key):
                 self._count(hit=True)
@@ -193,6 +195,8 @@ class CompileCache:
             if self._pin(key):
                 self._count(hit=True)
                 return cached
+        else:   # readable but never pinnable: a defect, never a loop that holds the run
+            raise RuntimeError(f"compile cache: entry {entry} could be read but not pinned {LOOKUPS} times in a row")
         if self.max_bytes is not None:
             evict(self.root, self.max_bytes, grace=0.0)
         return outcome
@@ -260,7 +264,9 @@ class CompileCache:
             outcome = dataclasses.replace(outcome, digest=digest)
         meta = {"ok": outcome.ok, "executable": rel, "sha256": digest, "step": asdict(outcome.step),
                 "status": outcome.status.value if outcome.status else None, "detail": outcome.detail}
-        (workdir / OUTCOME).write_text(json.dumps(meta))
+        # the build ran in workdir and may have left anything at this name (a link to a host
+        # file the parent would write through, and read back as the entry's verdict)
+        write_new(workdir, OUTCOME, json.dumps(meta).encode())
         os.chmod(workdir, 0o755)
         size = _tree_bytes(workdir)
         if self.max_entry_bytes is not None and size > self.max_entry_bytes:
@@ -281,7 +287,10 @@ def _read_entry(entry: Path) -> CompileOutcome | None:
     """The entry's outcome; None when there is none, or when its executable is not the regular
     file whose sha256 outcome.json names (an entry written before digests were kept included)."""
     try:
-        meta = json.loads((entry / OUTCOME).read_text())
+        raw = read_bounded(entry, OUTCOME, OUTCOME_LIMIT)   # never through a link
+        if raw is None:
+            return None
+        meta = json.loads(raw)
         exe = entry / meta["executable"] if meta.get("executable") else None
         digest = meta.get("sha256") if meta["ok"] else None
         if meta["ok"] and (exe is None or not digest or file_digest(entry, meta["executable"]) != digest):
@@ -289,7 +298,7 @@ def _read_entry(entry: Path) -> CompileOutcome | None:
         status = Status(meta["status"]) if meta.get("status") else None
         return CompileOutcome(meta["ok"], exe, StepResult(**meta["step"]), status, meta.get("detail", ""),
                               digest=digest)
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, UnsafeOutput):
         return None
 
 
@@ -333,7 +342,7 @@ def _keep_only(directory: Path, name: str) -> None:
 
 def mark_used(entry: Path, marker: str = OUTCOME) -> None:
     try:
-        os.utime(entry / marker)
+        os.utime(entry / marker, follow_symlinks=False)
     except OSError:
         pass   # evicted meanwhile: the caller's outcome is still whole (it was read)
 

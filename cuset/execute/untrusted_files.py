@@ -13,6 +13,9 @@ task declares:
 - `read_digest` / `copy_output`: read at most the checked size from that fd;
 - `read_bounded`: a small file the harness reads back (a verdict, a progress note, a
   JSON description), refused before reading when it holds more than its limit;
+- `write_new`: a file the harness itself writes into a dir a program used (a
+  cache entry's outcome.json): whatever the program left at that name is removed
+  unfollowed, and the file is created anew, so the write lands nowhere else;
 - `remove_tree`: iterative removal through directory fds (a 3000-level tree
   needs neither recursion nor paths longer than PATH_MAX); it never raises and
   returns what it could not remove.
@@ -116,6 +119,37 @@ def copy_output(run_dir: Path, rel: str, size: int | None, target: Path) -> None
                 out.write(chunk)
     finally:
         os.close(fd)
+
+
+def write_new(directory: Path, name: str, data: bytes) -> None:
+    """Write `data` as directory/name, a file of the harness's own in a directory a sandboxed
+    program wrote to. What the program left at `name` (a link to a host file, a file, a tree)
+    is removed without being followed, and the file is created through the directory's fd with
+    O_EXCL | O_NOFOLLOW: the write can land nowhere but in a new regular file there. UnsafeOutput
+    when the name cannot be cleared or is taken again meanwhile (a program still running)."""
+    if not name or "/" in name or name in (".", ".."):
+        raise ValueError(f"write_new takes one path component, not {name!r}")
+    dfd = os.open(directory, _DIR_FLAGS)
+    try:
+        try:
+            st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+        except FileNotFoundError:
+            st = None
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            left = remove_tree(Path(directory) / name)
+            if left:
+                raise UnsafeOutput(f"{name} in {directory} is a directory that could not be removed: {left[0]}")
+        elif st is not None:
+            os.unlink(name, dir_fd=dfd)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=dfd)
+        except FileExistsError:
+            raise UnsafeOutput(f"{name} in {directory} was made again while it was replaced") from None
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+    finally:
+        os.close(dfd)
 
 
 def remove_tree(path: Path) -> list[str]:

@@ -328,3 +328,72 @@ def test_a_build_over_the_entry_cap_is_used_but_never_stored(tmp_path):
         assert sorted(p.name for p in entry.iterdir()) == [compile_cache.OUTCOME]
     assert not again.executable.exists()          # close() removes what was never released
     assert not list((tmp_path / "cache").glob("*/build-*"))
+
+
+class PlantingBackend(CountingBackend):
+    """A build that leaves something of its own at the name of the cache's outcome.json, as a
+    candidate's build can (a KernelBench load_inline's extra_cflags run shell in its build)."""
+
+    def __init__(self, log: Path, plant):
+        super().__init__(log, delay=0.0)
+        self.plant = plant
+
+    def compile(self, source, workdir, timeout):
+        outcome = super().compile(source, workdir, timeout)
+        self.plant(Path(workdir) / "outcome.json")
+        return outcome
+
+
+FORGED = '{"ok": true, "executable": null, "sha256": null, "status": null, "detail": "", ' \
+         '"step": {"name": "compile", "returncode": 0, "seconds": 0.0}}'
+
+
+@pytest.mark.parametrize("what", ["link_to_host_file", "link_to_own_file", "directory", "forged_file"])
+def test_what_a_build_leaves_at_outcome_json_is_replaced_never_written_through(tmp_path, what):
+    victim = tmp_path / "host" / "victim.txt"
+    victim.parent.mkdir()
+    victim.write_text("host data\n")
+
+    def plant(path: Path):
+        if what == "link_to_host_file":
+            path.symlink_to(victim)
+        elif what == "link_to_own_file":
+            (path.parent / "mine.json").write_text(FORGED)
+            path.symlink_to("mine.json")
+        elif what == "directory":
+            (path / "sub").mkdir(parents=True)
+            (path / "sub" / "f").write_text("x")
+        else:
+            path.write_text(FORGED)
+
+    log = tmp_path / "log"
+    with CompileCache(PlantingBackend(log, plant), tmp_path / "c") as cache:
+        built = cache.compile("ERROR in the source")     # a failure: its outcome.json is the entry
+        assert not built.ok and built.status == Status.COMPILE_ERROR and built.detail == "error: nope"
+    assert victim.read_text() == "host data\n"
+    with CompileCache(PlantingBackend(log, plant), tmp_path / "c") as cache:
+        again = cache.compile("ERROR in the source")
+        assert not again.ok and again.detail == "error: nope" and not again.built   # read back: the parent's verdict
+    assert compiles(log) == ["ERROR in the source"]
+    entry = tmp_path / "c" / cache.key("ERROR in the source")[:2] / cache.key("ERROR in the source")
+    assert (entry / "outcome.json").is_file() and not (entry / "outcome.json").is_symlink()
+
+
+def test_an_entry_whose_outcome_json_is_a_link_is_built_again_not_looped_on(tmp_path):
+    """A link at outcome.json cannot be pinned (O_NOFOLLOW); reading it through the link made
+    the lookup retry forever. It is no entry: discarded and built again."""
+    log = tmp_path / "log"
+    with CompileCache(CountingBackend(log, delay=0.0), tmp_path / "c") as cache:
+        assert cache.compile("int main;").ok
+        entry = tmp_path / "c" / cache.key("int main;")[:2] / cache.key("int main;")
+    outcome = entry / "outcome.json"
+    (entry / "real.json").write_text(outcome.read_text())
+    outcome.unlink()
+    outcome.symlink_to("real.json")
+    with CompileCache(CountingBackend(log, delay=0.0), tmp_path / "c") as cache:
+        done = []
+        worker = threading.Thread(target=lambda: done.append(cache.compile("int main;")), daemon=True)
+        worker.start()
+        worker.join(timeout=30)
+        assert done and done[0].ok and done[0].built
+    assert compiles(log) == ["int main;", "int main;"]
