@@ -118,7 +118,10 @@ def compare(ref, new, atol, rtol, what):
                 bad = (r != n).nonzero()[0].tolist()
                 return f"{name}: differs at {bad}: {n[tuple(bad)].item()} vs {r[tuple(bad)].item()}", None
             continue
-        r64, n64 = r.double(), n.double()
+        if r.is_complex():   # both parts compared: .double() would keep the real part alone
+            r64, n64 = torch.view_as_real(r.to(torch.complex128)), torch.view_as_real(n.to(torch.complex128))
+        else:
+            r64, n64 = r.double(), n.double()
         bad_special = (~torch.isfinite(n64)) & torch.isfinite(r64)
         if bad_special.any():
             idx = bad_special.nonzero()[0].tolist()
@@ -193,16 +196,29 @@ def _compare_grads(exp_meta, exp_tensors, meta, tensors, atol, rtol, suffix, whe
         bad = compare([decode(e, exp_tensors)], [decode(in_grads[k], tensors)], atol, rtol, f"gradient of input {k}")
         if bad is not None:
             return {"status": "wrong", "detail": f"backward: {bad[0]} {suffix}", "max_abs_err": bad[1], **where}
-    for name, e in exp_meta["param_grads"].items():
-        if name not in param_grads:
-            continue  # a candidate may restructure its parameters; the shared names are compared
-        if param_grads[name] is None:
-            return {"status": "wrong", "detail": f"backward: no gradient for parameter {name} {suffix}", **where}
-        bad = compare([decode(e, exp_tensors)], [decode(param_grads[name], tensors)], atol, rtol,
-                      f"gradient of parameter {name}")
+    for name, theirs in _paired_params(exp_meta["param_grads"], param_grads).items():
+        if theirs is None:
+            return {"status": "wrong", "detail": f"backward: the reference's parameter {name} has no gradient among "
+                                                 f"the candidate's parameters (none of its name, none left in order) "
+                                                 f"{suffix}", **where}
+        if param_grads[theirs] is None:
+            return {"status": "wrong", "detail": f"backward: no gradient for parameter {theirs} {suffix}", **where}
+        label = name if theirs == name else f"{theirs} (the reference's {name})"
+        bad = compare([decode(exp_meta["param_grads"][name], exp_tensors)], [decode(param_grads[theirs], tensors)],
+                      atol, rtol, f"gradient of parameter {label}")
         if bad is not None:
             return {"status": "wrong", "detail": f"backward: {bad[0]} {suffix}", "max_abs_err": bad[1], **where}
     return None
+
+
+def _paired_params(reference: dict, candidate: dict) -> dict:
+    """Each reference parameter -> the candidate parameter whose gradient it is checked against:
+    the one of the same name, else the next unpaired one in order (a candidate may rename its
+    modules). Every reference parameter is checked: the names are the candidate's to report,
+    so one it leaves out (or renames past the others) is None, a failure, never a skip."""
+    pairs = {name: name for name in reference if name in candidate}
+    rest = iter(name for name in candidate if name not in reference)
+    return {name: pairs.get(name) or next(rest, None) for name in reference}
 
 
 def _stopped(candidate: dict, what: str) -> dict:
