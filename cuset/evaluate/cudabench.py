@@ -288,7 +288,7 @@ def _run_program(name: str, inv, run_dir: Path, policy: SandboxPolicy, opts: Eva
     if inv.diagnostics_env is None:
         return run_sandboxed(name, list(inv.argv), run_dir=run_dir, timeout=opts.timeouts.run, policy=policy, env=env,
                              readonly=readonly)
-    with tempfile.TemporaryFile() as channel:
+    with tempfile.TemporaryFile(dir=run_dir) as channel:   # within the run dir's disk quota
         fd = channel.fileno()
         step = run_sandboxed(name, list(inv.argv), run_dir=run_dir, timeout=opts.timeouts.run, policy=policy,
                              env={**env, inv.diagnostics_env: str(fd)}, pass_fds=(fd,), readonly=readonly)

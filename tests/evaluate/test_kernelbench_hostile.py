@@ -82,6 +82,14 @@ SAMPLES = {
     "writes_2gb": (at_import("buf = b'\\0' * (1 << 20)\ntry:\n    for i in range(2048):\n"
                              "        open(f'f{i}', 'wb').write(buf)\nexcept OSError:\n    pass"), "disk_limit",
                    "filled its 16 MiB disk quota"),
+    # 64 MiB written to the runtime's diagnostics channel (an fd the candidate is told): it lives in the
+    # run dir and counts against its quota, not the host's /tmp; freed again, the honest run passes
+    # (before its extension loads: the CPU runtime then takes the fd over)
+    "diag_channel_fill": ("import os\nfd = int(os.environ['CUSET_CPU_DIAG_FD'])\nbuf = b'd' * (1 << 20)\nn = 0\n"
+                          "try:\n    for _ in range(64):\n        n += os.write(fd, buf)\nexcept OSError:\n"
+                          "    pass\nos.ftruncate(fd, 0)\n"
+                          "if n >= 64 << 20:\n    raise SystemExit('64 MiB written outside the quota')\n" + RELU_OK,
+                          "passed", ""),
     "three_children": (at_import("kids = []\nfor _ in range(3):\n    pid = os.fork()\n    if pid == 0:\n"
                                  "        x = b'x' * (400 << 20)\n        import time; time.sleep(2)\n"
                                  "        os._exit(0)\n    kids.append(pid)\nfor k in kids:\n    os.waitpid(k, 0)"),

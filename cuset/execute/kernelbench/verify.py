@@ -776,7 +776,9 @@ def _run_harness(role: str, run_dir: Path, manifest: dict, checks: list[Check], 
     if preload is not None:
         env["LD_PRELOAD"] = str(preload)
     tr = time.perf_counter()
-    with tempfile.TemporaryFile() as channel:
+    # in the run dir: what the program writes to it counts against the run dir's disk quota
+    # (the harness's file size limit alone would let every run fill the host's /tmp by a GiB)
+    with tempfile.TemporaryFile(dir=run_dir) as channel:
         fd = channel.fileno()
         name = f"kernelbench[{backend}]" if role == "candidate" else f"kernelbench-reference[{backend}]"
         step = run_sandboxed(name, [sys.executable, "-I", "harness.py", "config.json"],
