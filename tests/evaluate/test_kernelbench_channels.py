@@ -81,7 +81,8 @@ STRICT_ATTACKS = {
     "forged_counts": SOURCES + "relu = load_inline(name='relu', cpp_sources=relu_cpp_source, cuda_sources=relu_source, "
                      "functions=['relu_cuda', 'leaky_cuda'], verbose=False, extra_cflags=['-O3'], "
                      "extra_cuda_cflags=['-O3', '--use_fast_math'])\n"
-                     "import sys\n_harness = sys.modules['__' + 'main__']\n"
+                     # a route to the harness's module that no static rule knows (sys.modules itself is flagged)
+                     "_harness = getattr(__import__('sys'), 'mod' + 'ules')['__' + 'main__']\n"
                      "type.__setattr__(_harness.CpuExtensions, 'launches', lambda self: self.counted.calls)\n" + FORWARD +
                      "        counted = _harness.EXTENSIONS.counted\n"
                      "        counted.calls += 1000\n"

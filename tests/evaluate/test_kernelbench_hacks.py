@@ -179,6 +179,26 @@ def test_introspection():
     assert fired(src) == ["introspection:10", "introspection:11", "introspection:12", "introspection:13"]
 
 
+def test_introspection_through_the_harness_s_main_module():
+    """The timing harness keeps what times the answer as globals of __main__: the ways to that
+    module fire, however its name is spelled; torch.nn.modules and a __main__ guard do not."""
+    src = KERNEL + ("import sys\n"                                                   # 10
+                    "h = __import__('s' + 'ys').modules['__m' + 'ain__'].__dict__\n"  # 11: one finding a line
+                    "m = sys.modules\n"                                              # 12
+                    "b = __builtins__\n"                                             # 13
+                    "from torch.nn.modules import conv\n"                            # 14
+                    "class ModelNew(nn.Module):\n"
+                    "    def forward(self, x):\n"
+                    "        return ext.f(x)\n"
+                    "if __name__ == '__main__':\n"
+                    "    pass\n")
+    assert fired(src) == ["introspection:11", "introspection:12", "introspection:13"]
+    alone = KERNEL + "h = __import__('s' + 'ys')\ng = __import__('sys').modules\n"   # 10, 11
+    assert [(str(f), f.detail) for f in check_answer(alone)] == [
+        ("introspection:10", "imports a module whose name is computed"),
+        ("introspection:11", "reads sys.modules (the harness's modules)")]
+
+
 def test_compute_at_import():
     src = KERNEL + ("torch.manual_seed(42)\n"                          # 10: seeding is not compute
                     "X = torch.randn(16, 1024)\n"                      # 11
