@@ -114,13 +114,13 @@ def _validation(cfg, run: Path, bar, synth, ok: list[dict], evaluate, backend) -
         atomic_write_jsonl(run / "3_validation.jsonl", [])
         return []
     execution = cfg.validation.execution
-    backend = backend or make_backend(execution)
+    backend = backend or make_backend(execution, order_proofs=False)   # stage 2's programs are a model's
     store = StageStore(run, "3_validation", {"backend": backend.name, "fingerprint": backend.fingerprint(),
                                              "cases": list(cfg.validation.cases)})
     on_ray = execution.executor == "ray"
     with ExitStack() as stack:
         if evaluate is None and not on_ray and any(store.get(task_key(r["task"])) is None for r in ok):
-            evaluate = stack.enter_context(pipeline_evaluator(execution, backend, trusted_programs=True))
+            evaluate = stack.enter_context(pipeline_evaluator(execution, backend, trusted_programs=False))
         with bar(f"3/5 validation ({backend.name}{', ray' if on_ray else ''})", len(ok)) as advance:
             return validate_tasks(synth.records, store, evaluate=evaluate, backend=backend,
                                   cases=tuple(cfg.validation.cases), execution=execution, advance=advance)
@@ -156,7 +156,7 @@ def _reasoning(cfg, run: Path, bar, final: list[str], task_of: dict, evaluate, b
 
     rc = cfg.reasoning
     unit, count = hf_token_counter(rc.tokenizer) if rc.tokenizer else lexer_token_counter()
-    backend = backend or make_backend(cfg.validation.execution)
+    backend = backend or make_backend(cfg.validation.execution, order_proofs=False)   # answers a model wrote
     cases = tuple(cfg.validation.cases)
     model = rc.model or cfg.llm.model
     store = StageStore(run, "5_reasoning", stage_settings(rc, model, backend.fingerprint(), cases, unit))

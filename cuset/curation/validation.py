@@ -112,10 +112,11 @@ def pipeline_evaluator(execution: ExecutionConfig, backend, *, cache_dir: str | 
         yield evaluate
 
 
-def make_backend(execution: ExecutionConfig):
-    """The backend `execution` names, built as evaluation builds it."""
+def make_backend(execution: ExecutionConfig, *, order_proofs: bool = True):
+    """The backend `execution` names, built as evaluation builds it; without the CPU backend's
+    order proofs for programs a model wrote (they would not be believed)."""
     try:
-        return execution.make_backend()
+        return execution.make_backend(order_proofs=order_proofs)
     except (ImportError, RuntimeError, FileNotFoundError) as e:
         raise ValidationUnavailable(f"execution backend {execution.backend!r} is not available: {e}") from None
 
@@ -150,7 +151,7 @@ def validate_references(tasks: Sequence[Task], *, execution: ExecutionConfig | N
 
     try:
         if todo:
-            _run(todo, execution, backend, record, cache_dir=cache_dir, sandbox_gen=sandbox_gen)
+            _run(todo, execution, backend, record, cache_dir=cache_dir, sandbox_gen=sandbox_gen, trusted_programs=True)
     finally:
         store.close()
     return [Validation.from_json(store.get(k)) for k in keys]
@@ -186,7 +187,8 @@ def validate_tasks(synth_records: list[dict], store: StageStore, *, evaluate: Ev
     """Stage 3 of the data build: validate the `ok` records of stage 2; returns one
     validation record per such record, in order (two candidates that became the same
     task share one run). `evaluate` runs the programs locally (executor=local); on Ray each
-    worker builds its own pipeline from `execution`."""
+    worker builds its own pipeline from `execution`. The programs are a model's (stage 2 wrote
+    them): the CPU runtime's order proofs are not believed, every thread order runs."""
     ok = [rec for rec in synth_records if rec["status"] == "ok"]
     jobs: dict[str, dict] = {}
     for rec in ok:
@@ -204,15 +206,18 @@ def validate_tasks(synth_records: list[dict], store: StageStore, *, evaluate: Ev
             advance()
 
     if todo:
-        _run(todo, execution, backend, record, state=(evaluate, backend) if evaluate is not None else None)
+        _run(todo, execution, backend, record, state=(evaluate, backend) if evaluate is not None else None,
+             trusted_programs=False)
     by_key = {r["key"]: r for r in store.finish(list(dict.fromkeys(task_key(r["task"]) for r in ok)))}
     return [{**by_key[task_key(rec["task"])], "candidate": rec["key"], "origin": rec.get("origin", "")} for rec in ok]
 
 
 def _run(todo: list[tuple[str, dict, tuple[int, ...]]], execution: ExecutionConfig, backend,
-         record: Callable[[int, Validation], None], *, state=None, cache_dir=None, sandbox_gen: bool = True) -> None:
+         record: Callable[[int, Validation], None], *, state=None, cache_dir=None, sandbox_gen: bool = True,
+         trusted_programs: bool) -> None:
     """Validate (key, task record, cases) jobs with the batch runner; a job whose Ray worker was
-    lost too often is recorded as infra_error (so not kept)."""
+    lost too often is recorded as infra_error (so not kept). trusted_programs: the programs are
+    our own or a task's references (order proofs believed), not a model's."""
     def lost(i: int, err: BaseException) -> None:
         key, task_json, _ = todo[i]
         record(i, Validation(key, task_json.get("id", ""), task_json.get("task_name", ""),
@@ -221,25 +226,25 @@ def _run(todo: list[tuple[str, dict, tuple[int, ...]]], execution: ExecutionConf
                              f"({type(err).__name__})", 0.0))
 
     # locally this process's backend (possibly one the caller built) serves every thread
-    local = Setup(_local_pipeline, (backend, cache_dir, sandbox_gen))
-    remote = Setup(_worker_pipeline, (cache_dir, sandbox_gen))
+    local = Setup(_local_pipeline, (backend, cache_dir, sandbox_gen, trusted_programs))
+    remote = Setup(_worker_pipeline, (cache_dir, sandbox_gen, trusted_programs))
     run_jobs(_validate_job, todo, execution, setup=remote if execution.executor == "ray" else local,
              state=state, on_result=record, on_lost=lost)
 
 
 @contextmanager
-def _local_pipeline(execution: ExecutionConfig, backend, cache_dir, sandbox_gen: bool):
+def _local_pipeline(execution: ExecutionConfig, backend, cache_dir, sandbox_gen: bool, trusted_programs: bool):
     with pipeline_evaluator(execution, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen,
-                            trusted_programs=True) as evaluate:
+                            trusted_programs=trusted_programs) as evaluate:
         yield evaluate, backend
 
 
 @contextmanager
-def _worker_pipeline(execution: ExecutionConfig, cache_dir, sandbox_gen: bool):
+def _worker_pipeline(execution: ExecutionConfig, cache_dir, sandbox_gen: bool, trusted_programs: bool):
     """A Ray worker's backend and pipeline, built from the driver's execution section."""
-    backend = make_backend(execution)
+    backend = make_backend(execution, order_proofs=trusted_programs)
     with pipeline_evaluator(execution, backend, cache_dir=cache_dir, sandbox_gen=sandbox_gen,
-                            trusted_programs=True) as evaluate:
+                            trusted_programs=trusted_programs) as evaluate:
         yield evaluate, backend
 
 

@@ -103,9 +103,21 @@ def test_budget_exhaustion_is_reported_and_resumed(build_config, fake_llm):
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU backend needs g++")
 @pytest.mark.timeout(900)
-def test_end_to_end_with_real_validation_on_the_cpu_backend(build_config, fake_llm, tmp_path, module_cold_compile_cache):
+def test_end_to_end_with_real_validation_on_the_cpu_backend(build_config, fake_llm, tmp_path, module_cold_compile_cache,
+                                                           monkeypatch):
+    import cuset.curation.build as build
+
+    trusted = []   # the programs are the LLM's: its order proofs are never believed, nor built
+
+    def spy(execution, backend, **kw):
+        trusted.append((kw.get("trusted_programs", False), backend.options.skip_independent_orders))
+        return real_evaluator(execution, backend, **kw)
+
+    real_evaluator = build.pipeline_evaluator
+    monkeypatch.setattr(build, "pipeline_evaluator", spy)
     cfg = build_config()
     first = build_dataset(cfg)
+    assert trusted and set(trusted) == {(False, False)}, trusted
     _check_run(first, fake_llm)
     assert any(module_cold_compile_cache.iterdir())  # CUSET_CACHE is read when used (it was once read at import)
     details = {r["origin"].rsplit("/", 1)[-1]: r["detail"] for r in read_jsonl(first.run_dir / "3_validation.jsonl")}
