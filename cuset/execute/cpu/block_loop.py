@@ -92,6 +92,9 @@ _BLOCKING_WORDS = {
     "this_grid": "cooperative groups", "thread_block": "cooperative groups", "grid_group": "cooperative groups",
     "thread_local": "thread_local", "__thread": "__thread", "decltype": "decltype", "auto": "auto",
     "dynamic_smem": "shared memory", "extern": "extern",
+    # the rewriter's checked volatile pointer (`volatile T*` parameters become `::cuset::vptr<T>`):
+    # each access reports to the fiber running it
+    "vptr": "volatile memory",
 }
 
 _BUILTINS = frozenset({"blockIdx", "blockDim", "gridDim", "warpSize"})
@@ -276,6 +279,13 @@ class KernelVariant:
                 loops |= self._check_call(n)
         return loops
 
+    def check_declarator(self, fn) -> None:
+        """Raises where a parameter of `fn` needs a fiber (a volatile pointer: `check_region`
+        sees the body only, whose uses of the parameter do not say it is volatile)."""
+        for n in walk(function_declarator(fn).child_by_field_name("parameters")):
+            if n.child_count == 0 or n.type in ("identifier", "type_identifier", "field_identifier"):
+                self._check_word(self.u.text(n), True)
+
     def _check_word(self, word: str, allow_thread_index: bool) -> None:
         if word in _BLOCKING_WORDS:
             raise NotCollapsible(_BLOCKING_WORDS[word])
@@ -338,6 +348,7 @@ class KernelVariant:
             body = fn.child_by_field_name("body")
             if body is None:
                 raise NotCollapsible(f"calls {name} (not defined here)")
+            self.check_declarator(fn)
             loops |= self.check_region(body, allow_thread_index=False)
         self.checked_functions[name] = loops
         return loops
@@ -582,6 +593,7 @@ class KernelVariant:
         """Raises where the kernel needs the fibers whatever its shape (`check_region`)
         or writes a parameter: the threads of a block loop share the parameters, where
         each CUDA thread has its own copy."""
+        self.check_declarator(self.fn)
         self.check_region(self.body)
         changed = sorted(set(self.params) & self.written)
         if changed:

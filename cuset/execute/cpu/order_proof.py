@@ -101,7 +101,8 @@ def summary(plans: list[ProofPlan]) -> str:
 
 def _plan(unit: Unit, fn, name: str) -> ProofPlan:
     kv = KernelVariant(unit, fn)  # raises on unnamed / unusual parameters
-    kv.check_region(kv.body)      # no fiber feature, no call of an unknown function
+    kv.check_declarator(fn)       # no volatile parameter
+    kv.check_region(kv.body)      # no fiber feature, no call of an unknown function (nor helper's volatile one)
     bodies = [kv.body] + [f.child_by_field_name("body") for callee in kv.checked_functions
                           for f in unit.functions.get(callee, ())]
     for body in bodies:
