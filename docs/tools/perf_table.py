@@ -51,7 +51,8 @@ def _span(values: list[float], digits: int = 2, scale: float = 1.0) -> str:
     return lo if lo == hi else f"{lo}-{hi}"
 
 
-NUMBER = re.compile(r"(?<![\w.])(\d+(?:,\d{3})*(?:\.\d+)?)(?=x\b|\b)")
+# a number starts a word, or follows a lone `x` (x1.055: a ratio written before its number)
+NUMBER = re.compile(r"(?:(?<=\bx)|(?<![\w.]))(\d+(?:,\d{3})*(?:\.\d+)?)(?=x\b|\b)")
 
 
 def numbers(text: str) -> set[str]:
