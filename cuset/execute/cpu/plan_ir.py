@@ -42,7 +42,7 @@ __float_as_int __int_as_float __float_as_uint __uint_as_float __double_as_longlo
 __popc __popcll __clz __clzll __ffs __ffsll __brev __brevll __mul24 __umul24 __mulhi __umulhi __mul64hi
 __umul64hi __sad __usad __hadd __hmul __hsub __hdiv __hfma __hneg __habs __hmax __hmin __hlt __hgt __heq
 __float2half __float2half_rn __half2float __float2bfloat16 __bfloat162float
-static_cast reinterpret_cast const_cast
+static_cast reinterpret_cast const_cast __cuset_cvt
 """.split())
 
 # Words of a value that name no variable (types, sizeof, literals).

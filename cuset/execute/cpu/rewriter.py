@@ -41,6 +41,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from cuset.execute.cpu.conversions import gpu_conversions
 from cuset.execute.cpu.barrier_regions import plan_kernels
 from cuset.execute.cpu.block_loop import KernelPlan
 from cuset.execute.cpu.order_proof import ProofPlan, plan_proofs
@@ -75,6 +76,8 @@ class Rewritten:
 
 
 def rewrite(src: str, block_loops: bool = False, order_proofs: bool = False) -> Rewritten:
+    # First, so that every later step (and each kernel path) sees the same casts.
+    src = gpu_conversions(src)
     tokens = tokenize(src)
     decls = declarations(tokens)
     code = significant(tokens)

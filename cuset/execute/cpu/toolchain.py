@@ -94,8 +94,11 @@ class Toolchain:
         # relies on wrapping integers, which nvcc does not exploit.
         # -fstack-clash-protection: large local arrays probe the stack guard page.
         # FMA: nvcc contracts a*b+c into fused multiply-adds by default.
+        # -fno-builtin-printf, -U_FORTIFY_SOURCE: every printf call reaches the runtime's
+        # printf (device output is held back as on a GPU, runtime/src/device_printf.cpp),
+        # none becomes puts or __printf_chk.
         f = ["-std=gnu++17", "-O2", "-fno-strict-aliasing", "-fwrapv", "-fno-math-errno",
-             "-fstack-clash-protection", "-pthread"]
+             "-fstack-clash-protection", "-pthread", "-fno-builtin-printf", "-U_FORTIFY_SOURCE"]
         if _cpu_has_fma():
             f.append("-mfma")
         if self.asan:
@@ -105,9 +108,12 @@ class Toolchain:
         return f
 
     def program_flags(self) -> list[str]:
-        # -fsanitize=thread only instruments: linked without it, the accesses
-        # go to the runtime's own callbacks instead of libtsan.
-        return self.flags() + (["-fsanitize=thread"] if self.race_check else [])
+        # The sanitizers only instrument: linked without them, the checks go to the
+        # runtime's own callbacks instead of libtsan / libubsan. float-cast-overflow
+        # finds a kernel's out-of-range float-to-integer conversion, whose value a
+        # GPU saturates and x86 does not (conversions.py, scheduler.cpp).
+        return self.flags() + ["-fsanitize=float-cast-overflow", "-fsanitize-recover=float-cast-overflow"] + (
+            ["-fsanitize=thread"] if self.race_check else [])
 
     def runtime_hash(self) -> str:
         """The runtime's headers and sources (code_hash.py: read once per process)."""
@@ -192,8 +198,8 @@ class Toolchain:
         """g++ command lines that turn the rewritten source into `output`."""
         front = [self.cxx, *self.program_flags(), "-Winvalid-pch", "-I", str(INCLUDE_DIR),
                  "-include", str(runtime / PCH_HEADER), "-x", "c++", str(source)]
-        if not self.race_check:
-            return [front + ["-x", "none", str(runtime / RUNTIME_LIB), "-o", str(output)]]
+        # Compiled and linked apart: a link with the -fsanitize flags would pull in the
+        # sanitizer's library (program_flags).
         obj = output.with_suffix(".o")
         return [front + ["-c", "-o", str(obj)],
                 [self.cxx, *self.flags(), str(obj), str(runtime / RUNTIME_LIB), "-o", str(output)]]

@@ -545,9 +545,15 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
   return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
-cudaError_t cudaThreadSynchronize() { return cudaSuccess; }
+// The synchronising calls and blocking copies print the device printf output a GPU
+// holds back until then (device_printf.cpp); their Async forms do not.
+cudaError_t cudaDeviceSynchronize() {
+  flush_device_output();
+  return cudaSuccess;
+}
+cudaError_t cudaThreadSynchronize() { return cudaDeviceSynchronize(); }
 cudaError_t cudaDeviceReset() {
+  flush_device_output();
   g_last_error = cudaSuccess;
   return cudaSuccess;
 }
@@ -795,23 +801,27 @@ cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t) { retur
 cudaError_t cudaMemAdvise(const void*, size_t, int, int) { return cudaSuccess; }
 
 // ================================================================ copies
-cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+static cudaError_t copy_1d(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
   cudaError_t e = check_copy(dst, src, count, kind);
   if (e != cudaSuccess) return ret(e);
   if (count) copy_bytes(dst, src, count);
   return cudaSuccess;
 }
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t count, cudaMemcpyKind kind) {
+  flush_device_output();
+  return copy_1d(dst, src, count, kind);
+}
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
   if (!stream_ok(stream)) return ret(cudaErrorInvalidResourceHandle);
-  return cudaMemcpy(dst, src, count, kind);
+  return copy_1d(dst, src, count, kind);
 }
 cudaError_t cudaMemcpyPeer(void* dst, int dd, const void* src, int sd, size_t count) {
   if (dd != 0 || sd != 0) return ret(cudaErrorInvalidDevice);
   return cudaMemcpy(dst, src, count, cudaMemcpyDeviceToDevice);
 }
 
-cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
-                         cudaMemcpyKind kind) {
+static cudaError_t copy_2d(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                           cudaMemcpyKind kind) {
   if (width > dpitch || width > spitch) return ret(cudaErrorInvalidPitchValue);
   if (height == 0 || width == 0) return cudaSuccess;
   size_t dspan = dpitch * (height - 1) + width, sspan = spitch * (height - 1) + width;
@@ -824,9 +834,14 @@ cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitc
   device_access_end();
   return cudaSuccess;
 }
+cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
+                         cudaMemcpyKind kind) {
+  flush_device_output();
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind);
+}
 cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width, size_t height,
                               cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind);
 }
 
 cudaError_t cudaMemset(void* p, int value, size_t count) {
@@ -905,6 +920,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t s) {
   return cudaSuccess;
 }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (stream_ok(s)) flush_device_output();
   return stream_ok(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
 }
 cudaError_t cudaStreamQuery(cudaStream_t s) { return stream_ok(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle); }
@@ -924,11 +940,13 @@ cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned int* flags) {
 }
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* userData) {
   if (!stream_ok(s) || !fn) return ret(cudaErrorInvalidValue);
+  flush_device_output();
   fn(userData);
   return cudaSuccess;
 }
 cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void* userData, unsigned int) {
   if (!stream_ok(s) || !cb) return ret(cudaErrorInvalidValue);
+  flush_device_output();
   cb(s, cudaSuccess, userData);
   return cudaSuccess;
 }
@@ -952,6 +970,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s, unsigned int) { return cudaEventRecord(e, s); }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (!e || e->magic != kLiveEvent) return ret(cudaErrorInvalidResourceHandle);
+  flush_device_output();
   return cudaSuccess;
 }
 cudaError_t cudaEventQuery(cudaEvent_t e) {

@@ -319,6 +319,36 @@ void describe_position(char* buf, size_t n) {
   }
 }
 
+// User code is built with -fsanitize=float-cast-overflow (toolchain.py) and these
+// handlers instead of libubsan's. A floating-point value converted to an integer
+// type it does not fit (or NaN) is undefined in C++ and gives x86's "integer
+// indefinite"; a GPU saturates. Device code's explicit casts convert as a GPU's
+// (conversions.py); what is left here (an implicit conversion, a cast in a macro)
+// cannot be given the GPU's value, so a kernel doing it is `unsupported`. Host code
+// keeps the host's conversion, as on a GPU machine.
+namespace {
+struct UbsanLocation { const char* file; unsigned line, column; };
+struct UbsanType { unsigned short kind, info; char name[1]; };
+struct UbsanFloatCast { UbsanLocation loc; const UbsanType* from; const UbsanType* to; };
+}  // namespace
+
+[[noreturn]] static void float_cast_out_of_range(const UbsanFloatCast* d) {
+  fatal(Fatal::unsupported,
+        "%s:%u: a conversion from %s to %s in device code got a value out of the integer type's range (or NaN): "
+        "a GPU saturates it (NaN gives 0) and this backend cannot reproduce that for an implicit conversion; write "
+        "the cast out ((int)x, static_cast<int>(x)) or use __float2int_rz, which convert as a GPU does",
+        d->loc.file ? d->loc.file : "?", d->loc.line, d->from ? d->from->name : "?", d->to ? d->to->name : "?");
+}
+}  // namespace rt
+}  // namespace cuset
+
+extern "C" void __ubsan_handle_float_cast_overflow(void* data, void*) {
+  if (cuset::rt::in_kernel()) cuset::rt::float_cast_out_of_range((const cuset::rt::UbsanFloatCast*)data);
+}
+
+namespace cuset {
+namespace rt {
+
 static const char* status_word(Fatal k) {
   switch (k) {
     case Fatal::unsupported: return "unsupported";
@@ -341,6 +371,7 @@ void fatal(Fatal kind, const char* fmt, ...) {
   int len = vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   (void)len;
+  flush_device_output(false);  // what the kernels printed, for whoever reads the log
   fflush(stdout);
   fflush(stderr);
   char pos[512];
@@ -868,6 +899,7 @@ static void pool_worker(unsigned index) {
 void run_grid_impl(const KernelSite& site, dim3 grid, dim3 block, size_t dynamic_smem_bytes, ThreadFn fn,
                    DirectFn direct_fn, void* arg) {
   if (G.active) fatal(Fatal::unsupported, "kernel launch from inside a kernel (dynamic parallelism)");
+  flush_device_output();  // a GPU prints the earlier kernels' output at the start of a launch
   G.fn = fn;
   G.direct_fn = direct_fn;
   G.arg = arg;

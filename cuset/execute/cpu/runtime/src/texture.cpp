@@ -322,8 +322,8 @@ static cudaError_t array_rows(cudaArray_t a, size_t wOffset, size_t hOffset, siz
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t spitch,
-                                size_t width, size_t height, cudaMemcpyKind kind) {
+static cudaError_t copy_2d_to_array(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t spitch,
+                                    size_t width, size_t height, cudaMemcpyKind kind) {
   (void)kind;
   cudaError_t e = array_rows(dst, wOffset, hOffset, width, height);
   if (e == cudaSuccess && width > spitch) e = cudaErrorInvalidPitchValue;
@@ -339,14 +339,22 @@ cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset,
   return cudaSuccess;
 }
 
+// The blocking copies print the device printf output held back (device_printf.cpp).
+cudaError_t cudaMemcpy2DToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t spitch,
+                                size_t width, size_t height, cudaMemcpyKind kind) {
+  flush_device_output();
+  return copy_2d_to_array(dst, wOffset, hOffset, src, spitch, width, height, kind);
+}
+
 cudaError_t cudaMemcpy2DToArrayAsync(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t spitch,
                                      size_t width, size_t height, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy2DToArray(dst, wOffset, hOffset, src, spitch, width, height, kind);
+  return copy_2d_to_array(dst, wOffset, hOffset, src, spitch, width, height, kind);
 }
 
 cudaError_t cudaMemcpy2DFromArray(void* dst, size_t dpitch, cudaArray_const_t src, size_t wOffset, size_t hOffset,
                                   size_t width, size_t height, cudaMemcpyKind kind) {
   (void)kind;
+  flush_device_output();
   cudaError_t e = array_rows(const_cast<cudaArray_t>(src), wOffset, hOffset, width, height);
   if (e == cudaSuccess && width > dpitch) e = cudaErrorInvalidPitchValue;
   if (e != cudaSuccess) {
@@ -363,6 +371,7 @@ cudaError_t cudaMemcpy2DFromArray(void* dst, size_t dpitch, cudaArray_const_t sr
 
 cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, const void* src, size_t count,
                               cudaMemcpyKind kind) {
+  flush_device_output();
   if (!dst || !dst->live) return cudaErrorInvalidValue;
   size_t row = dst->width * dst->elem;
   size_t start = hOffset * row + wOffset;
@@ -380,6 +389,7 @@ cudaError_t cudaMemcpyToArray(cudaArray_t dst, size_t wOffset, size_t hOffset, c
 
 cudaError_t cudaMemcpyFromArray(void* dst, cudaArray_const_t src, size_t wOffset, size_t hOffset, size_t count,
                                 cudaMemcpyKind kind) {
+  flush_device_output();
   if (!src || !src->live) return cudaErrorInvalidValue;
   size_t row = src->width * src->elem;
   size_t start = hOffset * row + wOffset;
@@ -395,7 +405,7 @@ cudaError_t cudaMemcpyFromArray(void* dst, cudaArray_const_t src, size_t wOffset
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy3D(const cudaMemcpy3DParms* p) {
+static cudaError_t copy_3d(const cudaMemcpy3DParms* p) {
   if (!p) return cudaErrorInvalidValue;
   const cudaExtent& e = p->extent;
   // Extent is in elements when an array is involved, else in bytes.
@@ -420,7 +430,11 @@ cudaError_t cudaMemcpy3D(const cudaMemcpy3DParms* p) {
   return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy3DAsync(const cudaMemcpy3DParms* p, cudaStream_t) { return cudaMemcpy3D(p); }
+cudaError_t cudaMemcpy3D(const cudaMemcpy3DParms* p) {
+  flush_device_output();
+  return copy_3d(p);
+}
+cudaError_t cudaMemcpy3DAsync(const cudaMemcpy3DParms* p, cudaStream_t) { return copy_3d(p); }
 
 cudaError_t cudaCreateTextureObject(cudaTextureObject_t* out, const cudaResourceDesc* res, const cudaTextureDesc* tex,
                                     const cudaResourceViewDesc* view) {

@@ -117,6 +117,7 @@ void register_symbol(const void* symbol, size_t size);
 template <class T>
 static inline cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, size_t count, size_t offset = 0,
                                              cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
+  cuset::rt::flush_device_output();  // blocking: a GPU prints the kernels' output here
   return cuset::rt::memcpy_symbol((void*)&symbol, sizeof(T), src, count, offset, true, kind);
 }
 template <class T>
@@ -129,6 +130,7 @@ static inline cudaError_t cudaMemcpyToSymbolAsync(const T& symbol, const void* s
 template <class T>
 static inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, size_t count, size_t offset = 0,
                                                cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
+  cuset::rt::flush_device_output();  // blocking: a GPU prints the kernels' output here
   return cuset::rt::memcpy_symbol((void*)&symbol, sizeof(T), dst, count, offset, false, kind);
 }
 template <class T>

@@ -36,6 +36,9 @@ namespace rt {
 enum class Fatal { runtime_error, unsupported, warp_sync, race };
 [[noreturn]] void fatal(Fatal kind, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 void note(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+// Print the device printf output held back so far (src/device_printf.cpp), at the calls
+// where a GPU prints it; `wait` false (a fatal report) skips it if a printf holds the lock.
+void flush_device_output(bool wait = true);
 
 // Source position of a device-side call: barriers and warp operations take
 // their caller's file/line via default arguments, for diagnostics.

@@ -44,8 +44,52 @@ inline To saturate_to_ld(long double v) {
   if (v >= (long double)std::numeric_limits<To>::max()) return std::numeric_limits<To>::max();
   return (To)v;
 }
+
+bool in_kernel();  // src/scheduler.cpp: whether the calling code runs in a kernel
+
+// A GPU's float-to-integer conversion (cvt.rzi): to 32 bits (64 for a 64-bit
+// target, unsigned for an unsigned one), saturating, NaN to 0; a narrower target
+// keeps the low bits. Host code keeps the host compiler's own conversion, as on a
+// GPU machine's host.
+template <class To, class From>
+inline To gpu_saturated(From v) {
+  using Wide = typename std::conditional<
+      (sizeof(To) > 4), typename std::conditional<std::is_signed<To>::value, long long, unsigned long long>::type,
+      typename std::conditional<std::is_signed<To>::value, int, unsigned>::type>::type;
+  if (!in_kernel()) return (To)v;
+  if (std::is_same<From, long double>::value) return (To)saturate_to_ld<Wide>((long double)v);
+  return (To)saturate_to<Wide>((double)v);
+}
 }  // namespace rt
 }  // namespace cuset
+
+// Device code's explicit integer casts, as the rewriter writes them (conversions.py):
+// `(int)x` becomes `__cuset_cvt((int)0, x)`. A floating-point value in the 32- or
+// 64-bit range converts as in C++ (no check beyond two compares); the rest, and
+// NaN, convert as a GPU does. Anything else is the plain cast.
+template <class To, class From>
+constexpr To __cuset_cvt(To, From v) {
+  if constexpr (std::is_floating_point<From>::value && std::is_integral<To>::value &&
+                !std::is_same<To, bool>::value) {
+    // Exclusive bounds of the values whose truncation fits the 32/64-bit type the GPU
+    // converts to (exact in double; the one inexact bound, -2^63 - 1, rounds to -2^63,
+    // which then takes the saturating path and gives the same minimum).
+    constexpr double lo = sizeof(To) > 4 ? (std::is_signed<To>::value ? -9223372036854775808.0 : -1.0)
+                                         : (std::is_signed<To>::value ? -2147483649.0 : -1.0);
+    constexpr double hi = sizeof(To) > 4 ? (std::is_signed<To>::value ? 9223372036854775808.0 : 18446744073709551616.0)
+                                         : (std::is_signed<To>::value ? 2147483648.0 : 4294967296.0);
+    if (__builtin_is_constant_evaluated()) return (To)v;   // out of range: an error, as with nvcc
+    if (v > (From)lo && v < (From)hi) {
+      using Wide = typename std::conditional<
+          (sizeof(To) > 4), typename std::conditional<std::is_signed<To>::value, long long, unsigned long long>::type,
+          typename std::conditional<std::is_signed<To>::value, int, unsigned>::type>::type;
+      return (To)(Wide)v;
+    }
+    return ::cuset::rt::gpu_saturated<To>(v);
+  } else {
+    return (To)v;
+  }
+}
 
 // ---- min / max: CUDA's overload set ----
 #define CUSET_MINMAX(T)                                 \
