@@ -10,7 +10,8 @@ CLI). Every disagreement is minimised into a reproducer under `<state>/repro/`.
 
 The run resumes: its state lives in `--state` (default `$CUSET_CACHE/cpu-fuzz/seed-<seed>`,
 saved after every batch of programs), so it can be stopped and started again, e.g. in the
-background under `nice`; each start is a segment with its commit in the record. When the
+background under `nice`; each start is a segment with its commit in the record. A state
+checked by other backend code (its `code_hash.compile_hash()`) is refused, never resumed. When the
 run is done (or with `--partial`, at any point) it writes bench/results/cpu_fuzz.json:
 kernels generated, features covered (kernels per feature), the default side's paths, the
 verdicts on both sides, disagreements (each with its reproducer), seconds, kernels per

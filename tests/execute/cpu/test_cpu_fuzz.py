@@ -110,13 +110,23 @@ def test_the_minimiser_keeps_only_what_the_failure_needs(tmp_path):
     assert "z = __ldg(p);" in text and path.with_suffix(".json").exists()
 
 
-def test_a_run_resumes_only_with_its_own_seed_and_program_size(tmp_path):
+def test_a_run_resumes_only_with_its_own_seed_program_size_and_backend(tmp_path):
     import dataclasses
 
+    from cuset.execute.cpu.code_hash import compile_hash
     from cuset.io import atomic_write_json
 
-    atomic_write_json(tmp_path / "state.json", dataclasses.asdict(Tally(7, 25, programs_done=[0], kernels=25)))
+    atomic_write_json(tmp_path / "state.json", dataclasses.asdict(
+        Tally(7, 25, backend=compile_hash(), programs_done=[0], kernels=25)))
     assert load_tally(tmp_path, 7, 25).kernels == 25
+    # kernels another version of the backend checked: a resumed record would mix the two
+    for other in ("0123456789abcdef0123", ""):
+        atomic_write_json(tmp_path / "state.json", dataclasses.asdict(
+            Tally(7, 25, backend=other, programs_done=[0], kernels=25)))
+        with pytest.raises(ConfigError, match="the CPU backend changed since this run checked its kernels"):
+            load_tally(tmp_path, 7, 25)
+    atomic_write_json(tmp_path / "state.json", dataclasses.asdict(
+        Tally(7, 25, backend=compile_hash(), programs_done=[0], kernels=25)))
     with pytest.raises(ConfigError, match="seed 7 and 25 kernels per program"):
         load_tally(tmp_path, 8, 25)
     atomic_write_json(tmp_path / "state.json", dataclasses.asdict(Tally(7, 25, "0123456789abcdef", kernels=25)))

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable
 
 from cuset.config import ConfigError
+from cuset.execute.cpu import code_hash
 from cuset.execute.cpu.fuzz.generator import FEATURES, Program, generate_program
 from cuset.execute.cpu.fuzz.minimise import minimise, save_reproducer
 from cuset.execute.cpu.fuzz.runner import PLAN_MARKERS, Disagreement, ProgramCheck, Sides, check_program
@@ -34,6 +35,7 @@ class Tally:
     seed: int
     per_program: int
     generator: str = ""        # digest of the run's first program: a changed generator is another run
+    backend: str = ""          # code_hash.compile_hash() of the backend checked: changed code is another run
     programs_done: list[int] = dataclasses.field(default_factory=list)
     kernels: int = 0
     reference_verdicts: dict = dataclasses.field(default_factory=dict)
@@ -90,8 +92,9 @@ def generator_digest(seed: int, per_program: int) -> str:
 def load_tally(out: Path, seed: int, per_program: int) -> Tally:
     path = out / STATE
     digest = generator_digest(seed, per_program)
+    backend = code_hash.compile_hash()
     if not path.exists():
-        return Tally(seed, per_program, digest)
+        return Tally(seed, per_program, digest, backend)
     data = json.loads(path.read_text())
     if (data.get("seed"), data.get("per_program")) != (seed, per_program):
         raise ConfigError([f"{path}: a run with seed {data.get('seed')} and {data.get('per_program')} kernels per "
@@ -100,6 +103,11 @@ def load_tally(out: Path, seed: int, per_program: int) -> Tally:
     if data.get("generator", digest) not in ("", digest):
         raise ConfigError([f"{path}: the kernel generator changed since this run started (its first program is "
                            "another): give another --out for a new run"], "the fuzzing run")
+    if data.get("backend") != backend:
+        # Kernels checked by other code say nothing of this code: one run, one backend.
+        raise ConfigError([f"{path}: the CPU backend changed since this run checked its kernels (code hash "
+                           f"{data.get('backend') or 'not recorded'}, now {backend}): give another --out (--state) "
+                           "for a new run"], "the fuzzing run")
     return Tally(**{**data, "generator": digest})
 
 
