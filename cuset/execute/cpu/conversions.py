@@ -11,6 +11,10 @@ casts before it clamps is right on a GPU and wrong here without this rewrite.
 body of a `__device__` / `__global__` function -- `(int)x`, `static_cast<int>(x)`,
 `int(x)` -- into `__cuset_cvt((int)0, x)` (runtime: device_math.h), which converts
 in-range values as C++ does and saturates the rest in kernel code. Lines are kept.
+A cast whose operand is an integer by what the file declares (`(size_t)i` with
+`int i`, `(long)blockIdx.x`, `(size_t)rowptr[r]` with `const int* rowptr`) is left
+as written: it converts no floating-point value, and the kernel planners read a
+cast in an index or a loop bound where they could not read a call.
 What it does not rewrite (implicit conversions, casts in macros, to types it does
 not know, in functions tree-sitter cannot parse) is caught when it matters: user
 code is built with -fsanitize=float-cast-overflow, and the runtime reports an
@@ -19,6 +23,8 @@ backend cannot), never as a silently different value.
 """
 
 from __future__ import annotations
+
+import re
 
 from cuset.spans.grammar import parser
 
@@ -46,6 +52,85 @@ def _integer_type(text: str, typedefs: frozenset[str]) -> bool:
     return len(words) == 1 and words[0].removeprefix("std::") in typedefs
 
 
+_INTEGER_LITERAL = re.compile(r"(0[xX][0-9a-fA-F']+|0[bB][01']+|[0-9][0-9']*)[uUlLzZ]*")
+_BUILTIN_INDEXES = frozenset({"threadIdx", "blockIdx", "blockDim", "gridDim"})
+_BOOLEAN_OPERATORS = frozenset({"<", ">", "<=", ">=", "==", "!=", "&&", "||"})
+_INTEGER_OPERATORS = frozenset({"+", "-", "*", "/", "%", "<<", ">>", "&", "|", "^"})
+
+
+def _declared_integers(root, data: bytes) -> tuple[set[str], set[str]]:
+    """(names every declaration of which in the file is an integer variable, names every
+    declaration of which is a pointer to or array of integers): the file's parameters,
+    locals and globals, at any depth. A name declared as anything else anywhere is in
+    neither (no scope analysis: a conflict just leaves the cast to the helper)."""
+    kinds: dict[str, set[str]] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.type not in ("parameter_declaration", "declaration", "field_declaration"):
+            continue
+        kind_node = node.child_by_field_name("type")
+        integral = kind_node is not None and _integer_type(
+            data[kind_node.start_byte:kind_node.end_byte].decode(errors="replace"), _INTEGER_TYPEDEFS)
+        for d in node.children_by_field_name("declarator"):
+            if d.type == "init_declarator":
+                d = d.child_by_field_name("declarator")
+            kind = "value"
+            if d is not None and d.type == "reference_declarator":
+                d = d.named_children[0] if d.named_children else None
+            elif d is not None and d.type in ("pointer_declarator", "array_declarator"):
+                kind = "elements"
+                d = d.child_by_field_name("declarator")
+            if d is None or d.type != "identifier":
+                continue   # a pointer to pointers, a function pointer...: nothing recorded
+            name = data[d.start_byte:d.end_byte].decode(errors="replace")
+            kinds.setdefault(name, set()).add(kind if integral else "other")
+    return ({n for n, k in kinds.items() if k == {"value"}}, {n for n, k in kinds.items() if k == {"elements"}})
+
+
+def _integer_valued(node, data: bytes, integers: set[str], arrays: set[str]) -> bool:
+    """Whether `node` is an integer (or bool) by the file's declarations and C++'s rules;
+    False where it cannot tell (a call, a macro, a member, a float anywhere)."""
+    t = node.type
+    text = lambda n: data[n.start_byte:n.end_byte].decode(errors="replace")  # noqa: E731
+    if t == "number_literal":
+        return _INTEGER_LITERAL.fullmatch(text(node)) is not None
+    if t in ("char_literal", "true", "false", "sizeof_expression", "alignof_expression"):
+        return True
+    if t == "identifier":
+        return text(node) in integers or text(node) == "warpSize"
+    if t == "field_expression":
+        base = node.child_by_field_name("argument")
+        return base is not None and base.type == "identifier" and text(base) in _BUILTIN_INDEXES \
+            and text(node.child_by_field_name("operator") or node) == "."
+    if t == "subscript_expression":
+        base = node.child_by_field_name("argument")
+        return base is not None and base.type == "identifier" and text(base) in arrays
+    if t in ("parenthesized_expression", "update_expression"):
+        inner = node.named_children
+        return len(inner) == 1 and _integer_valued(inner[0], data, integers, arrays)
+    if t == "unary_expression":
+        op, arg = node.child_by_field_name("operator"), node.child_by_field_name("argument")
+        return op is not None and arg is not None and (
+            text(op) == "!" or (text(op) in ("-", "+", "~") and _integer_valued(arg, data, integers, arrays)))
+    if t == "binary_expression":
+        op = text(node.child_by_field_name("operator") or node)
+        if op in _BOOLEAN_OPERATORS:
+            return True
+        left, right = node.child_by_field_name("left"), node.child_by_field_name("right")
+        return op in _INTEGER_OPERATORS and left is not None and right is not None and \
+            _integer_valued(left, data, integers, arrays) and _integer_valued(right, data, integers, arrays)
+    if t == "conditional_expression":
+        a, b = node.child_by_field_name("consequence"), node.child_by_field_name("alternative")
+        return a is not None and b is not None and _integer_valued(a, data, integers, arrays) and \
+            _integer_valued(b, data, integers, arrays)
+    if t == "cast_expression":
+        kind = node.child_by_field_name("type")
+        return kind is not None and _integer_type(text(kind), _INTEGER_TYPEDEFS)
+    return False
+
+
 def _device_functions(root, data: bytes):
     """Every function definition (at any depth: members, namespaces, templates) whose
     specifiers say `__device__` or `__global__`, parsed without errors."""
@@ -60,10 +145,11 @@ def _device_functions(root, data: bytes):
         stack.extend(node.children)
 
 
-def _casts(body, data: bytes):
-    """(start, end, type text, closing offset or None) per explicit integer cast in `body`:
-    the text [start, end) becomes `__cuset_cvt((T)0, ` and, for a C-style cast, `)` goes
-    in at the closing offset (the end of its operand)."""
+def _casts(body, data: bytes, integers: set[str], arrays: set[str]):
+    """(start, end, type text, closing offset or None) per explicit integer cast in `body`
+    whose operand may be a floating-point value: the text [start, end) becomes
+    `__cuset_cvt((T)0, ` and, for a C-style cast, `)` goes in at the closing offset (the
+    end of its operand)."""
     stack = [body]
     while stack:
         node = stack.pop()
@@ -72,7 +158,7 @@ def _casts(body, data: bytes):
             kind, value = node.child_by_field_name("type"), node.child_by_field_name("value")
             if kind is not None and value is not None:
                 text = data[kind.start_byte:kind.end_byte].decode(errors="replace")
-                if _integer_type(text, _INTEGER_TYPEDEFS):
+                if _integer_type(text, _INTEGER_TYPEDEFS) and not _integer_valued(value, data, integers, arrays):
                     yield node.start_byte, value.start_byte, text, value.end_byte
         elif node.type == "call_expression":
             function, args = node.child_by_field_name("function"), node.child_by_field_name("arguments")
@@ -89,7 +175,8 @@ def _casts(body, data: bytes):
             elif function.type in ("primitive_type", "sized_type_specifier", "identifier", "type_identifier",
                                    "qualified_identifier"):
                 text = data[function.start_byte:function.end_byte].decode(errors="replace")
-            if text is not None and _integer_type(text, _STANDARD_TYPEDEFS):
+            if text is not None and _integer_type(text, _STANDARD_TYPEDEFS) and \
+                    not _integer_valued(args.named_children[0], data, integers, arrays):
                 yield function.start_byte, args.start_byte + 1, text, None
 
 
@@ -100,13 +187,14 @@ def gpu_conversions(src: str) -> str:
         return src
     data = src.encode()
     tree = parser().parse(data)
+    integers, arrays = _declared_integers(tree.root_node, data)
     edits: dict[int, tuple[int, bytes]] = {}      # start -> (end, replacement)
     closes: list[int] = []
     for fn in _device_functions(tree.root_node, data):
         body = fn.child_by_field_name("body")
         if body is None:
             continue
-        for start, end, text, close in _casts(body, data):
+        for start, end, text, close in _casts(body, data, integers, arrays):
             if start in edits:
                 continue
             # Whatever stood between `(int)` and its operand (a comment) keeps its newlines.

@@ -30,8 +30,50 @@ def test_device_casts_go_through_the_helper_and_host_code_is_untouched():
         " + __cuset_cvt((unsigned long long)0, -x) + __cuset_cvt((std::int8_t)0, x); }\n"
         "int host(float x) { return (int)x; }\n"
         "#define Q(x) (int)(x)\n"
-        "__global__ void k(float* a, int* b) { b[0] = __cuset_cvt((int)0, __cuset_cvt((unsigned)0, a[0])) * 2;"
+        "__global__ void k(float* a, int* b) { b[0] = (int)__cuset_cvt((unsigned)0, a[0]) * 2;"
         " b[1] = (float)a[1]; b[2] = Q(a[2]); }\n")
+
+
+def test_casts_of_integers_by_the_files_declarations_stay_as_written():
+    src = (
+        "__constant__ int K;\n"
+        "__global__ void k(const int* __restrict__ rp, const float* a, float* out, int n, unsigned long long m) {\n"
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x; float f = a[i]; int w[4]; double n2 = 2;\n"
+        "  out[(size_t)i * n] = (size_t)rp[i] + (long)blockIdx.x + (int)(i < n) + (int)(m >> 3) + (int)w[0]"
+        " + (int)K + (unsigned)sizeof(float) + (int)'a' + (int)-i + (int)(i ? n : 3) + (int)0x10;\n"
+        "  out[0] = (int)a[i] + (int)f + (int)1e3 + (int)(i * 0.5) + (int)n2 + (int)(i + f);\n"
+        "}\n"
+        "__device__ float n2g(float n2) { return n2; }\n")
+    out = gpu_conversions(src).splitlines()
+    assert out[3] == src.splitlines()[3]          # every operand an integer: untouched
+    assert out[4] == ("  out[0] = __cuset_cvt((int)0, a[i]) + __cuset_cvt((int)0, f) + __cuset_cvt((int)0, 1e3)"
+                      " + __cuset_cvt((int)0, (i * 0.5)) + __cuset_cvt((int)0, n2) + __cuset_cvt((int)0, (i + f));")
+
+
+def test_the_bundled_suites_keep_every_kernel_path_and_proof():
+    """The planners read the converted source: a cast they could read became a call they
+    cannot only where the operand may be a float, and none of the suites' kernels lost its
+    block loop, regions or order proof to it."""
+    import json
+    from pathlib import Path
+
+    from cuset.execute.cpu.barrier_regions import plan_kernels
+    from cuset.execute.cpu.order_proof import plan_proofs
+    from cuset.execute.cpu.rewriter import ticking_loops
+
+    root = Path(__file__).resolve().parents[3] / "suites"
+    converted = 0
+    for suite in ("cuset-bench.jsonl", "cuset-bench-cpu.jsonl"):
+        for line in (root / suite).read_text().splitlines():
+            src = json.loads(line)["bench.cu"]
+            new = gpu_conversions(src)
+            if new == src:
+                continue
+            converted += 1
+            assert [p.describe() for p in plan_proofs(new)] == [p.describe() for p in plan_proofs(src)]
+            assert [(p.name, p.loop, p.reason) for p in plan_kernels(new, ticking=ticking_loops(new))] == \
+                [(p.name, p.loop, p.reason) for p in plan_kernels(src, ticking=ticking_loops(src))]
+    assert converted >= 4   # the histogram's and the bilinear resizes' float casts
 
 
 def test_lines_are_kept_and_a_source_without_device_code_is_returned_as_it_is():
