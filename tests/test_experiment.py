@@ -88,3 +88,32 @@ def test_an_adapter_for_a_backend_that_cannot_apply_it_is_a_clear_error(tmp_path
     with pytest.raises(CusetError, match=r"backend openai cannot apply a LoRA adapter .*merge=true"):
         run_cell(cell)
     assert set(step_seconds(cell.dir)) == {"train"}  # training is kept for the re-run with merge
+
+
+def test_a_finished_evaluation_another_judge_wrote_runs_again_alone(tmp_path, stages):
+    from cuset.evaluate.judge import current_judge
+
+    class Backend:
+        def __init__(self, toolchain):
+            self.toolchain = toolchain
+
+        def fingerprint(self):
+            return self.toolchain
+
+    cell = make_cell(tmp_path, train=False)
+    run_cell(cell, backend=Backend("v1"))
+    results = cell.dir / "eval" / "results.jsonl"
+    rows = [{"task_id": t, "task_name": "T", "family": "f", "sample": 0, "status": "passed",
+             "judge": current_judge(cell.evaluate, Backend("v1"))}
+            for t in (1, 2)]
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))  # what the evaluation wrote
+    stages.clear()
+    run_cell(cell, backend=Backend("v1"))
+    assert stages == []                                  # judged by this evaluator: finished
+    run_cell(cell, backend=Backend("v2"))                # e.g. the backend's code changed since
+    assert [c[0] for c in stages] == ["evaluate"]        # generation is kept, the verdicts are redone
+    rows[1]["judge"] = ""                                # one written before judges were stamped
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    stages.clear()
+    run_cell(cell, backend=Backend("v1"))
+    assert [c[0] for c in stages] == ["evaluate"] and "evaluate" in step_seconds(cell.dir)

@@ -14,6 +14,7 @@ from those files.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -91,6 +92,7 @@ def attribute_runs(*, tasks_path: Path, runs: dict[str, tuple[Path, Path, str]],
     atomic_write_json(out / "meta.json", {
         "tau": tau, "base_model": str(base_model), "tasks": str(tasks_path),
         "spans": {run: paths[2] for run, paths in runs.items()},
+        "inputs": {run: inputs_digest(paths[0], paths[1]) for run, paths in runs.items()},
         "correct_programs": {t: [source for source, _ in programs] for t, programs in correct_code.items()}}, indent=1)
     return found
 
@@ -107,11 +109,28 @@ def attribute_demo(run) -> None:
                    out=run.out / ATTRIBUTION_DIR, progress=cfg.progress)
 
 
+def inputs_digest(generations: Path, results: Path) -> str:
+    """sha256 of what a run's attribution reads: each sample's program and verdict (not the logs or
+    timings, which differ between two evaluations that agree)."""
+    from cuset.evaluate.records import load_results
+    from cuset.generate.records import load_generations
+
+    codes = sorted((str(g.task_id), g.sample, g.code or "") for g in load_generations(generations)) \
+        if Path(generations).is_file() else []
+    verdicts = sorted((str(r.task_id), r.sample, r.status.value, r.passed) for r in load_results(results))
+    return hashlib.sha256(json.dumps([codes, verdicts]).encode()).hexdigest()
+
+
 def attribution_stale(run) -> bool:
-    """Whether a finished attribution step of `run` (a DemoRun) covers other runs than it has now
-    (an arm added to a finished demo): the step must run again, over every run."""
+    """Whether a finished attribution step of `run` (a DemoRun) was computed from other programs or
+    verdicts than it has now (an arm added to a finished demo, a run whose evaluator changed a
+    verdict): the step must run again, over every run."""
     meta = run.out / ATTRIBUTION_DIR / "meta.json"
-    return meta.is_file() and set(json.loads(meta.read_text()).get("spans", {})) != set(run.models)
+    if not meta.is_file():
+        return False
+    digests = json.loads(meta.read_text()).get("inputs") or {}
+    return digests != {model: inputs_digest(run.generations(model), run.eval_dir(model) / "results.jsonl")
+                       for model in run.models}
 
 
 def read_attribution(directory: Path, run: str) -> list[Attribution] | None:

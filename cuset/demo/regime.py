@@ -264,6 +264,8 @@ def regime_map(levels: list[tuple[int, Path]], out: Path, gate: tuple[float, flo
                                      "sentence")}}
                 for r in report.get("two_by_two") or [] if r["metric"] == METRIC},
             "dropped": dropped,
+            # evaluator -> runs (cuset.evaluate.judge); absent in reports from before judges
+            **({"judges": report["judges"]} if report.get("judges") else {}),
         })
     min_compile, min_function = gate or _default_gate()
     return {"metric": METRIC, "levels": rows,
@@ -462,6 +464,18 @@ def _low_token_lines(levels: list[dict]) -> list[str]:
     return lines
 
 
+_UNSTAMPED = "unstamped"   # results written before judges were stamped
+
+
+def _judge_lines(levels: list[dict]) -> list[str]:
+    """A warning for each level whose runs different evaluators judged (cuset.evaluate.judge)."""
+    lines = [f"**k = {row['warmup_steps']}: its runs were judged by {len(row['judges'])} different evaluators** "
+             f"({'; '.join(f'`{j or _UNSTAMPED}`: {len(runs)} run(s)' for j, runs in row['judges'].items())}); "
+             "its differences may be the evaluators'. Run the map's command again to judge them alike."
+             for row in levels if len(row.get("judges") or {}) > 1]
+    return [*lines, ""] if lines else []
+
+
 def regime_markdown(doc: dict) -> str:
     from cuset.demo.report import PREMISE_MAX_LOW, WEAK_MIN_LOW, regime_of, row_label
 
@@ -478,7 +492,7 @@ def regime_markdown(doc: dict) -> str:
              + (" An arm fine-tuned on programs with replaceable tokens is compared with SFT fine-tuned on the same "
                 "programs, and each interaction is how much replaceable tokens change a method's difference from "
                 "SFT: the 2x2's own contrasts, not Holm-adjusted." if within else ""), "",
-             f"**{doc['gate']['text']}**", "", *_finetune_lines(levels), "",
+             f"**{doc['gate']['text']}**", "", *_judge_lines(levels), *_finetune_lines(levels), "",
              "| Warm-up steps k | Base compile@1 | Base function@1 | Base NLL | SFT " + doc["metric"] + " | "
              + " | ".join(f"{row_label(m)} - {row_label(_comparator(doc, m))}" for m in others)
              + "".join(f" | Interaction: {row_label(m)} - SFT, with - without" for m in crossed) + " |",

@@ -171,7 +171,32 @@ def add_statistics(doc: dict, base: Path) -> dict:
     doc["paired"] = paired_rows(scores, by_method, methods[1], methods[2:]) if len(methods) > 2 else []
     doc["two_by_two"] = two_by_two_rows(scores, by_method, methods[1]) if len(methods) > 2 else []
     doc["attribution"] = attribution_tables(base, list(doc["runs"]))
+    doc["judges"] = judges_of(results)
     return doc
+
+
+def judges_of(results: dict[str, Path]) -> dict[str, list[str]]:
+    """Which evaluator judged each run's samples (cuset.evaluate.judge): judge -> runs; "" for
+    results written before judges were stamped."""
+    from cuset.evaluate.records import load_results
+
+    found: dict[str, set[str]] = {}
+    for run, path in results.items():
+        for r in load_results(path):
+            found.setdefault(r.judge, set()).add(run)
+    return {judge: sorted(runs) for judge, runs in sorted(found.items())}
+
+
+def judge_sentence(doc: dict) -> str:
+    """One line on who judged the runs: one evaluator, or a warning that verdicts are mixed."""
+    judges = doc.get("judges") or {}
+    if set(judges) <= {""}:
+        return ""   # a report from before judges were stamped
+    if len(judges) == 1:
+        return f" Every sample of every run was judged by one evaluator (judge `{next(iter(judges))}`)."
+    parts = "; ".join(f"`{j or 'unstamped'}`: {', '.join(runs)}" for j, runs in judges.items())
+    return (f" **The samples were judged by {len(judges)} different evaluators** ({parts}): a difference "
+            "between runs may be the evaluators'; run the demo's command again to judge them all alike.")
 
 
 def attribution_tables(base: Path, runs: list[str]) -> dict | None:
@@ -517,7 +542,7 @@ def _markdown(doc: dict) -> str:
         f"(CuSeT: tau={cfg['tau']}, lambda={cfg['lam']}, window={cfg['window']}) on {cfg['n_train']} synthesised "
         f"tasks, {seeds} seed(s) each. Each model generated {cfg['samples']} samples for each of {cfg['n_eval']} "
         f"held-out tasks (holdout: {cfg['holdout']}), which were compiled with nvcc and run on the CPU execution "
-        "backend.",
+        f"backend.{judge_sentence(doc)}",
         "",
         competence_sentence(doc["methods"]["vanilla"]),
         "",

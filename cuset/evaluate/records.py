@@ -9,7 +9,7 @@ interrupted run is dropped, so that sample is redone.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
@@ -58,6 +58,9 @@ class SampleResult:
     # that path alone, never read from anything the candidate wrote: its detail text is not
     # evidence (a KernelBench candidate writes its own detail and could spell the same words).
     evaluator_failed: bool = False
+    # Who judged it (cuset.evaluate.judge): set by the runner as it writes the result; a results
+    # file resumed by another judge judges this sample again. "" in files written before judges.
+    judge: str = ""
 
     @property
     def key(self) -> tuple[int, int]:
@@ -99,7 +102,8 @@ class SampleResult:
     @classmethod
     def from_json(cls, d: dict, where: str = "result") -> "SampleResult":
         names = [f.name for f in fields(cls)]
-        missing = [n for n in ("task_id", "sample", "status") if n not in d]
+        missing = [f.name for f in fields(cls) if f.name not in d
+                   and f.default is MISSING and f.default_factory is MISSING]
         if missing:
             raise ResultRecordError(f"{where}: missing field(s) {', '.join(missing)}")
         try:
@@ -118,6 +122,7 @@ class SampleResult:
         kw["passed_without_kernel"] = d.get("passed_without_kernel") or ""
         kw["mismatch"] = d.get("mismatch") if isinstance(d.get("mismatch"), dict) else None
         kw["evaluator_failed"] = d.get("evaluator_failed") is True
+        kw["judge"] = d.get("judge") if isinstance(d.get("judge"), str) else ""
         return cls(**kw)
 
 

@@ -25,11 +25,12 @@ from cuset.errors import CusetError
 from cuset.evaluate import devicemap
 from cuset.evaluate.batch import Setup, run_jobs
 from cuset.evaluate.config import EvalConfig, ExecutionConfig
+from cuset.evaluate.judge import judge_of
 from cuset.evaluate.kinds import eval_kind
 from cuset.evaluate.metrics import Summary, summarize
 from cuset.evaluate.perf.measure import measure
 from cuset.evaluate.pipeline import evaluate_program
-from cuset.evaluate.records import ResultWriter, SampleResult, load_results
+from cuset.evaluate.records import ResultWriter, SampleResult, load_results, save_results
 from cuset.evaluate.report import write_report
 from cuset.evaluate.workspace import Workspace
 from cuset.cachedir import cache_root
@@ -196,6 +197,7 @@ class EvalContext:
                                   max_bytes=int(cfg.compile_cache_gb * (1 << 30)) if cfg.compile_cache_gb else None,
                                   max_entry_bytes=(int(cfg.compile_cache_entry_mb * (1 << 20))
                                                    if cfg.compile_cache_entry_mb else None))
+        self.judge = judge_of(cfg, self.cache.fingerprint)  # stamped on every result (cuset.evaluate.judge)
 
     def evaluate(self, rec: GenerationRecord, task: AnyTask | None, missing_reason: str = "") -> SampleResult:
         if task is None:
@@ -233,7 +235,9 @@ def _hiding(policy, *paths):
 def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path: str | os.PathLike,
                   results_path: str | os.PathLike, config: EvalConfig | None = None, *,
                   backend=None, on_result: Callable[[SampleResult], None] | None = None) -> Summary:
-    """Evaluate every generation not yet in `results_path`; return the summary of all of them.
+    """Evaluate every generation not yet judged in `results_path` by this evaluator (its judge:
+    cuset.evaluate.judge); return the summary of all of them. A sample judged there by another
+    judge (other code, backend or settings) is judged again and its old verdict dropped.
 
     `config.execution.executor` picks where samples run: `local` (threads of this process)
     or `ray` (tasks on a Ray cluster, see cuset.evaluate.batch); this process alone writes
@@ -243,13 +247,19 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
     task_by_id, invalid = load_task_index(tasks)
     gens = load_generations(generations_path)
     missing = missing_task_ids(task_by_id, gens, tasks, generations_path, cfg.allow_missing)
-    done = {r.key for r in load_results(results_path)}
-    todo = [g for g in gens if g.key not in done]
     t0 = time.perf_counter()
     ctx = EvalContext(cfg, backend)  # also on Ray: the driver's summary names the backend and its cache
+    judge = ctx.judge
+    earlier = {r.key: r.judge for r in load_results(results_path)}
+    todo = [g for g in gens if earlier.get(g.key) != judge]
+    rejudged = sum(1 for g in todo if g.key in earlier)
+    if rejudged:
+        log.info("%s: %d sample(s) judged by another evaluator (code, backend or settings changed since): "
+                 "judged again", results_path, rejudged)
     try:
         with ResultWriter(results_path) as writer, _progress(len(todo), cfg.progress) as advance:
             def record(result: SampleResult) -> None:
+                result = replace(result, judge=judge)
                 writer.write(result)
                 advance(result)
                 if on_result:
@@ -260,8 +270,11 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
         ctx.close()
     backend, cache = ctx.backend, ctx.cache
     all_results = [r for r in load_results(results_path) if r.key in {g.key for g in gens}]
+    if rejudged:  # the file keeps one line per sample: the old verdicts go
+        save_results(results_path, load_results(results_path))
     meta = {
         "backend": backend.name, "compile_judge": compile_judge_of(backend), "fingerprint": cache.fingerprint,
+        "judge": judge,
         **_kind_meta(backend, cfg, [task_by_id[t] for t in {g.task_id for g in gens} if t in task_by_id]),
         "compat": cfg.compat, "allow_missing": cfg.allow_missing, "missing_counted_as_failed": len(missing),
         "extract": cfg.extractor, "cases": list(cfg.cases), "robust": cfg.robust,
@@ -272,6 +285,7 @@ def evaluate_file(tasks: str | os.PathLike | Sequence[AnyTask], generations_path
         "tasks": str(tasks) if isinstance(tasks, (str, os.PathLike)) else f"{len(task_by_id)} tasks",
         "tasks_in_file": len(task_by_id),
         "generations": str(generations_path), "evaluated_now": len(todo), "resumed": len(gens) - len(todo),
+        "rejudged": rejudged,
         # on Ray each worker process keeps its own counts (the cache on disk is shared; its counts are not)
         "compile_cache": ({"hits": cache.hits, "misses": cache.misses} if cfg.execution.executor == "local"
                           else "counted in the Ray workers, not collected"),

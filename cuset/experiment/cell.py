@@ -13,7 +13,10 @@ A cell lives in one directory:
 Resuming has two levels and no others: a step recorded in steps.json is finished and
 skipped; a step that was interrupted resumes inside its own stage (training from its
 last checkpoint, generation skipping the samples already written, evaluation skipping
-the samples already judged).
+the samples already judged). Verdicts are the one cache among them: a finished
+evaluation whose samples another judge wrote (other evaluation code, backend or
+settings: cuset.evaluate.judge) runs again, so every cell of a study resumed over
+several commits is judged alike; training and generation are never redone.
 """
 
 from __future__ import annotations
@@ -75,6 +78,11 @@ class StepLog:
         self.label = label or Path(directory).name
         self.seconds: dict[str, float] = json.loads(self.path.read_text(encoding="utf-8")) if self.path.exists() else {}
 
+    def forget(self, key: str) -> None:
+        """Mark `key` unfinished: the next `run(key, ...)` runs it."""
+        if self.seconds.pop(key, None) is not None:
+            atomic_write_json(self.path, self.seconds, indent=1)
+
     def run(self, key: str, fn: Callable[[], None], about: str = "") -> None:
         """Run `fn` unless `key` finished earlier; `about` (what the step does, how long it should
         take) is announced before it starts."""
@@ -104,6 +112,12 @@ def run_cell(cell: Cell, *, backend=None, name: str = "", about: dict[str, str] 
     if cell.train is not None:
         steps.run("train", lambda: _train(cell), about.get("train", ""))
     steps.run("generate", lambda: _generate(cell), about.get("generate", ""))
+    if "evaluate" in steps.seconds:
+        backend = backend or cell.evaluate.make_backend()
+        if n := _judged_by_others(cell, backend):
+            log.info("[%s] evaluate: %d sample(s) were judged by another evaluator (its code, backend or "
+                     "settings changed since): judged again", steps.label, n)
+            steps.forget("evaluate")
     steps.run("evaluate", lambda: _evaluate(cell, backend), about.get("evaluate", ""))
     return cell.eval_dir
 
@@ -145,6 +159,12 @@ def _generate(cell: Cell) -> None:
                             "train with merge: true (train key `merge=true`) or generate with backend=hf")
         cfg = replace(cfg, hf=replace(cfg.hf, adapter=adapter))
     generate_file(cfg)
+
+
+def _judged_by_others(cell: Cell, backend) -> int:
+    from cuset.evaluate.judge import current_judge, judged_by_others
+
+    return judged_by_others(cell.eval_dir / "results.jsonl", current_judge(cell.evaluate, backend))
 
 
 def _evaluate(cell: Cell, backend) -> None:

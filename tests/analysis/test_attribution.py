@@ -167,15 +167,36 @@ def test_the_demo_step_finds_the_hand_counted_token_and_its_cause(byte_model, tm
     assert meta["correct_programs"] == {str(task.id): ["reference", "arm sample 2"]}
 
 
-def test_an_arm_added_to_a_finished_demo_makes_its_attribution_stale(tmp_path):
+def test_an_arm_added_or_a_verdict_changed_makes_its_attribution_stale(tmp_path):
     from types import SimpleNamespace
 
-    from cuset.demo.attribute import attribution_stale
+    from cuset.demo.attribute import attribution_stale, inputs_digest
 
-    run = SimpleNamespace(out=tmp_path, models=["vanilla", "sft"])
+    def results(model: str) -> Path:
+        return tmp_path / "cells" / model / "eval" / "results.jsonl"
+
+    def row(status: str, **extra) -> str:
+        return json.dumps({"task_id": 0, "task_name": "T", "family": "t", "sample": 0, "status": status,
+                           "passed": status == "passed", **extra}) + "\n"
+
+    run = SimpleNamespace(out=tmp_path, models=["vanilla", "sft"], eval_dir=lambda m: results(m).parent,
+                          generations=lambda m: tmp_path / "cells" / m / "generations.jsonl")
+    for model, status in (("vanilla", "wrong"), ("sft", "passed")):
+        results(model).parent.mkdir(parents=True)
+        results(model).write_text(row(status))
     assert not attribution_stale(run)  # never ran: the step log decides
     (tmp_path / "attribution").mkdir()
-    (tmp_path / "attribution" / "meta.json").write_text(json.dumps({"spans": {"vanilla": "broad", "sft": "broad"}}))
+    digests = {m: inputs_digest(run.generations(m), results(m)) for m in run.models}
+    (tmp_path / "attribution" / "meta.json").write_text(json.dumps({"inputs": digests}))
     assert not attribution_stale(run)
-    run.models.append("cuset")
+    results("sft").write_text(row("passed", judge="b", timings={"run": 9.0}))  # judged again, same verdict
+    assert not attribution_stale(run)
+    results("sft").write_text(row("wrong", judge="c"))                         # a verdict changed
     assert attribution_stale(run)
+    results("sft").write_text(row("passed"))
+    assert not attribution_stale(run)
+    run.models.append("cuset")  # an arm added
+    assert attribution_stale(run)
+    (tmp_path / "attribution" / "meta.json").write_text(json.dumps({"spans": {"vanilla": "broad"}}))
+    run.models.remove("cuset")
+    assert attribution_stale(run)  # written before its inputs were recorded: computed again

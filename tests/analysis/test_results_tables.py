@@ -152,9 +152,9 @@ def test_bad_results_arguments(tmp_path, make_run):
     with pytest.raises(ResultsError, match=r"results.jsonl:2: invalid JSON"):
         load_run(bad)
     bad.write_text(good + '\n{"task_id": 1, "sample": 0, "status": "passed"}\n')
-    with pytest.raises(ResultsError, match=r"results.jsonl: a record is incomplete"):
+    with pytest.raises(ResultsError, match=r"results.jsonl:2: missing field\(s\) task_name, family"):
         load_run(bad)
-    bad.write_text(good + '\n{"task_id": 1, "sample": 0, "status": "exploded"}\n')
+    bad.write_text(good + '\n{"task_id": 1, "task_name": "t", "family": "f", "sample": 0, "status": "exploded"}\n')
     with pytest.raises(ResultsError, match=r"results.jsonl:2: unknown status 'exploded'"):
         load_run(bad)
     path = make_run("ok", OUTCOMES)

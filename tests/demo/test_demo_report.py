@@ -141,3 +141,29 @@ def test_the_2x2_gives_each_conditions_difference_and_the_interaction(tmp_path):
     assert any(line.startswith("| interaction (with - without) | ") and "+40.0 [" in line for line in table)
     # without a twin of the reference there is no 2x2
     assert two_by_two_rows(runs, {m: [m] for m in ("sft", "cuset:paper", "cuset:paper:repl")}, "sft") == []
+
+
+def test_the_report_says_whether_one_evaluator_judged_every_run(tmp_path):
+    from cuset.demo.regime import _judge_lines
+    from cuset.demo.report import judge_sentence, judges_of
+
+    def results(name, judges):
+        path = tmp_path / f"{name}.jsonl"
+        save_results(path, [SampleResult(task_id=t, task_name="t", family="f", sample=0, status=Status.WRONG,
+                                         judge=j) for t, j in enumerate(judges)])
+        return path
+
+    one = judges_of({"vanilla": results("a", ["j1", "j1"]), "sft": results("b", ["j1"])})
+    assert one == {"j1": ["sft", "vanilla"]}
+    assert judge_sentence({"judges": one}) == " Every sample of every run was judged by one evaluator (judge `j1`)."
+    mixed = judges_of({"vanilla": results("c", ["j1", ""]), "sft": results("d", ["j2"])})
+    assert mixed == {"": ["vanilla"], "j1": ["vanilla"], "j2": ["sft"]}
+    assert judge_sentence({"judges": mixed}).startswith(" **The samples were judged by 3 different evaluators** "
+                                                         "(`unstamped`: vanilla; `j1`: vanilla; `j2`: sft)")
+    assert judge_sentence({"judges": {"": ["vanilla", "sft"]}}) == ""   # a report from before judges
+    assert judge_sentence({}) == ""
+    rows = [{"warmup_steps": 0, "judges": one}, {"warmup_steps": 1600, "judges": mixed}, {"warmup_steps": 2}]
+    lines = _judge_lines(rows)
+    assert len(lines) == 2 and lines[0].startswith("**k = 1600: its runs were judged by 3 different evaluators** "
+                                                   "(`unstamped`: 1 run(s); `j1`: 1 run(s); `j2`: 1 run(s))")
+    assert _judge_lines(rows[:1]) == []

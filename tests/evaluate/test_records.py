@@ -11,7 +11,9 @@ FIELDS = {"task_id", "task_name", "family", "sample", "status", "detail", "compi
           # a wrong/race verdict's outputs against the reference, element by element (issue 42); None otherwise
           "mismatch",
           # the evaluator itself raised on this sample (set by the runner only, never from the candidate's detail)
-          "evaluator_failed"}
+          "evaluator_failed",
+          # who judged it (cuset.evaluate.judge): another judge's verdicts are redone on resume
+          "judge"}
 
 
 def result(sample=0, status=Status.PASSED):
@@ -43,10 +45,21 @@ def test_writer_streams_and_resumes_after_torn_line(tmp_path):
 
 def test_unknown_status_is_a_clear_error(tmp_path):
     path = tmp_path / "r.jsonl"
-    path.write_text(json.dumps({"task_id": 1, "sample": 0, "status": "exploded"}) + "\n")
+    path.write_text(json.dumps({"task_id": 1, "task_name": "T", "family": "t", "sample": 0, "status": "exploded"}) + "\n")
     try:
         load_results(path)
     except ValueError as e:
         assert "r.jsonl:1: unknown status 'exploded'" in str(e)
     else:
         raise AssertionError("accepted an unknown status")
+
+
+def test_a_result_missing_a_required_field_is_a_clear_error(tmp_path):
+    import pytest
+
+    from cuset.evaluate.records import ResultRecordError
+
+    path = tmp_path / "r.jsonl"
+    path.write_text(json.dumps({"task_id": 1, "sample": 0, "status": "passed"}) + "\n")
+    with pytest.raises(ResultRecordError, match=r"r.jsonl:1: missing field\(s\) task_name, family"):
+        load_results(path)

@@ -1,10 +1,12 @@
 """evaluate_file end to end on the g++ test backend: streaming, resume, summary, report."""
 
 import json
+from dataclasses import asdict
 
 import pytest
 
 from eval_fakes import GxxBackend, make_task, needs_gxx, program
+from cuset.config import load_config
 from cuset.evaluate import EvalConfig, evaluate_file, load_results
 from cuset.evaluate.config import ExecutionConfig
 from cuset.generate.records import GenerationRecord, save_generations
@@ -143,3 +145,58 @@ def test_reasoning_models_traces_unclosed_traces_and_token_averages(tmp_path):
     report = (tmp_path / "out" / "report.md").read_text()
     assert "of which reasoning 77 and answer (code and prose) 23" in report
     assert "No code because the reasoning never ended" in report and "1 sample(s) of the 2 without code" in report
+
+
+def test_results_judged_by_another_evaluator_are_judged_again(run_files):
+    from cuset.evaluate.judge import current_judge
+
+    tmp_path, cfg = run_files
+    out = tmp_path / "out" / "results.jsonl"
+
+    def run(backend=None, config=cfg):
+        seen = []
+        s = evaluate_file(tmp_path / "tasks.jsonl", tmp_path / "gens.jsonl", out, config,
+                          backend=backend or GxxBackend(), on_result=seen.append)
+        return s, seen
+
+    s, _ = run()
+    judge = current_judge(cfg, GxxBackend())
+    assert s.meta["judge"] == judge and {r.judge for r in load_results(out)} == {judge}
+    assert run()[1] == []                                   # the same judge: nothing again
+    # another backend toolchain (here: its flags) judges every sample again; the file keeps one line each
+    s, seen = run(GxxBackend(flags=("-O0",)))
+    assert len(seen) == 10 and s.meta["rejudged"] == 10 and s.meta["resumed"] == 0
+    assert len(out.read_text().splitlines()) == 10
+    assert {r.judge for r in load_results(out)} == {current_judge(cfg, GxxBackend(flags=("-O0",)))} != {judge}
+    run()
+    # settings that can change a verdict make another judge; parallelism and caches do not
+    for change in ({"cases": [0, 1]}, {"execution.timeout_run": 30.0}, {"execution.sandbox.processes": 32}):
+        other = load_config(EvalConfig, base=asdict(cfg), overrides=[f"{k}={json.dumps(v)}" for k, v in change.items()])
+        assert current_judge(other, GxxBackend()) != judge, change
+    for change in ({"execution.workers": 1}, {"progress": True}, {"cache_dir": str(tmp_path / "c2")}):
+        other = load_config(EvalConfig, base=asdict(cfg), overrides=[f"{k}={json.dumps(v)}" for k, v in change.items()])
+        assert current_judge(other, GxxBackend()) == judge, change
+        assert run(config=other)[1] == []
+    # a result written before judges were stamped (no field) is judged again, and only it
+    lines = out.read_text().splitlines()
+    first = json.loads(lines[0])
+    del first["judge"]
+    out.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    s, seen = run()
+    assert [r.key for r in seen] == [(first["task_id"], first["sample"])] and s.meta["rejudged"] == 1
+
+
+def test_the_judge_covers_the_code_and_names_real_settings():
+    from cuset.evaluate import judge
+
+    files = {str(p.relative_to(judge.PACKAGE)) for p in judge.judge_files()}
+    assert {"evaluate/runner.py", "evaluate/judge.py", "execute/cpu/rewriter.py", "tasks/__init__.py",
+            "generate/extract.py"} <= files
+    assert any(f.startswith("execute/cpu/runtime/") and f.endswith(".h") for f in files)
+    assert not any("__pycache__" in f for f in files)
+    fields = {f"{prefix}{k}" for prefix, d in (("", asdict(EvalConfig())),
+                                               ("execution.", asdict(EvalConfig())["execution"])) for k in d}
+    assert judge.NOT_VERDICT <= fields  # a misspelt name would silently keep a setting in the judge
+    settings = judge.verdict_settings(EvalConfig())
+    assert "cases" in settings and "execution.timeout_run" in settings and "execution.sandbox.mode" in settings
+    assert not judge.NOT_VERDICT & set(settings)
