@@ -34,7 +34,8 @@ from cuset.progress import progress_bar
 from cuset.curation.runstore import StageStore
 from cuset.curation.sources import SourceScan, scan_sources
 from cuset.curation.summary import write_summary
-from cuset.curation.validation import make_backend, passed, pipeline_evaluator, task_key, validate_tasks
+from cuset.curation.validation import (make_backend, passed, pipeline_evaluator, store_settings, task_key,
+                                       validate_tasks)
 from cuset.tasks import Task, save_tasks
 from cuset.io import atomic_write_jsonl, atomic_write_text
 
@@ -115,8 +116,7 @@ def _validation(cfg, run: Path, bar, synth, ok: list[dict], evaluate, backend) -
         return []
     execution = cfg.validation.execution
     backend = backend or make_backend(execution, order_proofs=False)   # stage 2's programs are a model's
-    store = StageStore(run, "3_validation", {"backend": backend.name, "fingerprint": backend.fingerprint(),
-                                             "cases": list(cfg.validation.cases)})
+    store = StageStore(run, "3_validation", store_settings(backend, cfg.validation.cases))
     on_ray = execution.executor == "ray"
     with ExitStack() as stack:
         if evaluate is None and not on_ray and any(store.get(task_key(r["task"])) is None for r in ok):

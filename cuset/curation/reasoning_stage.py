@@ -43,10 +43,14 @@ class ReasoningOutcome:
 
 def stage_settings(cfg: ReasoningConfig, model: str, backend_fingerprint: str, cases: tuple[int, ...],
                    token_unit: str) -> dict:
-    """What the stage's records depend on (`select` is not: it is applied when the output is written)."""
+    """What the stage's records depend on (`select` is not: it is applied when the output is written);
+    the evaluation code judges the answers, so it is one of them (cuset.evaluate.judge)."""
+    from cuset.evaluate.judge import judge_code_hash
+
     return {"prompt": PROMPT_VERSION, "model": model, "n_candidates": cfg.n_candidates,
             "temperature": cfg.temperature, "max_tokens": cfg.max_tokens, "seed": cfg.seed,
-            "level": cfg.prompt_level, "backend": backend_fingerprint, "cases": list(cases), "token_unit": token_unit}
+            "level": cfg.prompt_level, "backend": backend_fingerprint, "cases": list(cases), "token_unit": token_unit,
+            "evaluator": judge_code_hash()}
 
 
 def select_kept(candidates: list[dict], rule: str) -> list[int]:

@@ -35,6 +35,7 @@ from cuset.curation.records import json_key
 from cuset.curation.runstore import StageStore
 from cuset.evaluate.batch import Setup, run_jobs
 from cuset.evaluate.config import ExecutionConfig
+from cuset.evaluate.judge import judge_code_hash
 from cuset.execute.result import ExecResult, Status
 from cuset.tasks import Task
 
@@ -122,8 +123,10 @@ def make_backend(execution: ExecutionConfig, *, order_proofs: bool = True):
 
 
 def store_settings(backend, cases: Iterable[int]) -> dict:
-    """What a results file's records depend on: changing any of it validates every task again."""
-    return {"backend": backend.name, "fingerprint": backend.fingerprint(), "cases": list(cases)}
+    """What a results file's records depend on: changing any of it validates every task again
+    (the evaluation code that judges them too: cuset.evaluate.judge)."""
+    return {"backend": backend.name, "fingerprint": backend.fingerprint(), "cases": list(cases),
+            "evaluator": judge_code_hash()}
 
 
 def validate_references(tasks: Sequence[Task], *, execution: ExecutionConfig | None = None, backend=None,

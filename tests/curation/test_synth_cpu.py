@@ -34,7 +34,7 @@ def test_a_sample_of_synthesised_references_pass_on_the_cpu_backend(backend, tmp
     assert sorted(r["key"] for r in read_jsonl(tmp_path / "results.jsonl")) == sorted(task_key(t) for t in sample)
 
 
-def test_wrong_programs_fail_and_a_rerun_resumes(backend, tmp_path):
+def test_wrong_programs_fail_and_a_rerun_resumes(backend, tmp_path, monkeypatch):
     task = get_family("relu").make({"kind": "leaky", "slope": 0.1}, {"n": 4096}, task_id=0)
     wrong = dataclasses.replace(task, bench_cu=task.bench_cu.replace("0.1f * v", "0.2f * v"))
     crash = dataclasses.replace(task, bench_cu=task.bench_cu.replace('"data/x.bin"', '"data/missing.bin"'))
@@ -48,3 +48,9 @@ def test_wrong_programs_fail_and_a_rerun_resumes(backend, tmp_path):
     again = validate_references([task, wrong, crash], backend=backend, cases=(0,), results_path=path,
                                 cache_dir=tmp_path / "cache", on_result=calls.append)
     assert calls == [] and again == results
+    import cuset.curation.validation as validation  # evaluation code changed since: every task validated again
+
+    monkeypatch.setattr(validation, "judge_code_hash", lambda: "other evaluation code")
+    validate_references([task, wrong, crash], backend=backend, cases=(0,), results_path=path,
+                        cache_dir=tmp_path / "cache", on_result=calls.append)
+    assert sorted(r.status for r in calls) == ["passed", "runtime_error", "wrong"]
