@@ -29,7 +29,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # What this record measures (docs/tools/perf_table.py marks it stale when these change).
-MEASURES = ("cuset/demo", "cuset/train", "cuset/losses", "cuset/generate", "cuset/execute", "cuset/evaluate")
+MEASURES = ("cuset/demo", "cuset/train", "cuset/losses", "cuset/generate", "cuset/execute", "cuset/evaluate",
+            "cuset/experiment/cell.py", "cuset/experiment/scoring.py")  # the demo's cells and its scoring
 
 
 def machine_cpu_seconds() -> float:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 # What this script measures (two `cuset demo --fast` runs, the work a test worker does): a record in bench/results is stale once a commit
 # after its own touches one of these paths (docs/tools/perf_table.py).
-MEASURES = ("cuset/demo", "cuset/train", "cuset/losses")
+MEASURES = ("cuset/demo", "cuset/train", "cuset/losses",
+            "cuset/experiment/cell.py", "cuset/experiment/scoring.py")  # the demo's cells and its scoring
 
 import os
 import subprocess

@@ -237,7 +237,9 @@ def build_cells(cfg: SweepConfig, resolver: Resolver | None = None) -> list[Swee
 # ---- running -------------------------------------------------------------------------------
 
 # (cell, cell_dir): run the cell in cell_dir, leaving its evaluation in cell_dir / EVAL_DIR
-# (the layout of a `cuset.experiment.Cell`)
+# (the layout of a `cuset.experiment.Cell`). A runner may also have `judged_by_others(cell,
+# cell_dir) -> int`: samples of a finished cell's evaluation that another evaluator judged
+# (cuset.evaluate.judge); a finished cell with any runs again (PipelineRunner has it).
 CellRunner = Callable[[SweepCell, Path], object]
 
 
@@ -282,6 +284,11 @@ def run_sweep(cfg: SweepConfig, runner: CellRunner | None = None, resolver: Reso
         cell_dir = out / "cells" / cell.cell_id
         entry = {"cell_id": cell.cell_id, "settings": dict(cell.settings), "labels": cell.labels}
         cached = cell.cell_id in finished.seconds
+        if cached and (stale := _judged_by_others(runner, cell, cell_dir)):
+            log.info("cell %s: %d sample(s) were judged by another evaluator (its code, backend or settings "
+                     "changed since): evaluated again", cell.cell_id, stale)
+            finished.forget(cell.cell_id)
+            cached = False
         if not cached:
             log.info("cell %d/%d %s: %s", i + 1, len(cells), cell.cell_id, cell.describe())
             (cell_dir / "failed.json").unlink(missing_ok=True)
@@ -314,6 +321,11 @@ def run_sweep(cfg: SweepConfig, runner: CellRunner | None = None, resolver: Reso
     return manifest
 
 
+def _judged_by_others(runner: CellRunner, cell: SweepCell, cell_dir: Path) -> int:
+    check = getattr(runner, "judged_by_others", None)
+    return check(cell, cell_dir) if check is not None else 0
+
+
 def _manifest(cfg: SweepConfig, entries: list[dict], counts: dict) -> dict:
     return {"name": cfg.name, "counts": dict(counts), "cells": list(entries),
             "failed": [{"cell_id": e["cell_id"], "error": e["error"]} for e in entries if e["status"] == "failed"]}
@@ -340,7 +352,6 @@ class PipelineRunner:
 
     def __call__(self, cell: SweepCell, cell_dir: Path) -> Path:
         from cuset.config import load_config
-        from cuset.evaluate import EvalConfig
         from cuset.generate.config import GenerateConfig
         from cuset.train.config import TrainConfig
 
@@ -353,6 +364,17 @@ class PipelineRunner:
                                list(cfg.generate_overrides) + list(cell.overrides["generate"])
                                + [f"tasks={cfg.tasks}", f"out={cell_dir / 'generations.jsonl'}",
                                   f"model={cell.resolved['model']['name_or_path']}"])
-        evaluate = load_config(EvalConfig, cfg.eval_config, list(cfg.eval_overrides) + list(cell.overrides["eval"]))
-        return run_cell(Cell(cell_dir, str(cfg.tasks), generate=generate, evaluate=evaluate, train=train),
+        return run_cell(Cell(cell_dir, str(cfg.tasks), generate=generate, evaluate=self.eval_config(cell), train=train),
                         name=f"cell {cell.cell_id}")
+
+    def eval_config(self, cell: SweepCell):
+        from cuset.config import load_config
+        from cuset.evaluate import EvalConfig
+
+        return load_config(EvalConfig, self.cfg.eval_config, list(self.cfg.eval_overrides) + list(cell.overrides["eval"]))
+
+    def judged_by_others(self, cell: SweepCell, cell_dir: Path) -> int:
+        """Samples of the cell's evaluation that another evaluator judged (run_cell judges them again)."""
+        from cuset.evaluate.judge import current_judge, judged_by_others
+
+        return judged_by_others(cell_dir / EVAL_DIR / "results.jsonl", current_judge(self.eval_config(cell)))

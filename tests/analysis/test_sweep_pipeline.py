@@ -91,3 +91,41 @@ def test_sweep_trains_generates_evaluates_and_resumes(setup, monkeypatch):
         assert run["labels"]["model"] == "model" and run["labels"]["params"] == "30K"
     gens = (root / "out" / "cells" / cuset_cell / "generations.jsonl").read_text().splitlines()
     assert len(gens) == 6 and all(json.loads(g)["n_tokens"] <= 8 for g in gens)
+
+
+def test_a_finished_sweep_judged_by_another_evaluator_is_evaluated_again(setup, monkeypatch):
+    """After the evaluation code changed (here: its hash), a finished sweep re-evaluates every cell
+    from its generations; nothing is trained or generated again."""
+    import cuset.evaluate.judge as judge
+    import cuset.generate.run
+    import cuset.train.run
+    from cuset.evaluate.records import load_results
+
+    root, model, tasks = setup
+    out = root / "out-rejudged"
+    cfg = SweepConfig(
+        name="tiny", out_dir=str(out), train_config=str(Path(__file__).resolve().parents[2] / "configs/train/tiny/lora.yaml"), tasks=str(tasks),
+        train_overrides=[f"model.name_or_path={model}", f"data.paths=[{tasks}]", "optim.max_steps=1", "save_steps=0"],
+        generate_overrides=["n_samples=3", "sampling.max_new_tokens=8", "hf.device=cpu", "progress=false"],
+        eval_overrides=["execution.backend=cpu", "execution.compile_judge=nvcc", "progress=false", "execution.workers=1"],
+        grid={"method": ["vanilla", "cuset"]}, labels={"params": "30K"}, progress=False)
+    assert run_sweep(cfg)["counts"] == {"done": 2, "cached": 0, "failed": 0}
+    assert run_sweep(cfg)["counts"] == {"done": 2, "cached": 2, "failed": 0}
+    unused = lambda *a, **kw: pytest.fail("trained or generated again")  # noqa: E731
+    monkeypatch.setattr(cuset.train.run, "train", unused)
+    monkeypatch.setattr(cuset.generate.run, "generate_file", unused)
+    monkeypatch.setattr(judge, "judge_code_hash", lambda: "newer evaluation code")
+    again = run_sweep(cfg)
+    assert again["counts"] == {"done": 2, "cached": 0, "failed": 0}
+    for cell in again["cells"]:
+        results = load_results(Path(cell["eval_dir"]) / "results.jsonl")
+        assert len(results) == 6 and {r.judge for r in results} == {judge.current_judge(
+            load_config_for(cfg, cell))}
+    assert run_sweep(cfg)["counts"] == {"done": 2, "cached": 2, "failed": 0}
+
+
+def load_config_for(cfg, entry):
+    from cuset.experiment.sweep import PipelineRunner, build_cells
+
+    cell = next(c for c in build_cells(cfg) if c.cell_id == entry["cell_id"])
+    return PipelineRunner(cfg).eval_config(cell)
