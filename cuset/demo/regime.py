@@ -264,12 +264,28 @@ def regime_map(levels: list[tuple[int, Path]], out: Path, gate: tuple[float, flo
                                      "sentence")}}
                 for r in report.get("two_by_two") or [] if r["metric"] == METRIC},
             "dropped": dropped,
+            "holm_family": holm_family(report["paired"]),
             # evaluator -> runs (cuset.evaluate.judge); absent in reports from before judges
             **({"judges": report["judges"]} if report.get("judges") else {}),
         })
     min_compile, min_function = gate or _default_gate()
     return {"metric": METRIC, "levels": rows,
             "gate": competence_gate(rows, min_compile=min_compile, min_function=min_function)}
+
+
+def holm_family(paired: list[dict]) -> dict:
+    """The comparisons a level's Holm adjustment runs over (cuset.demo.report.paired_rows): every
+    arm's difference from the reference on every Pass@k metric of its report."""
+    return {"arms": len({p["b"] for p in paired}), "metrics": list(dict.fromkeys(p["metric"] for p in paired)),
+            "comparisons": len(paired)}
+
+
+def _family_words(row: dict) -> str:
+    f = row["holm_family"]
+    grid = f"{f['arms']} arm{'s' * (f['arms'] != 1)} x {len(f['metrics'])} Pass@k metric{'s' * (len(f['metrics']) != 1)}"
+    full = f["arms"] * len(f["metrics"])
+    return (f"{grid} = {full} comparisons" if f["comparisons"] == full
+            else f"{f['comparisons']} testable comparisons of {grid}")
 
 
 def comparisons(row: dict) -> dict[str, tuple[str, dict]]:
@@ -386,6 +402,10 @@ def conclusion_lines(doc: dict) -> list[str]:
             where = f"k = {row['warmup_steps']} ({_base_words(row)}, {MAP_REGIME_WORDS[regime]}: {_cell(p)})"
             key = ("cannot be tested against" if p["p_value"] is None else "shows no significant difference from"
                    if not p["significant"] else "beats" if p["delta"] > 0 else "loses to")
+            if key.startswith("shows no") and "p_holm" in p and p["low"] is not None and (p["low"] > 0 or p["high"] < 0):
+                # the interval is unadjusted; the verdict is Holm's, over the level's whole family
+                where = (f"{where[:-1]}; its unadjusted interval excludes 0, but Holm's adjustment over the "
+                         f"level's {_family_words(row)} leaves it at p = {_p(p['p_holm'])})")
             verdicts[key].append(where)
             kinds[row["warmup_steps"]] = p["run_variance"]
         other = row_label(_comparator(doc, arm))
@@ -464,13 +484,12 @@ def _low_token_lines(levels: list[dict]) -> list[str]:
     return lines
 
 
-_UNSTAMPED = "unstamped"   # results written before judges were stamped
-
-
 def _judge_lines(levels: list[dict]) -> list[str]:
     """A warning for each level whose runs different evaluators judged (cuset.evaluate.judge)."""
+    from cuset.demo.report import UNSTAMPED
+
     lines = [f"**k = {row['warmup_steps']}: its runs were judged by {len(row['judges'])} different evaluators** "
-             f"({'; '.join(f'`{j or _UNSTAMPED}`: {len(runs)} run(s)' for j, runs in row['judges'].items())}); "
+             f"({'; '.join(f'`{j or UNSTAMPED}`: {len(runs)} run(s)' for j, runs in row['judges'].items())}); "
              "its differences may be the evaluators'. Run the map's command again to judge them alike."
              for row in levels if len(row.get("judges") or {}) > 1]
     return [*lines, ""] if lines else []
@@ -484,11 +503,15 @@ def regime_markdown(doc: dict) -> str:
     others = [m for m in arms if m != "sft"]
     crossed = list(dict.fromkeys(m for row in levels for m in interactions(row)))
     within = any(_comparator(doc, m) != "sft" for m in others)
+    families = "; ".join(f"k = {row['warmup_steps']}: {_family_words(row)}" for row in levels
+                         if row["holm_family"]["comparisons"])
     lines = ["# When does CuSeT beat SFT? A base-strength map", "",
              f"Each level is one demo run (linked) whose base was warmed up with k steps of SFT on the fine-tuning "
              f"families at points neither the fine-tuning nor the evaluation set holds. {doc['metric']} of each arm "
              "minus SFT on the same tasks, with a 95% interval from tasks and training runs as random effects "
-             f"(cuset.analysis.paired; Holm-adjusted within each level for 'significant'; {_VARIANCE_NOTE})."
+             "(cuset.analysis.paired; 'significant' is Holm-adjusted within each level"
+             + (f", over its family: {families}; the intervals are not adjusted" if families else "")
+             + f"; {_VARIANCE_NOTE})."
              + (" An arm fine-tuned on programs with replaceable tokens is compared with SFT fine-tuned on the same "
                 "programs, and each interaction is how much replaceable tokens change a method's difference from "
                 "SFT: the 2x2's own contrasts, not Holm-adjusted." if within else ""), "",

@@ -15,6 +15,7 @@ from cuset.provenance import provenance
 
 BASE_LABEL = "Vanilla (pretrained base)"
 PASS_KEYS = ("compile@1", "compile@3", "function@1", "function@3")
+UNSTAMPED = "unstamped"   # how a report names results written before judges were stamped
 
 
 def row_label(method: str) -> str:
@@ -194,7 +195,7 @@ def judge_sentence(doc: dict) -> str:
         return ""   # a report from before judges were stamped
     if len(judges) == 1:
         return f" Every sample of every run was judged by one evaluator (judge `{next(iter(judges))}`)."
-    parts = "; ".join(f"`{j or 'unstamped'}`: {', '.join(runs)}" for j, runs in judges.items())
+    parts = "; ".join(f"`{j or UNSTAMPED}`: {', '.join(runs)}" for j, runs in judges.items())
     return (f" **The samples were judged by {len(judges)} different evaluators** ({parts}): a difference "
             "between runs may be the evaluators'; run the demo's command again to judge them all alike.")
 

@@ -240,6 +240,7 @@ def test_a_2x2_map_compares_each_replaceable_arm_within_its_condition():
                                                                          "finetune_steps": 500, "deviations": [],
                                                                          "reason": ""},
            "low_tokens": None, "dropped": {},
+           "holm_family": {"arms": 4, "metrics": ["compile@1", "function@1"], "comparisons": 8},
            "methods": {m: {"mean": 0.3} for m in ("sft", "sft:repl", "cuset", "cuset:repl", "profit")},
            "paired": {"sft:repl": _paired(-0.354, -0.42, -0.28, 1e-6, True),
                       "cuset": _paired(-0.021, -0.041, 0.0, 0.045, False),
@@ -266,6 +267,31 @@ def test_a_2x2_map_compares_each_replaceable_arm_within_its_condition():
     assert lines[-1] == ("- Replaceable tokens change CuSeT - SFT by (with - without): k = 1600: +12.5 [+7.3, +17.7], "
                          "significant (the 2x2's interaction; not Holm-adjusted).")
     assert "- k = 1600: cuset interaction (2x2, not Holm-adjusted)" in md
+    assert ("'significant' is Holm-adjusted within each level, over its family: k = 1600: 4 arms x 2 Pass@k "
+            "metrics = 8 comparisons; the intervals are not adjusted;" in md)
+
+
+def test_a_difference_holm_leaves_not_significant_says_its_interval_is_unadjusted():
+    """An interval that excludes 0 beside 'no significant difference' reads as a contradiction
+    unless the line says the verdict is Holm's, over which family, and at what adjusted p."""
+    from cuset.demo.regime import _family_words, conclusion_lines, holm_family
+
+    mech = _nll(0.0004, 0.99, 0.998, 1e-300)["mechanism"]
+    paired = {"dft": {**_paired(0.04, 0.005, 0.075, 0.03, False), "p_holm": 0.21},
+              "profit": {**_paired(0.01, -0.02, 0.04, 0.5, False), "p_holm": 1.0}}
+    report_rows = [{"a": "sft", "b": arm, "metric": m} for arm in paired for m in ("compile@1", "function@1", "function@3")]
+    family = holm_family(report_rows[:-1])   # one comparison could not be tested
+    assert family == {"arms": 2, "metrics": ["compile@1", "function@1", "function@3"], "comparisons": 5}
+    row = {"warmup_steps": 1600, "base_nll": 0.005, "mechanism": mech, "base": {"compile@1": 0.9, "function@1": 0.3},
+           "methods": {"sft": {}, "dft": {}, "profit": {}}, "paired": paired, "holm_family": family}
+    assert _family_words(row) == "5 testable comparisons of 2 arms x 3 Pass@k metrics"
+    dft, profit = conclusion_lines({"metric": "function@1", "levels": [row]})
+    assert dft.startswith("- DFT shows no significant difference from SFT at k = 1600")
+    assert ("+4.0 [+0.5, +7.5]; its unadjusted interval excludes 0, but Holm's adjustment over the level's "
+            "5 testable comparisons of 2 arms x 3 Pass@k metrics leaves it at p = 0.21)." in dft)
+    assert "unadjusted" not in profit and "+1.0 [-2.0, +4.0])." in profit
+    assert holm_family(report_rows)["comparisons"] == 6
+    assert _family_words({**row, "holm_family": holm_family(report_rows)}) == "2 arms x 3 Pass@k metrics = 6 comparisons"
 
 
 def test_the_competence_gate_names_the_bases_that_pass_it():
