@@ -16,3 +16,14 @@ def test_a_committed_carry_restores_every_file(carried, tmp_path):
 
     manifest = json.loads((ROOT / "carried" / carried / MANIFEST).read_text())
     assert restore(ROOT / "carried" / carried, tmp_path / "run") == len(manifest["files"]) > 0
+
+
+def test_the_carried_readme_lists_exactly_the_committed_carries():
+    """carried/README.md's table is how a reader finds a run in progress and its command: a carry
+    missing from it cannot be resumed, a row without its carry points at nothing (a published
+    run's row is deleted with its directory)."""
+    rows = [line.split("|")[1].strip() for line in (ROOT / "carried" / "README.md").read_text().splitlines()
+            if line.startswith("| ") and not line.startswith("| name")]
+    listed = {name for name in rows if not name.startswith("(")}
+    assert listed == {p.parent.name for p in (ROOT / "carried").glob(f"*/{MANIFEST}")}
+    assert rows, "the table has lost its rows; write '(none in progress)' when nothing is carried"
